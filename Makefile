@@ -1,0 +1,41 @@
+# The README's two commands: `make demo` and `make test`. Both set up everything they need.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch 2.13.0 is the CPU wheel available on this kind of machine; GPU users: see README.
+TORCH_SPEC ?= torch==2.13.0
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+.PHONY: demo test setup setup-test browser nsys clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip wheel
+
+$(VENV)/.setup-core: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[examples]"
+	touch $@
+
+$(VENV)/.setup-test: pyproject.toml $(VENV)/.setup-core
+	$(BIN)/python -m pip install -q -e ".[test,examples]"
+	DS_BUILD_OPS=0 $(BIN)/python -m pip install -q "deepspeed>=0.14" || echo "deepspeed not installed: its tests will skip"
+	touch $@
+
+setup: $(VENV)/.setup-core
+setup-test: $(VENV)/.setup-test
+
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: browser tests will skip"
+
+nsys: $(VENV)/.setup-core
+	$(BIN)/python -m nbprof.capture.nsys_fetch || echo "nsys not obtained: nsys tests will skip"
+
+demo: setup
+	$(BIN)/nbprof demo
+
+test: setup-test browser nsys
+	$(BIN)/python -m pytest tests
+
+clean:
+	rm -rf $(VENV) results

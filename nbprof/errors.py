@@ -1,0 +1,110 @@
+"""One exception hierarchy for nbprof.
+
+Every loader error carries the ``path`` of the file and where in it the
+problem sits (``offset`` = byte offset for JSON, ``table`` for SQLite), as
+attributes and not only in the message, so callers can act on them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "NbprofError",
+    "TraceFormatError",
+    "SchemaError",
+    "EmptyProfileError",
+    "CaptureError",
+    "MissingDependencyError",
+    "NbprofWarning",
+    "LoadRepairWarning",
+]
+
+
+class NbprofError(Exception):
+    """Base class of every error nbprof raises on purpose."""
+
+
+class TraceFormatError(NbprofError, ValueError):
+    """Raised when a trace file cannot be read (or, in strict mode, needs repair).
+
+    Attributes
+    ----------
+    path : str
+        The file.
+    offset : int or None
+        Byte offset in the (decompressed) file where the problem starts.
+    reason : str
+        What was found and what was expected.
+    table : str or None
+        For SQLite sources, the table concerned.
+    event_index : int or None
+        Index of the offending event in ``traceEvents`` when known.
+
+    Examples
+    --------
+    >>> err = TraceFormatError("t.json", 120, "invalid character")
+    >>> err.offset
+    120
+    """
+
+    def __init__(
+        self,
+        path: str,
+        offset: int | None,
+        reason: str,
+        *,
+        table: str | None = None,
+        event_index: int | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.offset = offset
+        self.reason = reason
+        self.table = table
+        self.event_index = event_index
+        where = []
+        if offset is not None:
+            where.append(f"byte {offset}")
+        if table is not None:
+            where.append(f"table {table}")
+        if event_index is not None:
+            where.append(f"event #{event_index}")
+        loc = f" at {', '.join(where)}" if where else ""
+        super().__init__(f"{self.path}{loc}: {reason}")
+
+    def __reduce__(self):  # keep attributes through pickling (multiprocessing, Dask)
+        return (
+            _rebuild_trace_format_error,
+            (self.path, self.offset, self.reason, self.table, self.event_index),
+        )
+
+
+def _rebuild_trace_format_error(path, offset, reason, table, event_index):
+    return TraceFormatError(path, offset, reason, table=table, event_index=event_index)
+
+
+class SchemaError(NbprofError, ValueError):
+    """Raised when a table does not match the trace schema (a bug in a source)."""
+
+
+class EmptyProfileError(NbprofError, ValueError):
+    """Raised when an analysis needs events of a kind the trace does not hold.
+
+    Example: a kernel summary asked for on a CPU-only profile is *not* an error
+    (it returns an empty frame); a step breakdown on a trace with no events at
+    all is.
+    """
+
+
+class CaptureError(NbprofError, RuntimeError):
+    """Raised when running a profiler (torch.profiler, nsys) fails."""
+
+
+class MissingDependencyError(NbprofError, ModuleNotFoundError):
+    """Raised when an optional package is needed; the message names the pip extra."""
+
+
+class NbprofWarning(UserWarning):
+    """Base class of nbprof's warnings."""
+
+
+class LoadRepairWarning(NbprofWarning):
+    """Issued when a loader repaired or dropped something (see ``Trace.report``)."""

@@ -1,0 +1,61 @@
+"""Readers: one module per input format, each returning a ``Trace``.
+
+``load(path)`` picks the reader by exact file suffix from a small registry
+(longest suffix wins); the error for an unknown suffix lists the registered ones.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from ..trace.model import Trace
+
+_Loader = Callable[..., Trace]
+
+
+class LoaderRegistry:
+    """Map of file suffix -> loader (``"module:function"`` strings, imported on first use)."""
+
+    def __init__(self) -> None:
+        self._by_suffix: dict[str, str] = {}
+
+    def register(self, suffix: str, target: str) -> None:
+        """Register ``target`` ("package.module:function") for files ending in ``suffix``."""
+        self._by_suffix[suffix.lower()] = target
+
+    def suffixes(self) -> list[str]:
+        """Registered suffixes, longest first."""
+        return sorted(self._by_suffix, key=len, reverse=True)
+
+    def resolve(self, path: str) -> _Loader:
+        """The loader for ``path``.
+
+        Raises
+        ------
+        ValueError
+            When no registered suffix matches (the message lists them).
+        """
+        low = os.fspath(path).lower()
+        for suf in self.suffixes():
+            if low.endswith(suf):
+                mod, fn = self._by_suffix[suf].split(":")
+                import importlib
+
+                return getattr(importlib.import_module(mod), fn)
+        msg = f"don't know how to load {path!r}: expected a file ending in one of {', '.join(self.suffixes())}"
+        raise ValueError(msg)
+
+
+registry = LoaderRegistry()
+for _suf in (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz"):
+    registry.register(_suf, "nbprof.sources.kineto:load_kineto")
+
+
+def load(path: str | os.PathLike[str], **kwargs) -> Trace:
+    """Load any supported trace file into a ``Trace`` (see ``nbprof.load``)."""
+    spath = os.fspath(path)
+    if not os.path.exists(spath):
+        msg = f"no such trace file: {spath!r}"
+        raise FileNotFoundError(msg)
+    return registry.resolve(spath)(spath, **kwargs)

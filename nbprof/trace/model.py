@@ -1,0 +1,234 @@
+"""The canonical trace model: ``Trace`` = typed tables + metadata + load report."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from . import schema
+
+
+@dataclass
+class LoadIssue:
+    """One thing a loader repaired, dropped or assumed.
+
+    Attributes
+    ----------
+    kind : str
+        Short machine-readable key, e.g. ``"truncated"``, ``"negative_dur"``, ``"rank_assumed"``.
+    action : str
+        ``"repaired"``, ``"dropped"`` or ``"assumed"``.
+    count : int
+        How many events/records it concerns.
+    message : str
+        Human-readable sentence with the evidence.
+    offset : int or None
+        First byte offset concerned, when known.
+    """
+
+    kind: str
+    action: str
+    count: int
+    message: str
+    offset: int | None = None
+
+
+@dataclass
+class LoadReport:
+    """What a loader repaired, dropped or assumed, with counts. Empty means a clean load."""
+
+    path: str = ""
+    issues: list[LoadIssue] = field(default_factory=list)
+
+    def add(self, kind: str, action: str, count: int, message: str, offset: int | None = None) -> None:
+        """Record one issue (merging counts with an existing issue of the same kind and action)."""
+        for it in self.issues:
+            if it.kind == kind and it.action == action:
+                it.count += count
+                if it.offset is None:
+                    it.offset = offset
+                return
+        self.issues.append(LoadIssue(kind, action, count, message, offset))
+
+    @property
+    def clean(self) -> bool:
+        """True when nothing was repaired, dropped or assumed."""
+        return not self.issues
+
+    def kinds(self) -> set[str]:
+        """The set of issue kinds recorded."""
+        return {i.kind for i in self.issues}
+
+    def get(self, kind: str) -> LoadIssue | None:
+        """The first issue of ``kind`` or None."""
+        for it in self.issues:
+            if it.kind == kind:
+                return it
+        return None
+
+    def to_frame(self) -> pd.DataFrame:
+        """Columns: kind, action, count, offset, message."""
+        return pd.DataFrame(
+            [(i.kind, i.action, i.count, i.offset, i.message) for i in self.issues],
+            columns=["kind", "action", "count", "offset", "message"],
+        )
+
+    def __str__(self) -> str:
+        if not self.issues:
+            return f"load report for {self.path}: clean"
+        lines = [f"load report for {self.path}:"]
+        for i in self.issues:
+            where = f" (byte {i.offset})" if i.offset is not None else ""
+            lines.append(f"  - {i.action}: {i.message}{where}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<li><b>{html.escape(i.action)}</b>: {html.escape(i.message)}</li>" for i in self.issues
+        ) or "<li>clean</li>"
+        return f"<div><b>Load report</b> for <code>{html.escape(self.path)}</code><ul>{rows}</ul></div>"
+
+
+@dataclass
+class TraceMeta:
+    """Trace-level metadata.
+
+    Attributes
+    ----------
+    source_path : str
+    source_format : str
+        ``"kineto"``, ``"nsys"``, ...
+    producer : str
+        ``"PyTorch/Kineto"``, ``"PyTorch/Kineto (ROCm)"``, ``"Nsight Systems"``...
+    origin_ns : int or None
+        Absolute time (Unix epoch ns when the source says so) of ``ts_ns == 0``.
+    rank, world_size : int
+    rank_source : str
+        ``"distributedInfo"``, ``"filename"``, ``"assumed"`` or ``"given"``.
+    distributed_info : dict
+    device_properties : list of dict
+        Per device: ``id``, ``name``, ``totalGlobalMem`` (bytes), ``computeMajor``... (Kineto names).
+    schema_version : int or None
+        The source's own schema version (Kineto ``schemaVersion``).
+    flags : dict
+        Profiler flags found in the file (record_shapes, profile_memory, with_stack, with_flops, with_modules).
+    extra : dict
+        Any other top-level metadata, kept as is.
+    """
+
+    source_path: str = ""
+    source_format: str = ""
+    producer: str = ""
+    origin_ns: int | None = None
+    rank: int = 0
+    world_size: int = 1
+    rank_source: str = "assumed"
+    distributed_info: dict[str, Any] = field(default_factory=dict)
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+    schema_version: int | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    nbprof_schema_version: int = schema.SCHEMA_VERSION
+
+    @property
+    def is_rocm(self) -> bool:
+        """True for AMD/ROCm traces (roctracer / HIP metadata or an AMD device name)."""
+        if any(k.startswith(("hip_", "roctracer")) for k in self.extra):
+            return True
+        return any("AMD" in str(d.get("name", "")) for d in self.device_properties)
+
+
+@dataclass
+class Trace:
+    """A profile in nbprof's canonical model.
+
+    Attributes
+    ----------
+    events : pandas.DataFrame
+        One row per duration or instant event; columns in ``nbprof.trace.schema.EVENT_COLUMNS``
+        (``ts_ns``/``dur_ns`` int64 ns relative to the origin, categorical ``name``/``cat``, ...).
+        Sorted by ``ts_ns``.
+    flows : pandas.DataFrame
+        ``FLOW_COLUMNS``: ac2g and fwdbwd flow pairs.
+    memory : pandas.DataFrame
+        ``MEMORY_COLUMNS``: the ``[memory]`` allocation/free events.
+    counters : pandas.DataFrame
+        ``COUNTER_COLUMNS``: Chrome-trace ``C`` events.
+    threads : pandas.DataFrame
+        ``pid``, ``tid``, ``name``, ``kind`` ("process"/"thread"), from ``M`` events.
+    meta : TraceMeta
+    report : LoadReport
+    """
+
+    events: pd.DataFrame
+    flows: pd.DataFrame
+    memory: pd.DataFrame
+    counters: pd.DataFrame
+    threads: pd.DataFrame
+    meta: TraceMeta
+    report: LoadReport
+
+    # ----------------------------------------------------------------- basics
+    @property
+    def duration_ns(self) -> int:
+        """Span of the trace: max(ts+dur) - min(ts) over events, in ns (0 if empty)."""
+        ev = self.events
+        if ev.empty:
+            return 0
+        return int((ev["ts_ns"] + ev["dur_ns"]).max() - ev["ts_ns"].min())
+
+    @property
+    def rank(self) -> int:
+        """The trace's distributed rank (see ``meta.rank_source`` for where it came from)."""
+        return self.meta.rank
+
+    @property
+    def has_device(self) -> bool:
+        """True when the trace holds device (GPU) activity."""
+        return bool(self.events["device"].ge(0).any()) if len(self.events) else False
+
+    @property
+    def steps(self) -> list[int]:
+        """ProfilerStep numbers present, ascending."""
+        s = self.events["step"]
+        return sorted(int(x) for x in pd.unique(s[s >= 0]))
+
+    def category_counts(self) -> pd.Series:
+        """Number of events per canonical category (int64 Series indexed by category)."""
+        return self.events["cat"].value_counts().astype("int64")
+
+    def summary(self) -> dict[str, Any]:
+        """A small dict: path, producer, rank, events, per-category counts, steps, duration_ns, devices."""
+        return {
+            "path": self.meta.source_path,
+            "producer": self.meta.producer,
+            "rank": self.meta.rank,
+            "world_size": self.meta.world_size,
+            "events": int(len(self.events)),
+            "categories": {str(k): int(v) for k, v in self.category_counts().items() if v},
+            "steps": self.steps,
+            "duration_ns": self.duration_ns,
+            "devices": [str(d.get("name", "")) for d in self.meta.device_properties],
+            "memory_events": int(len(self.memory)),
+            "flows": int(len(self.flows)),
+            "clean_load": self.report.clean,
+        }
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        cats = ", ".join(f"{k}={v}" for k, v in sorted(s["categories"].items(), key=lambda kv: -kv[1])[:6])
+        return (
+            f"<nbprof.Trace {s['path']!s}: {s['events']} events ({cats}), rank {s['rank']}, "
+            f"{len(s['steps'])} steps, {s['duration_ns'] / 1e6:.3f} ms, "
+            f"{'clean load' if s['clean_load'] else str(len(self.report.issues)) + ' load issues'}>"
+        )
+
+    def validate(self) -> None:
+        """Check every table against ``nbprof.trace.schema`` (raises ``SchemaError``)."""
+        schema.validate(self.events, schema.EVENT_COLUMNS, "events")
+        schema.validate(self.flows, schema.FLOW_COLUMNS, "flows")
+        schema.validate(self.memory, schema.MEMORY_COLUMNS, "memory")
+        schema.validate(self.counters, schema.COUNTER_COLUMNS, "counters")
