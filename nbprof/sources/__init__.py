@@ -50,6 +50,10 @@ class LoaderRegistry:
 registry = LoaderRegistry()
 for _suf in (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz"):
     registry.register(_suf, "nbprof.sources.kineto:load_kineto")
+for _suf in (".pickle", ".pkl", ".pickle.gz"):
+    registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_snapshot")
+for _suf in (".raw.json", ".raw.json.gz", ".raw.gz"):
+    registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_timeline")
 
 
 def load(path: str | os.PathLike[str], **kwargs) -> Trace:

@@ -1,0 +1,430 @@
+"""CUDA caching-allocator snapshots and ``export_memory_timeline`` outputs -> ``MemorySnapshot``.
+
+Format facts (torch ``torch/cuda/memory.py`` ``_snapshot`` docstring; ../shared/notes/formats.md §4.3-4.4):
+
+- ``torch.cuda.memory._dump_snapshot(path)`` pickles a plain dict ``{"segments": [...], "device_traces":
+  [[TraceEntry, ...] per device], ...}`` (newer builds add ``allocator_settings``, ``external_annotations``).
+  ``Segment``: ``device, address, total_size, allocated_size, active_size, requested_size, stream,
+  segment_type ('small'|'large'), segment_pool_id, is_expandable, frames, blocks``;
+  ``Block``: ``address, size, requested_size, state ('active_allocated'|'active_awaiting_free'|'inactive'), frames``;
+  ``TraceEntry``: ``action ('alloc'|'free_requested'|'free_completed'|'segment_alloc'|'segment_free'|
+  'segment_map'|'segment_unmap'|'snapshot'|'oom'), addr, size, stream, time_us, frames, device_free (oom)``;
+  ``Frame``: ``filename, line, name``. Keys differ across torch versions: everything is read defensively.
+- A pickle can carry code. Snapshots are plain dicts/lists/str/int/float/bool/None, so the unpickler here
+  refuses **every** class lookup: a pickle that would import or call anything raises ``TraceFormatError``
+  and runs nothing. Any pickle protocol (0-5) is read.
+- ``export_memory_timeline(path.raw.json.gz)``: a JSON list of ``[t_ns, action, bytes, category]`` with
+  ``t_ns == -1`` for pre-existing tensors, action 1 PREEXISTING, 2 CREATE, 3 INCREMENT_VERSION, 4 DESTROY
+  (``torch/profiler/_memory_profiler.py`` ``Action``), category index into ``_CATEGORY_TO_COLORS``
+  order: 0 parameter, 1 optimizer state, 2 input, 3 temporary, 4 activation, 5 gradient, 6 autograd detail,
+  7 unknown. ``.json``: ``[times_us, sizes[t][1 + category]]``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceFormatError
+from ..trace.model import LoadReport
+from .kineto import read_bytes
+
+__all__ = [
+    "MemorySnapshot",
+    "MemoryTimeline",
+    "load_memory_snapshot",
+    "load_memory_timeline",
+    "TIMELINE_CATEGORIES",
+    "TIMELINE_ACTIONS",
+]
+
+#: export_memory_timeline category index -> name (torch ``_CATEGORY_TO_COLORS`` order).
+TIMELINE_CATEGORIES = [
+    "parameter",
+    "optimizer_state",
+    "input",
+    "temporary",
+    "activation",
+    "gradient",
+    "autograd_detail",
+    "unknown",
+]
+#: export_memory_timeline action code -> name (torch ``Action`` enum values).
+TIMELINE_ACTIONS = {1: "preexisting", 2: "create", 3: "increment_version", 4: "destroy"}
+
+_TORCH_INTERNAL = ("torch/", "torch\\", "<frozen", "site-packages/torch", "contextlib.py", "threading.py")
+
+
+@dataclass
+class MemorySnapshot:
+    """A CUDA caching-allocator snapshot in tables.
+
+    Attributes
+    ----------
+    events : pandas.DataFrame
+        One row per allocator trace entry, in recorded order per device: ``device`` (int16), ``idx`` (int64,
+        order), ``ts_ns`` (int64, ns relative to the first entry; -1 if the entry has no time), ``action``
+        (categorical, see module docstring), ``addr`` (int64, -1 if none), ``size_bytes`` (int64), ``stream``
+        (int64), ``frames_id`` (int64 into ``frames``, -1 if none), ``device_free_bytes`` (int64, OOM rows only,
+        else -1).
+    segments : pandas.DataFrame
+        ``device, address, total_size_bytes, allocated_size_bytes, active_size_bytes, requested_size_bytes,
+        stream, segment_type, pool_id, is_expandable, n_blocks``.
+    blocks : pandas.DataFrame
+        ``device, segment_address, address, size_bytes, requested_size_bytes, state, frames_id``.
+    frames : pandas.DataFrame
+        ``frames_id, stack`` (text, innermost first, ``name (file:line)`` joined by " <- "), ``top_user_frame``
+        (the innermost Python frame outside torch, else the innermost Python frame, else the aten op), ``op``
+        (the innermost ``at::_ops::X`` dispatcher frame as ``aten::X``, "" if none), ``depth``.
+    origin_us : int or None
+        Absolute time (µs, from ``time_us``) of ``ts_ns == 0``.
+    source_path : str
+    report : LoadReport
+    extra : dict
+        Other top-level keys (e.g. ``allocator_settings``), kept as read.
+    """
+
+    events: pd.DataFrame
+    segments: pd.DataFrame
+    blocks: pd.DataFrame
+    frames: pd.DataFrame
+    origin_us: int | None
+    source_path: str
+    report: LoadReport
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def devices(self) -> list[int]:
+        """Devices with segments or trace entries, ascending."""
+        d = set(self.segments["device"].tolist()) | set(self.events["device"].tolist())
+        return sorted(int(x) for x in d)
+
+    def __repr__(self) -> str:
+        return (
+            f"<nbprof.MemorySnapshot {self.source_path}: {len(self.events)} trace entries, "
+            f"{len(self.segments)} segments, {len(self.blocks)} blocks, devices {self.devices}>"
+        )
+
+
+@dataclass
+class MemoryTimeline:
+    """``export_memory_timeline`` raw output: ``events`` with ``ts_ns`` (int64, ns relative to the first
+    timed row; -1 = pre-existing), ``action`` (categorical), ``bytes`` (int64, negative on destroy),
+    ``category`` (categorical, ``TIMELINE_CATEGORIES``)."""
+
+    events: pd.DataFrame
+    origin_ns: int | None
+    source_path: str
+    report: LoadReport
+
+
+class _RefuseClasses(pickle.Unpickler):
+    """An unpickler that resolves no globals at all: plain containers and scalars only."""
+
+    def __init__(self, f: io.BytesIO, path: str) -> None:
+        super().__init__(f)
+        self._path = path
+
+    def find_class(self, module: str, name: str):  # noqa: D401
+        msg = (
+            f"refusing to load {module}.{name}: a memory snapshot is plain data (dicts, lists, numbers, "
+            "strings); this pickle references code, which nbprof never executes"
+        )
+        raise TraceFormatError(self._path, None, msg)
+
+    def persistent_load(self, pid):
+        raise TraceFormatError(self._path, None, "refusing persistent ids in a memory snapshot pickle")
+
+
+def _safe_unpickle(data: bytes, path: str) -> Any:
+    try:
+        return _RefuseClasses(io.BytesIO(data), path).load()
+    except TraceFormatError:
+        raise
+    except Exception as exc:  # truncated/corrupt pickle: EOFError, UnpicklingError, ...
+        msg = f"not a readable pickle ({type(exc).__name__}: {exc})"
+        raise TraceFormatError(path, None, msg) from exc
+
+
+def _frames_key(frames: Any) -> tuple | None:
+    if not frames or not isinstance(frames, list):
+        return None
+    out = []
+    for fr in frames:
+        if isinstance(fr, dict):
+            out.append((str(fr.get("name", "?")), str(fr.get("filename", "?")), int(fr.get("line", 0) or 0)))
+    return tuple(out) if out else None
+
+
+def _is_python(fn: str) -> bool:
+    return fn.endswith(".py")
+
+
+def _is_internal(fn: str) -> bool:
+    return any(s in fn for s in _TORCH_INTERNAL)
+
+
+def _fmt(fr: tuple) -> str:
+    name, fn, line = fr
+    return f"{name} ({os.path.basename(fn)}:{line})"
+
+
+def _aten_op(key: tuple) -> str:
+    """``at::_ops::mm::call(...)`` -> ``aten::mm`` (the innermost dispatcher op in a C++ stack)."""
+    for name, _fn, _line in key:
+        if name.startswith("at::_ops::"):
+            return "aten::" + name[len("at::_ops::"):].split("::")[0]
+    return ""
+
+
+def _top_user(key: tuple) -> str:
+    """The innermost user Python frame; else the innermost Python frame; else the aten op; else frame 0."""
+    py = [fr for fr in key if _is_python(fr[1])]
+    for fr in py:
+        if not _is_internal(fr[1]):
+            return _fmt(fr)
+    if py:
+        return _fmt(py[0])
+    op = _aten_op(key)
+    return op or _fmt(key[0])
+
+
+def _int(v: Any, default: int = -1) -> int:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v if -(2**63) <= v < 2**63 else (v - 2**64 if v < 2**64 else default)
+    if isinstance(v, float) and np.isfinite(v):
+        return int(v)
+    return default
+
+
+def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = None) -> MemorySnapshot:
+    """Load a ``torch.cuda.memory._dump_snapshot`` pickle (any protocol) without executing anything.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        The ``.pickle`` file (gzip-compressed content is accepted too).
+    data : bytes, optional
+        The file content, when already in memory.
+
+    Returns
+    -------
+    MemorySnapshot
+        Tables described on ``MemorySnapshot``; ``report`` lists entries that were skipped or keys that
+        were missing.
+
+    Raises
+    ------
+    TraceFormatError
+        When the pickle references any class or function (it could run code), is corrupt, or is not a
+        snapshot dict with ``segments`` / ``device_traces``.
+    """
+    spath = os.fspath(path)
+    report = LoadReport(path=spath)
+    if data is None:
+        data = read_bytes(spath, report)
+    obj = _safe_unpickle(data, spath)
+    if isinstance(obj, list):  # very old snapshots: a bare list of segments
+        obj = {"segments": obj, "device_traces": []}
+        report.add("old_layout", "assumed", 1, "bare list of segments (old torch): no trace entries")
+    if not isinstance(obj, dict) or not ({"segments", "device_traces"} & set(obj)):
+        kind = type(obj).__name__
+        keys = sorted(obj)[:8] if isinstance(obj, dict) else []
+        raise TraceFormatError(spath, None, f"not a memory snapshot: got a {kind} with keys {keys}, expected 'segments'/'device_traces'")
+
+    frame_ids: dict[tuple, int] = {}
+
+    def fid(frames: Any) -> int:
+        k = _frames_key(frames)
+        if k is None:
+            return -1
+        i = frame_ids.get(k)
+        if i is None:
+            i = frame_ids[k] = len(frame_ids)
+        return i
+
+    # --- segments and blocks
+    seg_rows, blk_rows = [], []
+    for s in obj.get("segments") or []:
+        if not isinstance(s, dict):
+            report.add("bad_segment", "dropped", 1, "segment entries that are not dicts were skipped")
+            continue
+        dev = _int(s.get("device"), 0)
+        addr = _int(s.get("address"))
+        blocks = s.get("blocks") or []
+        seg_rows.append(
+            (
+                dev,
+                addr,
+                _int(s.get("total_size"), 0),
+                _int(s.get("allocated_size"), 0),
+                _int(s.get("active_size"), 0),
+                _int(s.get("requested_size"), 0),
+                _int(s.get("stream"), 0),
+                str(s.get("segment_type", "")),
+                str(s.get("segment_pool_id", "")),
+                bool(s.get("is_expandable", False)),
+                len(blocks),
+            )
+        )
+        for b in blocks:
+            if isinstance(b, dict):
+                blk_rows.append(
+                    (
+                        dev,
+                        addr,
+                        _int(b.get("address")),
+                        _int(b.get("size"), 0),
+                        _int(b.get("requested_size"), _int(b.get("size"), 0)),
+                        str(b.get("state", "")),
+                        fid(b.get("frames")),
+                    )
+                )
+    segments = pd.DataFrame(
+        seg_rows,
+        columns=[
+            "device", "address", "total_size_bytes", "allocated_size_bytes", "active_size_bytes",
+            "requested_size_bytes", "stream", "segment_type", "pool_id", "is_expandable", "n_blocks",
+        ],
+    ).astype({"device": "int16", "address": "int64", "total_size_bytes": "int64", "allocated_size_bytes": "int64",
+              "active_size_bytes": "int64", "requested_size_bytes": "int64", "stream": "int64", "n_blocks": "int64"})
+    segments["segment_type"] = segments["segment_type"].astype("category")
+    blocks_df = pd.DataFrame(
+        blk_rows, columns=["device", "segment_address", "address", "size_bytes", "requested_size_bytes", "state", "frames_id"]
+    ).astype({"device": "int16", "segment_address": "int64", "address": "int64", "size_bytes": "int64",
+              "requested_size_bytes": "int64", "frames_id": "int64"})
+    blocks_df["state"] = blocks_df["state"].astype("category")
+
+    # --- trace entries
+    dev_col, idx_col, t_col, act_col, addr_col, size_col, stream_col, fid_col, free_col = ([] for _ in range(9))
+    traces = obj.get("device_traces") or []
+    n_bad = 0
+    for dev, entries in enumerate(traces):
+        if not isinstance(entries, list):
+            continue
+        for i, e in enumerate(entries):
+            if not isinstance(e, dict) or "action" not in e:
+                n_bad += 1
+                continue
+            dev_col.append(dev)
+            idx_col.append(i)
+            t = e.get("time_us")
+            t_col.append(_int(t) if t is not None else -1)
+            act_col.append(str(e["action"]))
+            addr_col.append(_int(e.get("addr")))
+            size_col.append(_int(e.get("size"), 0))
+            stream_col.append(_int(e.get("stream"), 0))
+            fid_col.append(fid(e.get("frames")))
+            free_col.append(_int(e.get("device_free")))
+    if n_bad:
+        report.add("bad_trace_entry", "dropped", n_bad, f"{n_bad} trace entries without an 'action' were skipped")
+    t_arr = np.array(t_col, dtype=np.int64)
+    timed = t_arr >= 0
+    origin_us = int(t_arr[timed].min()) if timed.any() else None
+    ts_ns = np.where(timed, (t_arr - (origin_us or 0)) * 1000, -1)
+    if len(t_arr) and not timed.all():
+        report.add("no_time", "assumed", int((~timed).sum()), f"{int((~timed).sum())} trace entries have no time_us (older torch): ordered by index only")
+    events = pd.DataFrame(
+        {
+            "device": np.array(dev_col, dtype=np.int16),
+            "idx": np.array(idx_col, dtype=np.int64),
+            "ts_ns": ts_ns.astype(np.int64),
+            "action": pd.Categorical(act_col),
+            "addr": np.array(addr_col, dtype=np.int64),
+            "size_bytes": np.array(size_col, dtype=np.int64),
+            "stream": np.array(stream_col, dtype=np.int64),
+            "frames_id": np.array(fid_col, dtype=np.int64),
+            "device_free_bytes": np.array(free_col, dtype=np.int64),
+        }
+    )
+    keys = sorted(frame_ids, key=frame_ids.get)
+    frames = pd.DataFrame(
+        {
+            "frames_id": np.arange(len(keys), dtype=np.int64),
+            "stack": [" <- ".join(f"{n} ({os.path.basename(f)}:{ln})" for n, f, ln in k) for k in keys],
+            "top_user_frame": [_top_user(k) for k in keys],
+            "op": [_aten_op(k) for k in keys],
+            "depth": np.array([len(k) for k in keys], dtype=np.int64),
+        }
+    )
+    if not len(events):
+        report.add("no_history", "assumed", 0, "no allocator trace entries (history was not recorded): only the final state")
+    extra = {k: v for k, v in obj.items() if k not in ("segments", "device_traces")}
+    return MemorySnapshot(events, segments, blocks_df, frames, origin_us, spath, report, extra)
+
+
+_TL_DECODER = msgspec.json.Decoder()
+
+
+def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0) -> MemoryTimeline:
+    """Load ``export_memory_timeline`` output (``.raw.json[.gz]`` rows or ``.json[.gz]`` curves).
+
+    Parameters
+    ----------
+    path : str or PathLike
+    device : int, default 0
+        Stored in nothing but the report: the files do not say which device they are for.
+
+    Returns
+    -------
+    MemoryTimeline
+        For raw files, one row per action. For the ``.json`` curve form, one ``create`` row per
+        category change so the same analyses apply (``bytes`` = the per-category delta).
+
+    Raises
+    ------
+    TraceFormatError
+        When the file is not one of the two layouts.
+    """
+    spath = os.fspath(path)
+    report = LoadReport(path=spath)
+    data = read_bytes(spath, report)
+    try:
+        obj = _TL_DECODER.decode(data)
+    except msgspec.DecodeError as exc:
+        raise TraceFormatError(spath, None, f"not JSON: {exc}") from exc
+    if isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], list) and obj and obj[1] and isinstance(obj[1][0], list):
+        # curve form: [times_us, sizes[t][1+cat]] -> deltas per category
+        times = np.array(obj[0], dtype=np.int64)
+        sizes = np.array(obj[1], dtype=np.int64)[:, 1:]
+        deltas = np.diff(np.vstack([np.zeros((1, sizes.shape[1]), np.int64), sizes]), axis=0)
+        t_idx, c_idx = np.nonzero(deltas)
+        t0 = int(times[times > 0].min()) if (times > 0).any() else 0
+        ev = pd.DataFrame(
+            {
+                "ts_ns": (times[t_idx] - t0) * 1000,
+                "action": pd.Categorical(np.where(deltas[t_idx, c_idx] > 0, "create", "destroy")),
+                "bytes": deltas[t_idx, c_idx],
+                "category": pd.Categorical([TIMELINE_CATEGORIES[min(c, 7)] for c in c_idx], categories=TIMELINE_CATEGORIES),
+            }
+        )
+        report.add("curve_form", "assumed", 0, "curve (.json) form: rows are per-category deltas between time points")
+        return MemoryTimeline(ev, t0 * 1000, spath, report)
+    if not isinstance(obj, list) or (obj and not (isinstance(obj[0], list) and len(obj[0]) == 4)):
+        raise TraceFormatError(spath, None, "not an export_memory_timeline file: expected [[ts, action, bytes, category], ...] or [times, sizes]")
+    arr = np.array(obj, dtype=np.int64).reshape(-1, 4)
+    t = arr[:, 0]
+    timed = t >= 0
+    t0 = int(t[timed].min()) if timed.any() else 0
+    bad_cat = (arr[:, 3] < 0) | (arr[:, 3] > 7)
+    if bad_cat.any():
+        report.add("unknown_category", "repaired", int(bad_cat.sum()), "rows with an unknown category index: set to 'unknown'")
+    cats = np.where(bad_cat, 7, arr[:, 3])
+    ev = pd.DataFrame(
+        {
+            "ts_ns": np.where(timed, t - t0, -1),
+            "action": pd.Categorical([TIMELINE_ACTIONS.get(int(a), f"action_{int(a)}") for a in arr[:, 1]]),
+            "bytes": arr[:, 2],
+            "category": pd.Categorical.from_codes(cats, categories=TIMELINE_CATEGORIES),
+        }
+    )
+    return MemoryTimeline(ev, t0, spath, report)
