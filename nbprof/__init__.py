@@ -19,6 +19,7 @@ from .errors import (
     SchemaError,
     TraceFormatError,
 )
+from .capture.torch_profiler import profile, step
 from .sources import load
 from .trace import LoadReport, Trace, TraceMeta
 
@@ -26,6 +27,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "load",
+    "profile",
+    "step",
     "Trace",
     "TraceMeta",
     "LoadReport",
