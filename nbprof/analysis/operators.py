@@ -1,0 +1,548 @@
+"""Operator summary: what ``torch.profiler``'s ``key_averages()`` reports, computed from a ``Trace``.
+
+The numbers follow PyTorch's own definitions (``torch/autograd/profiler.py``
+``_parse_kineto_results`` and ``torch/autograd/profiler_util.py`` ``EventList`` /
+``FunctionEvent``, torch 2.13), so a summary of an exported Chrome trace agrees with
+``prof.key_averages()`` on the same profile:
+
+- **Which events**: every host event torch turns into a ``FunctionEvent``: ``cpu_op``,
+  ``user_annotation`` (``record_function`` ranges, ``ProfilerStep#N``), ``python_function``
+  (``with_stack``) and runtime/driver API calls (``cudaLaunchKernel`` ...). torch's utility
+  ops (``aten::is_leaf``, ``aten::output_nr``, ``aten::_version``,
+  ``profiler::_record_function_enter/_exit``) are left out, as torch does, and
+  ``ProfilerStep#N`` is reported as ``ProfilerStep*``.
+- **Call tree**: per thread, intervals sorted by (start, -end); an event is a child of the
+  innermost open event that fully contains it (``EventList._populate_cpu_children``), with
+  1 ns of slack at the end because the exported ``ts`` and ``dur`` are each rounded to the
+  ns, so a child that ends with its parent can end 1 ns after it in the file. A
+  parent whose only child has the same name is merged with it (``_remove_dup_nodes``), so
+  the wrapper pair counts once.
+- **Self host time** = total host time (the event's duration) minus the total host time of
+  its direct children.
+- **Device time**: kernels, memcpys and memsets are attributed to the host event whose
+  ``External id`` they carry (the innermost op active at the launch); without one, via the
+  correlation id to the runtime call and from it to its enclosing op. Total device time of
+  an op includes its children's; self device time is its own.
+- **Memory**: a ``[memory]`` record counts towards every host event whose interval
+  ``[start, end]`` holds its timestamp (total); self memory is the total minus the
+  children's totals, i.e. the allocation lands on the innermost op. CPU memory is
+  ``Device Type`` 0/2/5 (CPU, MKLDNN, IDEEP), device memory 1/6/12/20 (CUDA, HIP, XPU,
+  PrivateUse1). Records inside no event form a ``[memory]`` row, as in torch.
+
+A vectorised stack sweep builds the tree, so a summary of 10^6 events takes about a second
+where ``key_averages()`` takes minutes (``benchmarks/bench_operators.py``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace import schema
+from ..trace.model import Trace
+
+__all__ = ["operator_summary", "host_call_tree", "SORT_KEYS", "HOST_TREE_CATEGORIES"]
+
+#: Host categories that become torch ``FunctionEvent`` objects (and so rows of ``key_averages``).
+HOST_TREE_CATEGORIES = frozenset(
+    {schema.CPU_OP, schema.USER_ANNOTATION, schema.PYTHON_FUNCTION} | set(schema.RUNTIME_CATEGORIES)
+)
+#: Device activities counted as device time of the launching op.
+DEVICE_TIME_CATEGORIES = (schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET)
+
+# torch/autograd/profiler_util.py _filter_name (minus the [memory]/[OutOfMemory] records)
+_FILTERED_NAMES = frozenset(
+    {
+        "profiler::_record_function_enter",
+        "profiler::_record_function_enter_new",
+        "profiler::_record_function_exit",
+        "aten::is_leaf",
+        "aten::output_nr",
+        "aten::_version",
+    }
+)
+# torch/autograd/profiler_util.py _filter_stack_entry
+_FILTERED_FRAMES = (
+    ("autograd/__init__", "_make_grads"),
+    ("autograd/__init__", "backward"),
+    ("torch/tensor", "backward"),
+    ("_internal/common_utils", "prof_callable"),
+    ("_internal/common_utils", "prof_func_call"),
+    ("_internal/common_utils", "prof_meth_call"),
+)
+_CPU_MEM_TYPES = (0, 2, 5)  # c10::DeviceType CPU, MKLDNN, IDEEP
+_DEVICE_MEM_TYPES = (1, 6, 12, 20)  # CUDA, HIP, XPU, PrivateUse1
+
+#: torch ``key_averages().table(sort_by=...)`` keys -> ``operator_summary`` columns.
+SORT_KEYS: dict[str, str] = {
+    "cpu_time": "avg_host_ns",
+    "cpu_time_total": "total_host_ns",
+    "self_cpu_time_total": "self_host_ns",
+    "cuda_time": "avg_device_ns",
+    "cuda_time_total": "total_device_ns",
+    "self_cuda_time_total": "self_device_ns",
+    "device_time": "avg_device_ns",
+    "device_time_total": "total_device_ns",
+    "self_device_time_total": "self_device_ns",
+    "xpu_time": "avg_device_ns",
+    "xpu_time_total": "total_device_ns",
+    "self_xpu_time_total": "self_device_ns",
+    "privateuse1_time_total": "total_device_ns",
+    "self_privateuse1_time_total": "self_device_ns",
+    "cpu_memory_usage": "host_mem_bytes",
+    "self_cpu_memory_usage": "self_host_mem_bytes",
+    "cuda_memory_usage": "device_mem_bytes",
+    "self_cuda_memory_usage": "self_device_mem_bytes",
+    "device_memory_usage": "device_mem_bytes",
+    "self_device_memory_usage": "self_device_mem_bytes",
+    "xpu_memory_usage": "device_mem_bytes",
+    "self_xpu_memory_usage": "self_device_mem_bytes",
+    "count": "count",
+    "flops": "flops",
+}
+
+_COLUMNS = [
+    "count",
+    "self_host_ns",
+    "total_host_ns",
+    "self_device_ns",
+    "total_device_ns",
+    "host_mem_bytes",
+    "self_host_mem_bytes",
+    "device_mem_bytes",
+    "self_device_mem_bytes",
+    "flops",
+]
+
+
+def _display_names(names: pd.Series) -> np.ndarray:
+    """Category codes -> names as torch aggregates them (``ProfilerStep#N`` -> ``ProfilerStep*``)."""
+    cats = names.cat.categories
+    disp = np.array(
+        ["ProfilerStep*" if str(c).startswith("ProfilerStep#") else str(c) for c in cats], dtype=object
+    )
+    codes = names.cat.codes.to_numpy()
+    return disp, codes
+
+
+def _sweep(thread: np.ndarray, start: np.ndarray, end: np.ndarray, is_py: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Stack sweep over events sorted by (thread, start, -end).
+
+    Returns ``parent`` (index or -1), ``last`` (index of the last event of the subtree) and
+    ``py_parent`` (nearest enclosing python_function, or -1).
+    """
+    n = len(start)
+    parent = [-1] * n
+    last = list(range(n))
+    pyp = [-1] * n
+    th = thread.tolist()
+    st = start.tolist()
+    en = end.tolist()
+    py = is_py.tolist()
+    stack: list[int] = []
+    stack_end: list[int] = []
+    prev_thread = None
+    for i in range(n):
+        t = th[i]
+        if t != prev_thread:
+            for j in stack:
+                last[j] = i - 1
+            stack = []
+            stack_end = []
+            prev_thread = t
+        s = st[i]
+        e = en[i]
+        while stack:
+            pe = stack_end[-1]
+            if s >= pe or e > pe + 1:  # 1 ns slack: Kineto rounds ts and dur to ns separately
+                last[stack.pop()] = i - 1
+                stack_end.pop()
+            else:
+                p = stack[-1]
+                parent[i] = p
+                pyp[i] = p if py[p] else pyp[p]
+                break
+        stack.append(i)
+        stack_end.append(e)
+    for j in stack:
+        last[j] = n - 1
+    return (np.array(parent, dtype=np.int64), np.array(last, dtype=np.int64), np.array(pyp, dtype=np.int64))
+
+
+def host_call_tree(trace: Trace) -> pd.DataFrame:
+    """The host call tree torch's profiler builds, one row per host event.
+
+    Parameters
+    ----------
+    trace : Trace
+
+    Returns
+    -------
+    pandas.DataFrame
+        Sorted by (pid, tid, ts_ns, -end). Columns: ``event`` (row label in
+        ``trace.events``), ``name`` (display name, ``ProfilerStep*`` for steps), ``cat``,
+        ``pid``, ``tid``, ``ts_ns``, ``dur_ns``, ``parent`` (position of the parent row in
+        this frame, -1 for roots), ``effective_parent`` (the parent after torch's merge of
+        same-name single-child wrappers), ``merged`` (True for a row torch folds into its
+        parent), ``last`` (position of the last row of the subtree), ``py_parent``
+        (nearest enclosing ``python_function`` row or -1), ``depth``.
+
+    Notes
+    -----
+    Tree rules from ``torch.autograd.profiler_util.EventList._populate_cpu_children`` and
+    ``_remove_dup_nodes`` (torch 2.13).
+    """
+    ev = trace.events
+    cat = ev["cat"].astype(object).to_numpy()
+    is_tree = np.isin(cat, list(HOST_TREE_CATEGORIES)) & (ev["device"].to_numpy() < 0)
+    if "ph" in ev:
+        is_tree &= ev["ph"].astype(object).to_numpy() == "X"
+    disp, codes = _display_names(ev["name"])
+    keep_code = np.array([d not in _FILTERED_NAMES for d in disp] + [False], dtype=bool)
+    is_tree &= keep_code[codes]  # code -1 (missing name) -> last entry, False
+    idx = np.flatnonzero(is_tree)
+    pid = ev["pid"].to_numpy()[idx]
+    tid = ev["tid"].to_numpy()[idx]
+    ts = ev["ts_ns"].to_numpy()[idx]
+    dur = ev["dur_ns"].to_numpy()[idx]
+    end = ts + dur
+    order = np.lexsort((-end, ts, tid, pid))
+    idx, pid, tid, ts, dur, end = idx[order], pid[order], tid[order], ts[order], dur[order], end[order]
+    c = codes[idx]
+    thread = np.concatenate([[0], np.cumsum((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1]))]) if len(idx) else pid
+    is_py = cat[idx] == schema.PYTHON_FUNCTION
+    parent, last, pyp = _sweep(thread, ts, end, is_py)
+    n = len(idx)
+    has_p = parent >= 0
+    nchild = np.bincount(parent[has_p], minlength=n)
+    merged = np.zeros(n, dtype=bool)
+    pp = parent[has_p]
+    merged[has_p] = (disp[c[has_p]] == disp[c[pp]]) & (nchild[pp] == 1)
+    eff = parent.copy()
+    while True:
+        m = (eff >= 0) & merged[np.clip(eff, 0, None)]
+        if not m.any():
+            break
+        eff[m] = parent[eff[m]]
+    # depth: ancestors count (vectorised pointer doubling)
+    depth = np.zeros(n, dtype=np.int64)
+    anc = parent.copy()
+    while True:
+        live = anc >= 0
+        if not live.any():
+            break
+        depth[live] += 1
+        anc[live] = parent[anc[live]]
+    return pd.DataFrame(
+        {
+            "event": ev.index.to_numpy()[idx],
+            "name": pd.Categorical(disp[c]),
+            "cat": pd.Categorical(cat[idx]),
+            "pid": pid,
+            "tid": tid,
+            "ts_ns": ts,
+            "dur_ns": dur,
+            "parent": parent,
+            "effective_parent": eff,
+            "merged": merged,
+            "last": last,
+            "py_parent": pyp,
+            "depth": depth,
+        }
+    )
+
+
+def _memory_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    mem = trace.memory
+    if mem is None or mem.empty:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    m = mem.sort_values("ts_ns", kind="stable")
+    dt = m["device_type"].to_numpy()
+    b = m["bytes"].to_numpy().astype(np.int64)
+    return (
+        m["ts_ns"].to_numpy(),
+        np.where(np.isin(dt, _CPU_MEM_TYPES), b, 0),
+        np.where(np.isin(dt, _DEVICE_MEM_TYPES), b, 0),
+    )
+
+
+def _device_own_ns(trace: Trace, tree: pd.DataFrame) -> np.ndarray:
+    """Device ns each tree row launched itself (kernels/memcpy/memset via External id or correlation)."""
+    ev = trace.events
+    n = len(tree)
+    own = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return own
+    dev = ev[ev["cat"].isin(DEVICE_TIME_CATEGORIES) & (ev["device"] >= 0)]
+    if dev.empty:
+        return own
+    dev_ext = dev["external_id"].to_numpy()
+    dev_corr = dev["correlation"].to_numpy()
+    dev_dur = dev["dur_ns"].to_numpy()
+    ev_ext = ev["external_id"].to_numpy()[tree["event"].to_numpy()]
+    cats = tree["cat"].astype(object).to_numpy()
+    is_op = (cats == schema.CPU_OP) | (cats == schema.USER_ANNOTATION)
+    target = np.full(len(dev), -1, dtype=np.int64)
+    # External id -> op row (the innermost op active at the launch); first occurrence wins
+    op_rows = np.flatnonzero(is_op & (ev_ext >= 0))
+    if len(op_rows) and (dev_ext >= 0).any():
+        lut = pd.Series(op_rows, index=ev_ext[op_rows])
+        lut = lut[~lut.index.duplicated()]
+        hit = lut.reindex(dev_ext).to_numpy()
+        ok = ~np.isnan(hit) & (dev_ext >= 0)
+        target[ok] = hit[ok].astype(np.int64)
+    # fallback: correlation -> runtime call -> its enclosing op
+    miss = target < 0
+    if miss.any():
+        is_rt = np.isin(cats, list(schema.RUNTIME_CATEGORIES))
+        rt_rows = np.flatnonzero(is_rt)
+        rt_corr = ev["correlation"].to_numpy()[tree["event"].to_numpy()[rt_rows]]
+        ok_rt = rt_corr >= 0
+        if ok_rt.any():
+            lut = pd.Series(rt_rows[ok_rt], index=rt_corr[ok_rt])
+            lut = lut[~lut.index.duplicated()]
+            hit = lut.reindex(dev_corr[miss]).to_numpy()
+            rows = np.where(np.isnan(hit), -1, hit).astype(np.int64)
+            par = tree["parent"].to_numpy()
+            owner = np.where(rows >= 0, par[np.clip(rows, 0, None)], -1)
+            target[miss] = owner
+    # kernels of a merged wrapper row go to the row it is merged into (torch lifts them)
+    merged = tree["merged"].to_numpy()
+    effp = tree["effective_parent"].to_numpy()
+    ok = target >= 0
+    t = target[ok]
+    t = np.where(merged[t], effp[t], t)
+    np.add.at(own, t, dev_dur[ok])
+    return own
+
+
+_BW_PREFIX = "autograd::engine::evaluate_function: "
+
+
+def _stack_keys(trace: Trace, tree: pd.DataFrame, depth: int) -> np.ndarray:
+    """Top ``depth`` frames (innermost first, ``;``-joined) per tree row.
+
+    Frames come from the ``Call stack`` args (``with_stack`` + verbose experimental config),
+    else from the enclosing ``python_function`` events. As in torch
+    (``EventList._set_backward_stacktraces``), an op inside a backward function (the autograd
+    node run by ``autograd::engine::evaluate_function: <node>``) gets the stack of the
+    forward op with the node's sequence number on its forward thread.
+    """
+    n = len(tree)
+    ev = trace.events
+    rows = tree["event"].to_numpy()
+    cs = ev["call_stack"].to_numpy()[rows] if "call_stack" in ev else np.full(n, np.nan)
+    full = np.empty(n, dtype=object)
+    have = pd.notna(cs)
+    if have.any():
+        cache: dict[str, str] = {}
+        for i in np.flatnonzero(have):
+            st = cs[i]
+            k = cache.get(st)
+            if k is None:
+                frames = [f for f in st.split(";") if f and all(not (a in f and b in f) for a, b in _FILTERED_FRAMES)]
+                k = ";".join(frames)
+                cache[st] = k
+            full[i] = k
+    rest = np.flatnonzero(~have)
+    names = tree["name"].astype(object).to_numpy()
+    if len(rest):
+        pyp = tree["py_parent"].to_numpy()
+        frames = []
+        cur = pyp[rest]
+        for _ in range(max(depth, 1)):
+            frames.append(np.where(cur >= 0, names[np.clip(cur, 0, None)], ""))
+            cur = np.where(cur >= 0, pyp[np.clip(cur, 0, None)], -1)
+        joined = frames[0].astype(object)
+        for f in frames[1:]:
+            joined = np.where(f != "", joined + ";" + f, joined)
+        full[rest] = joined
+    # backward ops take their forward op's stack
+    parent = tree["parent"].to_numpy()
+    has_p = parent >= 0
+    pnames = np.where(has_p, names[np.clip(parent, 0, None)], "")
+    bw_root = np.array(
+        [bool(p) and p.startswith(_BW_PREFIX) and p[len(_BW_PREFIX):] == nm for p, nm in zip(pnames, names)],
+        dtype=bool,
+    ) if n else np.zeros(0, bool)
+    if bw_root.any():
+        bwp = np.where(bw_root, np.arange(n), -1)
+        dep = tree["depth"].to_numpy()
+        for d in range(1, int(dep.max()) + 1):
+            lvl = np.flatnonzero((dep == d) & (bwp < 0))
+            bwp[lvl] = bwp[parent[lvl]]
+        seq = ev["seq"].to_numpy()[rows]
+        # torch keys forward stacks by (sequence number, thread) with its internal thread ids,
+        # which the trace's 'Fwd thread id' uses too but OS tids do not: key by sequence number
+        fwd = pd.DataFrame({"seq": seq, "stack": full})[bwp < 0]
+        fwd = fwd.drop_duplicates("seq", keep="first").set_index("seq")["stack"]
+        under = np.flatnonzero(bwp >= 0)
+        got = fwd.reindex(seq[bwp[under]]).to_numpy()
+        full[under] = np.where(pd.isna(got), "", got)
+    out = np.empty(n, dtype=object)
+    cache2: dict[str, str] = {}
+    for i in range(n):
+        st = full[i] if isinstance(full[i], str) else ""
+        k = cache2.get(st)
+        if k is None:
+            k = ";".join(st.split(";")[:depth]) if st else ""
+            cache2[st] = k
+        out[i] = k
+    return out
+
+
+def operator_summary(trace: Trace, *, group_by: str = "name", stack_depth: int = 5) -> pd.DataFrame:
+    """Per-operator statistics, as ``torch.profiler`` ``key_averages()`` computes them.
+
+    Parameters
+    ----------
+    trace : Trace
+        A loaded trace (``nbprof.load``).
+    group_by : {"name", "shapes", "stack"}, default "name"
+        ``"shapes"`` adds the ``input_dims`` key (``key_averages(group_by_input_shape=True)``;
+        needs ``record_shapes``); ``"stack"`` adds a ``stack`` key of the top ``stack_depth``
+        frames, innermost first, ``;``-joined (``key_averages(group_by_stack_n=N)``; needs
+        ``with_stack``; taken from the ``Call stack`` args, else from the enclosing
+        ``python_function`` events).
+    stack_depth : int, default 5
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per key, sorted by ``total_host_ns`` descending. Columns: ``name`` (plus
+        ``input_dims`` / ``stack`` when grouped so), ``cat`` (cpu_op, user_annotation,
+        python_function, cuda_runtime ...; ``memory`` for the ``[memory]`` row),
+        ``count``, ``self_host_ns``, ``total_host_ns``, ``self_device_ns``,
+        ``total_device_ns`` (int64 ns), ``host_mem_bytes``, ``self_host_mem_bytes``,
+        ``device_mem_bytes``, ``self_device_mem_bytes`` (int64 bytes, net of frees),
+        ``flops`` (float, NaN when never recorded), ``avg_host_ns``, ``avg_device_ns``
+        (float ns per call).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``group_by``.
+
+    Notes
+    -----
+    Definitions: module docstring (torch 2.13 ``_parse_kineto_results``, ``EventList``,
+    ``FunctionEvent``). One documented difference: where torch merges a same-name wrapper
+    with its only child it replaces the wrapper's own kernels by the child's; nbprof adds
+    them (no device time is lost).
+    """
+    if group_by not in ("name", "shapes", "stack"):
+        msg = f"group_by must be 'name', 'shapes' or 'stack', not {group_by!r}"
+        raise ValueError(msg)
+    tree = host_call_tree(trace)
+    n = len(tree)
+    kept = ~tree["merged"].to_numpy()
+    effp = tree["effective_parent"].to_numpy()
+    ts = tree["ts_ns"].to_numpy()
+    dur = tree["dur_ns"].to_numpy()
+    end = ts + dur
+    last = tree["last"].to_numpy()
+    ch = kept & (effp >= 0)
+
+    def minus_children(total: np.ndarray) -> np.ndarray:
+        sub = np.zeros(n, dtype=np.float64)
+        np.add.at(sub, effp[ch], total[ch])
+        return total - sub.astype(total.dtype)
+
+    self_host = minus_children(dur)
+    # device time: own (plus lifted from merged wrappers), totals over the subtree range
+    own_dev = _device_own_ns(trace, tree)
+    cs = np.concatenate([[0], np.cumsum(own_dev)])
+    total_dev = cs[last + 1] - cs[np.arange(n)]
+    self_dev = minus_children(total_dev)
+    # memory: records with ts in [start, end], any thread (MemRecordsAcc.in_interval)
+    m_ts, m_cpu, m_dev = _memory_arrays(trace)
+    lo = np.searchsorted(m_ts, ts, side="left")
+    hi = np.searchsorted(m_ts, end, side="right")
+    ccs = np.concatenate([[0], np.cumsum(m_cpu)])
+    dcs = np.concatenate([[0], np.cumsum(m_dev)])
+    host_mem = ccs[hi] - ccs[lo]
+    dev_mem = dcs[hi] - dcs[lo]
+    self_host_mem = minus_children(host_mem)
+    self_dev_mem = minus_children(dev_mem)
+    ev = trace.events
+    flops = ev["flops"].to_numpy()[tree["event"].to_numpy()] if "flops" in ev else np.full(n, np.nan)
+
+    frame = pd.DataFrame(
+        {
+            "name": tree["name"].astype(object).to_numpy(),
+            "cat": tree["cat"].astype(object).to_numpy(),
+            "count": np.ones(n, dtype=np.int64),
+            "self_host_ns": self_host,
+            "total_host_ns": dur,
+            "self_device_ns": self_dev,
+            "total_device_ns": total_dev,
+            "host_mem_bytes": host_mem,
+            "self_host_mem_bytes": self_host_mem,
+            "device_mem_bytes": dev_mem,
+            "self_device_mem_bytes": self_dev_mem,
+            "flops": flops,
+        }
+    )
+    keys = ["name", "cat"]
+    if group_by == "shapes":
+        dims = ev["input_dims"].to_numpy()[tree["event"].to_numpy()] if "input_dims" in ev else np.full(n, np.nan)
+        frame["input_dims"] = np.where(pd.isna(dims), "[]", dims.astype(object))
+        keys.append("input_dims")
+    elif group_by == "stack":
+        frame["stack"] = _stack_keys(trace, tree, stack_depth)
+        keys.append("stack")
+    frame = frame[kept]
+
+    # [memory] records inside no host event (torch: top-level memory events)
+    if len(m_ts):
+        covered = _covered(m_ts, ts, end)
+        loose = ~covered
+        if loose.any():
+            row = {
+                "name": "[memory]",
+                "cat": "memory",
+                "count": int(loose.sum()),
+                "self_host_ns": 0,
+                "total_host_ns": 0,
+                "self_device_ns": 0,
+                "total_device_ns": 0,
+                "host_mem_bytes": int(m_cpu[loose].sum()),
+                "self_host_mem_bytes": int(m_cpu[loose].sum()),
+                "device_mem_bytes": int(m_dev[loose].sum()),
+                "self_device_mem_bytes": int(m_dev[loose].sum()),
+                "flops": np.nan,
+            }
+            if group_by == "shapes":
+                row["input_dims"] = "[]"
+            elif group_by == "stack":
+                row["stack"] = ""
+            frame = pd.concat([frame, pd.DataFrame([row])], ignore_index=True)
+
+    if frame.empty:
+        out = pd.DataFrame({k: pd.Series(dtype=object) for k in keys})
+        for c in _COLUMNS:
+            out[c] = pd.Series(dtype="float64" if c == "flops" else "int64")
+    else:
+        agg = {c: "sum" for c in _COLUMNS}
+        g = frame.groupby(keys, sort=False, observed=True, dropna=False)
+        out = g.agg(agg).reset_index()
+        out["flops"] = g["flops"].sum(min_count=1).to_numpy()
+    for c in _COLUMNS:
+        if c != "flops":
+            out[c] = out[c].astype(np.int64)
+    out["avg_host_ns"] = out["total_host_ns"] / out["count"].clip(lower=1)
+    out["avg_device_ns"] = out["total_device_ns"] / out["count"].clip(lower=1)
+    out = out.sort_values(["total_host_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    return out[[*keys[:1], *keys[2:], "cat", *_COLUMNS, "avg_host_ns", "avg_device_ns"]]
+
+
+def _covered(points: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """True for each point lying in some closed interval [start, end]."""
+    if len(start) == 0:
+        return np.zeros(len(points), dtype=bool)
+    o = np.argsort(start, kind="stable")
+    s = start[o]
+    e = np.maximum.accumulate(end[o])
+    i = np.searchsorted(s, points, side="right") - 1
+    return (i >= 0) & (points <= e[np.clip(i, 0, None)])
