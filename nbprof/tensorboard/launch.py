@@ -145,9 +145,11 @@ def _port_free(port: int) -> bool:
 
 
 def _require_tensorboard() -> None:
-    if importlib.util.find_spec("tensorboard") is None:
-        msg = "TensorBoard is not installed in this kernel's environment: pip install tensorboard"
-        raise MissingDependencyError(msg)
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError as exc:
+        msg = f"TensorBoard is not installed in this kernel's environment ({sys.executable}): pip install tensorboard"
+        raise MissingDependencyError(msg) from exc
 
 
 def running(logdir: str | os.PathLike[str] | None = None) -> list[TensorBoardHandle]:
