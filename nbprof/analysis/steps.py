@@ -1,0 +1,336 @@
+"""Step-time breakdown: the old TensorBoard PyTorch profiler plugin's *Overview* page.
+
+Each ``ProfilerStep#N`` is split into Kernel, Memcpy, Memset, Communication, Runtime, DataLoader,
+CPU Exec and Other with *priority counting*: an instant of the step is charged to the first role,
+in that order, that is active at that instant (a kernel running while the host sits in the
+DataLoader is Kernel time), and the rest is Other. Each role is the union of its events' intervals,
+so overlapping events are never counted twice.
+
+The algorithm follows torch-tb-profiler 0.4.3 (``torch_tb_profiler/profiler/event_parser.py``
+``StepParser`` and ``overall_parser.py`` ``OverallParser``), which the tests use as an oracle:
+
+* Steps are the host ``ProfilerStep#N`` ranges. When device ops were launched from inside steps,
+  each step is extended to the end of the last device op launched by a runtime call lying wholly
+  inside it, and starts no earlier than the previous step's (extended) end; the first step starts no
+  earlier than the end of device ops launched before it. Trailing steps that launched no device op,
+  or launched fewer than 80 % of the ops of the step before them, are dropped (the profiler may have
+  missed their kernels).
+* Without any ``ProfilerStep`` the whole host window (first to last host op) is one step, numbered 0.
+* DataLoader is a host range named ``enumerate(DataLoader)#...__next__`` or ``enumerate(DataPipe)#...``.
+* Communication is a kernel whose External id is that of a host op named ``nccl:<collective>`` or
+  ``gloo:<collective>`` (broadcast, reduce, all_reduce, all_gather, reduce_scatter), plus those host ops.
+
+Differences from 0.4.3, which predates today's Kineto vocabulary (``legacy_tb_plugin=True`` undoes
+the first one, so that 0.4.3's numbers are reproduced on any trace it can read):
+
+* ``user_annotation`` host ranges (``record_function``) count as CPU Exec and, when so named, as
+  DataLoader; 0.4.3 drops them, so it shows DataLoader 0 on every trace from torch >= 1.10.
+* ``cuda_runtime``/``cuda_driver`` count as Runtime and delimit device steps; 0.4.3 only knows the
+  2021 category ``Runtime`` (nbprof's loader maps both spellings to ``cuda_runtime``).
+* Kernels named ``nccl*``/``rccl*`` (or with a ``collective``) also count as Communication.
+* ``gpu_user_annotation`` rows named ``ProfilerStep#N`` are not steps (0.4.3 would add them as extra
+  steps); the legacy ``Python`` category (mapped to ``python_function`` at load) is not CPU Exec.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..trace import schema
+from . import _intervals as iv
+
+#: Host op names torch-tb-profiler 0.4.3 treats as communication (``profiler/trace.py``).
+NCCL_OP_NAMES = ("nccl:broadcast", "nccl:reduce", "nccl:all_reduce", "nccl:all_gather", "nccl:reduce_scatter")
+GLOO_OP_NAMES = ("gloo:broadcast", "gloo:reduce", "gloo:all_reduce", "gloo:all_gather", "gloo:reduce_scatter")
+
+#: Breakdown columns in priority order (the first active role owns an instant), then ``other_ns``.
+ROLE_COLUMNS = ("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns", "runtime_ns", "dataloader_ns",
+                "cpu_exec_ns")
+BREAKDOWN_COLUMNS = ROLE_COLUMNS + ("other_ns",)
+COLUMNS = ("step", "start_ns", "end_ns", "step_ns") + BREAKDOWN_COLUMNS
+
+_STEP_PREFIX = "ProfilerStep#"
+
+
+def _name_mask(names: pd.Series, fn) -> np.ndarray:
+    """Evaluate ``fn(str) -> bool`` once per category and broadcast (names is categorical)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = names.cat.categories
+        hit = np.fromiter((bool(fn(str(c))) for c in cats), dtype=bool, count=len(cats))
+        codes = names.cat.codes.to_numpy()
+        return np.where(codes >= 0, hit[np.clip(codes, 0, None)], False)
+    return names.map(lambda x: isinstance(x, str) and bool(fn(x))).to_numpy(dtype=bool)
+
+
+def _is_dataloader(name: str) -> bool:
+    return (name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__")) or name.startswith(
+        "enumerate(DataPipe)#"
+    )
+
+
+def _is_comm_kernel_name(name: str) -> bool:
+    low = name.lower()
+    return low.startswith("nccl") or low.startswith("rccl")
+
+
+def role_intervals(trace, *, legacy_tb_plugin: bool = False) -> dict:
+    """Classify a trace's events into the Overview roles.
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    legacy_tb_plugin : bool
+        Reproduce torch-tb-profiler 0.4.3's treatment of ``user_annotation`` ranges (dropped unless
+        they are ``ProfilerStep#N`` or a communication op).
+
+    Returns
+    -------
+    dict
+        ``"roles"``: dict role column -> normalised interval set (int64 ns);
+        ``"steps"``: DataFrame ``step, ts_ns, end_ns`` of host ProfilerStep ranges (time order);
+        ``"host_window"``: (start, end) ns of host ops, or None;
+        ``"runtime"``: DataFrame of runtime calls ``ts_ns, end_ns, correlation``;
+        ``"device"``: DataFrame of device ops ``ts_ns, end_ns, correlation``.
+    """
+    ev = trace.events
+    cat = ev["cat"].astype(object).to_numpy()
+    names = ev["name"]
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    end = ts + ev["dur_ns"].to_numpy(np.int64)
+    host = ev["device"].to_numpy() < 0
+    ext = ev["external_id"].to_numpy(np.int64)
+
+    is_cpu_op = host & (cat == schema.CPU_OP)
+    is_anno = host & (cat == schema.USER_ANNOTATION)
+    is_step = (is_cpu_op | is_anno) & _name_mask(names, lambda n: n.startswith(_STEP_PREFIX))
+    comm_names = set(NCCL_OP_NAMES + GLOO_OP_NAMES)
+    is_comm_op = (is_cpu_op | is_anno) & _name_mask(names, lambda n: n in comm_names)
+    is_dl = (is_cpu_op if legacy_tb_plugin else (is_cpu_op | is_anno)) & _name_mask(names, _is_dataloader)
+    host_ops = is_cpu_op if legacy_tb_plugin else (is_cpu_op | is_anno)
+    is_cpu_exec = host_ops & ~is_step & ~is_dl & ~is_comm_op
+
+    is_kernel = (cat == schema.KERNEL) & ~host
+    comm_ext = np.unique(ext[is_comm_op & (ext >= 0)])
+    is_comm_kernel = is_kernel & np.isin(ext, comm_ext) & (ext >= 0)
+    if not legacy_tb_plugin:
+        is_comm_kernel |= is_kernel & _name_mask(names, _is_comm_kernel_name)
+        if "collective" in ev.columns:
+            is_comm_kernel |= is_kernel & ev["collective"].notna().to_numpy()
+    is_memcpy = (cat == schema.GPU_MEMCPY) & ~host
+    is_memset = (cat == schema.GPU_MEMSET) & ~host
+    is_runtime = np.isin(cat, list(schema.RUNTIME_CATEGORIES))
+
+    def m(mask):
+        return iv.merge(ts[mask], end[mask])
+
+    roles = {
+        "kernel_ns": m(is_kernel & ~is_comm_kernel),
+        "memcpy_ns": m(is_memcpy),
+        "memset_ns": m(is_memset),
+        "communication_ns": m(is_comm_kernel | is_comm_op),
+        "runtime_ns": m(is_runtime),
+        "dataloader_ns": m(is_dl),
+        "cpu_exec_ns": m(is_cpu_exec),
+    }
+    step_nums = names[is_step].astype(str).str.extract(r"ProfilerStep#\s*(\d+)")[0]
+    steps = pd.DataFrame({
+        "step": pd.to_numeric(step_nums, errors="coerce").fillna(-1).astype(np.int64).to_numpy(),
+        "ts_ns": ts[is_step],
+        "end_ns": end[is_step],
+    })
+    window_mask = host_ops | is_step
+    host_window = (int(ts[window_mask].min()), int(end[window_mask].max())) if window_mask.any() else None
+    corr = ev["correlation"].to_numpy(np.int64)
+    is_dev = is_kernel | is_memcpy | is_memset
+    return {
+        "roles": roles,
+        "steps": steps,
+        "host_window": host_window,
+        "runtime": pd.DataFrame({"ts_ns": ts[is_runtime], "end_ns": end[is_runtime], "correlation": corr[is_runtime]}),
+        "device": pd.DataFrame({"ts_ns": ts[is_dev], "end_ns": end[is_dev], "correlation": corr[is_dev]}),
+    }
+
+
+def step_windows(trace, *, legacy_tb_plugin: bool = False, _roles: dict | None = None) -> pd.DataFrame:
+    """Step boundaries as the Overview uses them, host steps extended to their device work.
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    legacy_tb_plugin : bool
+        See :func:`step_breakdown`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``step`` (N of ``ProfilerStep#N``; 0 for the whole window of a trace without steps),
+        ``start_ns``, ``end_ns`` (int64 ns), ``host_start_ns``, ``host_end_ns``, ``device_ops``
+        (device ops launched from inside the step). Empty when the trace has no host events.
+
+    Notes
+    -----
+    ``StepParser._find_device_steps`` / ``_update_steps_duration`` of torch-tb-profiler 0.4.3.
+    """
+    r = _roles if _roles is not None else role_intervals(trace, legacy_tb_plugin=legacy_tb_plugin)
+    st = r["steps"]
+    if st.empty:
+        w = r["host_window"]
+        if w is None:
+            return pd.DataFrame({c: pd.Series(dtype="int64") for c in
+                                 ("step", "start_ns", "end_ns", "host_start_ns", "host_end_ns", "device_ops")})
+        # no ProfilerStep: the host window is one step, extended to its device work like any step
+        st = pd.DataFrame({"step": [0], "ts_ns": [w[0]], "end_ns": [w[1]]}).astype("int64")
+    h_s = st["ts_ns"].to_numpy(np.int64)
+    h_e = st["end_ns"].to_numpy(np.int64)
+    n = len(st)
+
+    # runtime calls and the device ops they launched (join on correlation id)
+    rt = r["runtime"]
+    rt = rt[rt["correlation"] >= 0]
+    dev = r["device"]
+    dev = dev[dev["correlation"] >= 0]
+    joined = rt.merge(dev, on="correlation", suffixes=("_rt", "_dev"))
+    dev_min = np.full(n, np.iinfo(np.int64).max)
+    dev_max = np.full(n, np.iinfo(np.int64).min)
+    matched = np.zeros(n, dtype=np.int64)
+    any_matched = False
+    first_dev_min = None
+    if len(joined):
+        rs = joined["ts_ns_rt"].to_numpy(np.int64)
+        re_ = joined["end_ns_rt"].to_numpy(np.int64)
+        k = np.searchsorted(h_s, rs, side="right") - 1
+        inside = (k >= 0) & (re_ <= h_e[np.clip(k, 0, None)])
+        if inside.any():
+            any_matched = True
+            kk = k[inside]
+            np.minimum.at(dev_min, kk, joined["ts_ns_dev"].to_numpy(np.int64)[inside])
+            np.maximum.at(dev_max, kk, joined["end_ns_dev"].to_numpy(np.int64)[inside])
+            np.add.at(matched, kk, 1)
+            # device ops not launched inside any step that end before step 0's first device op
+            if matched[0] > 0:
+                first_dev_min = int(dev_min[0])
+        matched_dev = joined.loc[inside, ["ts_ns_dev", "end_ns_dev", "correlation"]]
+    else:
+        matched_dev = joined.iloc[0:0]
+
+    starts, ends = h_s.copy(), h_e.copy()
+    keep = n
+    if any_matched:
+        prev_end = int(h_s[0])
+        if first_dev_min is not None:
+            alld = r["device"]
+            unmatched = ~alld["correlation"].isin(matched_dev["correlation"]) | (alld["correlation"] < 0)
+            e = alld.loc[unmatched, "end_ns"].to_numpy(np.int64)
+            e = e[e < first_dev_min]
+            if e.size:
+                prev_end = max(prev_end, int(e.max()))
+        for i in range(n):
+            s_i = max(prev_end, int(h_s[i]))
+            e_i = int(h_e[i])
+            if matched[i] == 0:
+                e_i = max(e_i, s_i)
+            else:
+                e_i = max(e_i, int(dev_max[i]))
+                if e_i < s_i:
+                    e_i = s_i
+            starts[i], ends[i] = s_i, e_i
+            prev_end = e_i
+        if n > 1:
+            last = np.flatnonzero(matched > 0)
+            if last.size:
+                i = int(last[-1])
+                keep = i + 1
+                if i > 0 and matched[i - 1] * 0.8 > matched[i]:
+                    keep = i
+    out = pd.DataFrame({
+        "step": st["step"].to_numpy(np.int64), "start_ns": starts, "end_ns": ends,
+        "host_start_ns": h_s, "host_end_ns": h_e, "device_ops": matched,
+    })
+    return out.iloc[:keep].reset_index(drop=True)
+
+
+def step_breakdown(trace, *, legacy_tb_plugin: bool = False) -> pd.DataFrame:
+    """Per-step time breakdown with priority counting (TensorBoard plugin Overview semantics).
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    legacy_tb_plugin : bool, default False
+        Drop ``user_annotation`` ranges other than steps and communication ops, as
+        torch-tb-profiler 0.4.3 does (its DataLoader row is then 0 on torch >= 1.10 traces). Use it
+        to reproduce that tool's numbers; the default counts them (see the module docstring).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per step, in time order. Columns: ``step`` (int, the N of ``ProfilerStep#N``; 0 for
+        a trace without steps, which is one whole-window step), ``start_ns``/``end_ns`` (step
+        bounds after extension to device work), ``step_ns`` (= end - start), then ``kernel_ns``,
+        ``memcpy_ns``, ``memset_ns``, ``communication_ns``, ``runtime_ns``, ``dataloader_ns``,
+        ``cpu_exec_ns``, ``other_ns`` (int64 ns). The eight parts sum exactly to ``step_ns``.
+        Empty (with these columns) when the trace has no host events.
+
+    Notes
+    -----
+    Priority order and step bounds: torch-tb-profiler 0.4.3 ``OverallParser.Statistics
+    .create_from_range`` and ``StepParser`` (including its quirk that a role found after the steps
+    are fully covered is counted against the whole step set again). Cross-checked in
+    ``tests/test_analysis_steps.py`` against ``torch_tb_profiler.profiler.data.RunProfileData``.
+    """
+    r = role_intervals(trace, legacy_tb_plugin=legacy_tb_plugin)
+    win = step_windows(trace, _roles=r)
+    if win.empty:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in COLUMNS})
+    ws = win["start_ns"].to_numpy(np.int64)
+    we = win["end_ns"].to_numpy(np.int64)
+    all_steps = iv.merge(ws, we)
+    slots = iv.empty()
+    costs = {}
+    for col in ROLE_COLUMNS:
+        role = r["roles"][col]
+        if slots[0].size:
+            rng = iv.intersect(slots, role)
+        else:  # first role, or every step instant already taken (0.4.3 restarts from the steps)
+            rng = role
+            slots = all_steps
+        costs[col] = rng
+        slots = iv.subtract(slots, rng)
+    costs["other_ns"] = slots
+    out = pd.DataFrame({"step": win["step"].to_numpy(np.int64), "start_ns": ws, "end_ns": we,
+                        "step_ns": we - ws})
+    for col in BREAKDOWN_COLUMNS:
+        out[col] = iv.overlap_with_windows(costs[col], ws, we).astype(np.int64)
+    return out
+
+
+def breakdown_average(df: pd.DataFrame) -> pd.Series:
+    """Average of a :func:`step_breakdown` frame over its steps.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        Output of :func:`step_breakdown`.
+
+    Returns
+    -------
+    pandas.Series
+        Index ``step_ns`` then the eight breakdown columns; float ns (mean over steps, as the
+        Overview's "Average" row). All NaN when ``df`` is empty.
+    """
+    cols = ["step_ns", *BREAKDOWN_COLUMNS]
+    return df[cols].astype("float64").mean().rename("average")
+
+
+def breakdown_ratios(df: pd.DataFrame) -> pd.Series:
+    """Share of the average step spent in each role (the Overview pie).
+
+    Returns
+    -------
+    pandas.Series
+        Index ``kernel_ratio ... other_ratio``: average role time / average step time (sums to 1).
+    """
+    avg = breakdown_average(df)
+    total = avg["step_ns"]
+    vals = {c[:-3] + "_ratio": (avg[c] / total if total and total > 0 else np.nan) for c in BREAKDOWN_COLUMNS}
+    return pd.Series(vals, name="ratio")
