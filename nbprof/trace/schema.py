@@ -176,3 +176,27 @@ def validate(df: pd.DataFrame, columns: dict[str, tuple[str, str, str]], what: s
         if actual != dtype:
             msg = f"{what} table: column {col!r} has dtype {actual}, schema says {dtype}"
             raise SchemaError(msg)
+
+
+def coerce(df: pd.DataFrame, columns: dict[str, tuple[str, str, str]]) -> pd.DataFrame:
+    """Return ``df`` with the schema's dtypes (e.g. after a Parquet round trip turned an all-missing
+    categorical into float). Missing columns are added empty (-1 / NaN)."""
+    out = {}
+    n = len(df)
+    for col, (dtype, _u, _d) in columns.items():
+        if col not in df.columns:
+            if dtype == "category":
+                out[col] = pd.Categorical([None] * n)
+            elif dtype.startswith("float"):
+                out[col] = np.full(n, np.nan, dtype=dtype)
+            else:
+                out[col] = np.full(n, INT_MISSING, dtype=dtype)
+            continue
+        s = df[col]
+        if str(s.dtype) == dtype:
+            out[col] = s
+        elif dtype == "category":
+            out[col] = pd.Categorical([None if (v is None or (isinstance(v, float) and np.isnan(v))) else str(v) for v in s])
+        else:
+            out[col] = s.astype(dtype)
+    return pd.DataFrame(out, index=df.index)

@@ -1,0 +1,576 @@
+"""Multi-rank loading: a local process pool by default, Dask distributed when given a client.
+
+Each rank's trace is parsed *where it is read* (a pool process or a Dask worker) and reduced there to
+compact per-rank tables (``rank_summary`` by default: step times, kernel and collective totals); only
+those summaries travel back. Full per-rank ``Trace`` objects are reloaded on demand from an on-disk
+columnar cache (Parquet via pyarrow) keyed by file content, so reopening a 64-rank job is near-instant
+and memory stays bounded by one rank at a time.
+
+No scheduler code lives here: ``concurrent.futures.ProcessPoolExecutor`` or ``dask.distributed`` do
+the scheduling.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import hashlib
+import json
+import os
+import re
+import signal
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from .errors import NbprofError, TraceFormatError
+from .trace import schema
+from .trace.model import LoadReport, Trace, TraceMeta
+
+__all__ = ["load_ranks", "MultiRankTrace", "rank_summary", "TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION"]
+
+CACHE_FORMAT_VERSION = 1
+_TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
+
+
+def default_cache_dir() -> str:
+    """``$NBPROF_CACHE_DIR``, else ``$XDG_CACHE_HOME/nbprof/traces``, else ``~/.cache/nbprof/traces``."""
+    env = os.environ.get("NBPROF_CACHE_DIR")
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "nbprof", "traces")
+
+
+# --------------------------------------------------------------------------- cache
+
+
+class TraceCache:
+    """Parquet cache of parsed ``Trace`` tables, keyed by the BLAKE2b digest of the file's bytes.
+
+    Layout: ``<dir>/<digest>/{events,flows,memory,counters,threads}.parquet`` + ``meta.json`` (with
+    ``nbprof_cache_format``). A small index maps (path, size, mtime_ns) to the digest so an unchanged
+    file is not re-hashed. A cache entry written by a newer nbprof (higher format) is rejected, naming
+    both versions.
+    """
+
+    def __init__(self, directory: str | None = None) -> None:
+        self.dir = os.path.abspath(directory or default_cache_dir())
+
+    # -- keys
+    def _index_path(self) -> str:
+        return os.path.join(self.dir, "index.json")
+
+    def _read_index(self) -> dict[str, str]:
+        try:
+            with open(self._index_path()) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+    def digest(self, path: str) -> str:
+        """Content digest of ``path`` (memoised by path, size and mtime)."""
+        st = os.stat(path)
+        key = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
+        idx = self._read_index()
+        if key in idx:
+            return idx[key]
+        h = hashlib.blake2b(digest_size=20)
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        d = h.hexdigest()
+        self._remember(key, d)
+        return d
+
+    def _remember(self, key: str, digest: str) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        idx = self._read_index()
+        idx[key] = digest
+        tmp = self._index_path() + f".{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(idx, f)
+        os.replace(tmp, self._index_path())
+
+    # -- entries
+    def entry(self, digest: str) -> str:
+        return os.path.join(self.dir, digest)
+
+    def has(self, digest: str) -> bool:
+        return os.path.exists(os.path.join(self.entry(digest), "meta.json"))
+
+    def put(self, digest: str, trace: Trace) -> None:
+        """Write ``trace``'s tables (atomically: a temp folder renamed into place)."""
+        final = self.entry(digest)
+        if self.has(digest):
+            return
+        tmp = final + f".{os.getpid()}.tmp"
+        os.makedirs(tmp, exist_ok=True)
+        for name in ("events", "flows", "memory", "counters", "threads"):
+            getattr(trace, name).to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
+        meta = {
+            "nbprof_cache_format": CACHE_FORMAT_VERSION,
+            "meta": {k: v for k, v in trace.meta.__dict__.items()},
+            "report": {"path": trace.report.path, "issues": [i.__dict__ for i in trace.report.issues]},
+        }
+        with open(os.path.join(tmp, "meta.json"), "w") as f:
+            json.dump(meta, f, default=str)
+        try:
+            os.replace(tmp, final)
+        except OSError:  # another process won the race
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def get(self, digest: str) -> Trace:
+        """Read a cached Trace.
+
+        Raises
+        ------
+        TraceFormatError
+            When the entry was written by a newer cache format.
+        """
+        d = self.entry(digest)
+        with open(os.path.join(d, "meta.json")) as f:
+            meta = json.load(f)
+        fmt = meta.get("nbprof_cache_format")
+        if not isinstance(fmt, int) or fmt > CACHE_FORMAT_VERSION:
+            msg = f"cache entry has format {fmt}, this nbprof reads up to {CACHE_FORMAT_VERSION}; clear the cache or upgrade nbprof"
+            raise TraceFormatError(d, None, msg)
+        tabs = {n: pd.read_parquet(os.path.join(d, f"{n}.parquet")) for n in ("events", "flows", "memory", "counters", "threads")}
+        for n, cols in (("events", schema.EVENT_COLUMNS), ("flows", schema.FLOW_COLUMNS), ("memory", schema.MEMORY_COLUMNS),
+                        ("counters", schema.COUNTER_COLUMNS)):
+            tabs[n] = schema.coerce(tabs[n], cols)
+        from .trace.model import LoadIssue
+
+        rep = LoadReport(path=meta["report"]["path"], issues=[LoadIssue(**i) for i in meta["report"]["issues"]])
+        m = meta["meta"]
+        tm = TraceMeta(**{k: v for k, v in m.items() if k in TraceMeta.__dataclass_fields__})
+        return Trace(meta=tm, report=rep, **tabs)
+
+
+# --------------------------------------------------------------------------- per-rank work
+
+
+_COMM_KERNEL = re.compile(r"nccl|rccl|AllReduce|AllGather|ReduceScatter|SendRecv|Broadcast", re.I)
+_COMM_HOST = re.compile(r"^(?:gloo|nccl|c10d)[:_]|record_param_comms|allreduce|all_reduce|all_gather|reduce_scatter|broadcast", re.I)
+
+
+def rank_summary(trace: Trace) -> dict[str, pd.DataFrame]:
+    """The default per-rank reduction: small tables that are enough for cross-rank comparison.
+
+    Returns
+    -------
+    dict of DataFrame
+        ``overview`` (one row: ``rank, events, duration_ns, steps, kernel_ns, comm_ns, origin_ns``),
+        ``steps`` (``step, start_ns, dur_ns``; ``start_ns`` absolute when the trace knows its origin),
+        ``kernels`` (``name, instances, total_ns``), ``collectives`` (``name, where, count, total_ns``:
+        NCCL/RCCL kernels on the device, gloo/c10d ranges on the host).
+    """
+    ev = trace.events
+    origin = trace.meta.origin_ns or 0
+    is_step = ev["name"].astype(str).str.match(r"ProfilerStep\s*#\s*\d+") & (ev["device"] < 0)
+    st = ev.loc[is_step, ["name", "ts_ns", "dur_ns"]]
+    steps = pd.DataFrame(
+        {
+            "step": st["name"].astype(str).str.extract(r"#\s*(\d+)")[0].astype("int64").to_numpy(),
+            "start_ns": (st["ts_ns"] + origin).to_numpy(),
+            "dur_ns": st["dur_ns"].to_numpy(),
+        }
+    )
+    k = ev[ev["cat"] == "kernel"]
+    kernels = (
+        k.groupby("name", observed=True)["dur_ns"].agg(instances="size", total_ns="sum").reset_index()
+        if len(k)
+        else pd.DataFrame({"name": [], "instances": [], "total_ns": []})
+    )
+    kernels["name"] = kernels["name"].astype(str)
+    names = ev["name"].astype(str)
+    dev_comm = ev[(ev["cat"] == "kernel") & names.str.contains(_COMM_KERNEL)]
+    host_comm = ev[(ev["device"] < 0) & ev["cat"].isin(["user_annotation", "cpu_op"]) & names.str.contains(_COMM_HOST)]
+    parts = []
+    for where, df in (("device", dev_comm), ("host", host_comm)):
+        if len(df):
+            g = df.groupby(df["name"].astype(str))["dur_ns"].agg(count="size", total_ns="sum").reset_index()
+            g["where"] = where
+            parts.append(g)
+    collectives = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["name", "count", "total_ns", "where"])
+    overview = pd.DataFrame(
+        [
+            {
+                "rank": trace.meta.rank,
+                "events": len(ev),
+                "duration_ns": trace.duration_ns,
+                "steps": len(steps),
+                "kernel_ns": int(k["dur_ns"].sum()),
+                "comm_ns": int(dev_comm["dur_ns"].sum()) if len(dev_comm) else int(host_comm["dur_ns"].sum()),
+                "origin_ns": trace.meta.origin_ns if trace.meta.origin_ns is not None else -1,
+            }
+        ]
+    )
+    return {"overview": overview, "steps": steps, "kernels": kernels, "collectives": collectives}
+
+
+@dataclass
+class _RankResult:
+    path: str
+    rank: int
+    rank_source: str
+    world_size: int
+    distributed_info: dict[str, Any]
+    digest: str | None
+    tables: dict[str, pd.DataFrame]
+    issues: list[dict[str, Any]]
+    from_cache: bool
+    seconds: float
+
+
+def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[Trace], dict[str, pd.DataFrame]], strict: bool) -> _RankResult:
+    """Runs in a pool process or Dask worker: load (or read cache), reduce, return the small result."""
+    t0 = time.perf_counter()
+    cache = TraceCache(cache_dir) if use_cache else None
+    digest = cache.digest(path) if cache else None
+    hit = bool(cache and cache.has(digest))
+    if hit:
+        tr = cache.get(digest)
+    else:
+        from .sources import load
+
+        tr = load(path, strict=strict)
+        if cache:
+            cache.put(digest, tr)
+    tables = reducer(tr)
+    return _RankResult(
+        path=path,
+        rank=tr.meta.rank,
+        rank_source=tr.meta.rank_source,
+        world_size=tr.meta.world_size,
+        distributed_info=tr.meta.distributed_info,
+        digest=digest,
+        tables=tables,
+        issues=[i.__dict__ for i in tr.report.issues],
+        from_cache=hit,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+# --------------------------------------------------------------------------- public object
+
+
+@dataclass
+class MultiRankTrace:
+    """Per-rank summaries of one distributed job, with full ranks loadable on demand.
+
+    Attributes
+    ----------
+    paths : dict[int, str]
+        Rank -> trace file.
+    summaries : dict[int, dict[str, DataFrame]]
+        Rank -> the reducer's tables.
+    report : LoadReport
+        Combined report: per-file repairs (prefixed with the file name) and rank assumptions.
+    seconds : float
+        Wall time of the load.
+    """
+
+    paths: dict[int, str]
+    summaries: dict[int, dict[str, pd.DataFrame]]
+    report: LoadReport
+    digests: dict[int, str | None] = field(default_factory=dict)
+    cache_dir: str | None = None
+    seconds: float = 0.0
+    from_cache: dict[int, bool] = field(default_factory=dict)
+
+    @property
+    def ranks(self) -> list[int]:
+        """Ranks, ascending."""
+        return sorted(self.paths)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One reducer table concatenated over ranks, with a leading ``rank`` column."""
+        parts = []
+        for r in self.ranks:
+            df = self.summaries[r].get(name)
+            if df is None:
+                continue
+            df = df.copy()
+            if "rank" in df.columns:
+                df = df.drop(columns="rank")
+            df.insert(0, "rank", r)
+            parts.append(df)
+        if not parts:
+            msg = f"no table {name!r}; tables: {sorted({k for s in self.summaries.values() for k in s})}"
+            raise KeyError(msg)
+        return pd.concat(parts, ignore_index=True)
+
+    def __getitem__(self, rank: int) -> Trace:
+        """The full ``Trace`` of ``rank`` (from the cache when there, else parsed again)."""
+        if rank not in self.paths:
+            msg = f"no rank {rank}: ranks are {self.ranks}"
+            raise KeyError(msg)
+        d = self.digests.get(rank)
+        if d and self.cache_dir:
+            c = TraceCache(self.cache_dir)
+            if c.has(d):
+                return c.get(d)
+        from .sources import load
+
+        return load(self.paths[rank])
+
+    def traces(self) -> Iterator[Trace]:
+        """Full traces one rank at a time (memory stays bounded by one rank)."""
+        for r in self.ranks:
+            yield self[r]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __repr__(self) -> str:
+        return f"<nbprof.MultiRankTrace {len(self)} ranks {self.ranks[:8]}{'...' if len(self) > 8 else ''}, loaded in {self.seconds:.2f} s>"
+
+
+def _expand(spec: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
+    if isinstance(spec, (str, os.PathLike)):
+        s = os.fspath(spec)
+        if os.path.isdir(s):
+            out = []
+            for root, _dirs, files in os.walk(s):
+                out += [os.path.join(root, f) for f in files if f.endswith(_TRACE_SUFFIXES)]
+            return sorted(out)
+        if any(ch in s for ch in "*?["):
+            return sorted(_glob.glob(s, recursive=True))
+        return [s]
+    return [os.fspath(p) for p in spec]
+
+
+def _default_workers(paths: list[str]) -> int:
+    cores = os.cpu_count() or 1
+    try:
+        import psutil
+
+        avail = psutil.virtual_memory().available
+    except Exception:  # noqa: BLE001 - psutil is optional
+        avail = 8 << 30
+    sizes = [os.path.getsize(p) for p in paths]
+    if sum(sizes) < (64 << 20):  # small jobs: starting processes costs more than parsing
+        return 1
+    biggest = max(sizes, default=1)
+    # a parse holds ~6x the file (gzip expansion aside); leave half the memory free
+    per_worker = max(biggest * 6, 256 << 20)
+    return max(1, min(cores, len(paths), int(avail // 2 // per_worker)))
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc="loading ranks", unit="rank")
+    except ImportError:
+        return None
+
+
+def load_ranks(
+    spec: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    client: Any = None,
+    workers: int | None = None,
+    cache: bool = True,
+    cache_dir: str | None = None,
+    reducer: Callable[[Trace], dict[str, pd.DataFrame]] = rank_summary,
+    progress: bool = True,
+    strict: bool = False,
+    allow_mixed: bool = False,
+) -> MultiRankTrace:
+    """Load the per-rank traces of one distributed job.
+
+    Parameters
+    ----------
+    spec : path, glob, folder or iterable of paths
+        A folder is searched recursively for ``*.json[.gz]`` traces (e.g. a TensorBoard logdir run).
+    client : dask.distributed.Client or str, optional
+        Run per-rank parsing on a Dask cluster (a Client, or a scheduler address). Default: a local
+        process pool.
+    workers : int, optional
+        Local pool size; default from cores and free memory (``psutil``) vs. file sizes.
+    cache : bool, default True
+        Keep parsed tables in a Parquet cache keyed by file content (see ``TraceCache``).
+    cache_dir : str, optional
+        Cache location; default ``default_cache_dir()`` — never the traces' folder unless you pass it.
+    reducer : callable, default ``rank_summary``
+        ``Trace -> dict[str, DataFrame]``, run where the rank is parsed; must be picklable (a module-level
+        function).
+    progress : bool, default True
+        tqdm progress bar (notebook widget or terminal).
+    strict : bool, default False
+        Passed to the loaders.
+    allow_mixed : bool, default False
+        Accept files whose ranks collide or whose ``world_size`` / process-group config differ (traces of
+        several runs); otherwise that raises.
+
+    Returns
+    -------
+    MultiRankTrace
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``spec`` matches no file.
+    NbprofError
+        When ranks from several runs would be mixed (duplicate ranks, different world sizes) and
+        ``allow_mixed`` is False.
+    KeyboardInterrupt
+        Re-raised after cancelling pending work and stopping the pool's processes.
+    """
+    t0 = time.perf_counter()
+    paths = _expand(spec)
+    if not paths:
+        msg = f"no trace files match {spec!r}"
+        raise FileNotFoundError(msg)
+    for p in paths:
+        if not os.path.exists(p):
+            msg = f"no such trace file: {p!r}"
+            raise FileNotFoundError(msg)
+    cdir = os.path.abspath(cache_dir or default_cache_dir()) if cache else None
+    results: list[_RankResult] = []
+    bar = _progress(len(paths), progress)
+    try:
+        if client is not None:
+            results = _run_dask(client, paths, cdir, cache, reducer, strict, bar)
+        else:
+            n = workers or _default_workers(paths)
+            if n <= 1 or len(paths) == 1:
+                for p in paths:
+                    results.append(_work(p, cdir, cache, reducer, strict))
+                    if bar:
+                        bar.update(1)
+            else:
+                results = _run_pool(n, paths, cdir, cache, reducer, strict, bar)
+    finally:
+        if bar:
+            bar.close()
+    return _assemble(results, paths, cdir, allow_mixed, time.perf_counter() - t0)
+
+
+def _run_pool(n, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_ignore_sigint)
+    out: list[_RankResult] = []
+    try:
+        futs = [ex.submit(_work, p, cdir, cache, reducer, strict) for p in paths]
+        for f in as_completed(futs):
+            out.append(f.result())
+            if bar:
+                bar.update(1)
+    except BaseException:
+        # Ctrl-C or a failing rank: cancel what has not started and stop the workers now
+        procs = list(getattr(ex, "_processes", {}).values())
+        ex.shutdown(wait=False, cancel_futures=True)
+        for pr in procs:
+            if pr.is_alive():
+                pr.terminate()
+        for pr in procs:
+            pr.join(timeout=5)
+        raise
+    ex.shutdown(wait=True)
+    return out
+
+
+def _ignore_sigint() -> None:
+    # workers leave Ctrl-C to the parent, which cancels and terminates them
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _run_dask(client, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:
+    try:
+        from dask.distributed import Client, as_completed as d_as_completed
+    except ImportError as exc:
+        from .errors import MissingDependencyError
+
+        msg = "loading ranks on Dask needs dask.distributed; hint: pip install 'nbprof[dask]'"
+        raise MissingDependencyError(msg) from exc
+    own = False
+    if isinstance(client, str):
+        client = Client(client)
+        own = True
+    try:
+        futs = client.map(_work, paths, cache_dir=cdir, use_cache=cache, reducer=reducer, strict=strict, pure=False)
+        out = []
+        try:
+            for f in d_as_completed(futs):
+                out.append(f.result())
+                if bar:
+                    bar.update(1)
+        except BaseException:
+            client.cancel(futs)
+            raise
+        return out
+    finally:
+        if own:
+            client.close()
+
+
+def _assemble(results: list[_RankResult], paths: list[str], cdir: str | None, allow_mixed: bool, seconds: float) -> MultiRankTrace:
+    report = LoadReport(path=os.path.commonpath(paths) if len(paths) > 1 else paths[0])
+    by_path = {r.path: r for r in results}
+    ordered = [by_path[p] for p in paths]
+    # ranks: metadata, else file name, else order
+    ranks: dict[str, int] = {}
+    assumed = [r for r in ordered if r.rank_source == "assumed"]
+    if assumed and len(ordered) > 1:
+        taken = {r.rank for r in ordered if r.rank_source != "assumed"}
+        free = (i for i in range(len(ordered) * 2) if i not in taken)
+        for r in ordered:
+            ranks[r.path] = next(free) if r.rank_source == "assumed" else r.rank
+        report.add(
+            "rank_from_order", "assumed", len(assumed),
+            f"{len(assumed)} files had no rank in metadata or file name: ranks assigned in file order",
+        )
+    else:
+        ranks = {r.path: r.rank for r in ordered}
+    dup = pd.Series(list(ranks.values())).duplicated(keep=False)
+    worlds = {r.world_size for r in ordered if r.rank_source == "distributedInfo"}
+    problems = []
+    if dup.any():
+        clash = sorted({ranks[p] for p, d in zip(ranks, dup) if d})
+        problems.append(f"duplicate ranks {clash}: " + ", ".join(os.path.basename(p) for p, d in zip(ranks, dup) if d))
+    if len(worlds) > 1:
+        problems.append(f"different world sizes {sorted(worlds)}")
+    if problems:
+        msg = "these traces look like several runs: " + "; ".join(problems)
+        if not allow_mixed:
+            raise NbprofError(msg + "; hint: pass one run's files, or allow_mixed=True")
+        report.add("mixed_runs", "assumed", 1, msg)
+        # keep them apart: renumber duplicates after the largest rank
+        seen: set[int] = set()
+        nxt = max(ranks.values()) + 1
+        for p in paths:
+            if ranks[p] in seen:
+                ranks[p] = nxt
+                nxt += 1
+            seen.add(ranks[p])
+    for r in ordered:
+        for i in r.issues:
+            if i["kind"] in ("rank_assumed", "rank_from_filename"):
+                continue
+            report.add(f"{os.path.basename(r.path)}:{i['kind']}", i["action"], i["count"], f"{os.path.basename(r.path)}: {i['message']}", i.get("offset"))
+    mr = MultiRankTrace(
+        paths={ranks[r.path]: r.path for r in ordered},
+        summaries={ranks[r.path]: r.tables for r in ordered},
+        report=report,
+        digests={ranks[r.path]: r.digest for r in ordered},
+        cache_dir=cdir,
+        seconds=seconds,
+        from_cache={ranks[r.path]: r.from_cache for r in ordered},
+    )
+    # the per-rank tables carry the reduced rank; align them with the final rank numbers
+    for rk, tabs in mr.summaries.items():
+        if "overview" in tabs:
+            tabs["overview"] = tabs["overview"].assign(rank=rk)
+    return mr
