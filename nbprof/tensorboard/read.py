@@ -232,8 +232,6 @@ def compare_runs(
     ValueError
         A run with several workers and no ``worker`` given.
     """
-    from ..analysis.compare import compare
-
     root = os.path.abspath(os.fspath(logdir))
     df = discover(root)
     a = _one(root, df, baseline, worker, span)
@@ -244,6 +242,8 @@ def compare_runs(
         candidate_worker if candidate_worker is not None else worker,
         candidate_span if candidate_span is not None else span,
     )
+    from ..analysis.compare import compare
+
     return compare(a, b)
 
 
