@@ -1,0 +1,104 @@
+"""Shared plumbing of the live views: BokehJS loading, the widget wrapper, formatting."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import ipywidgets as widgets
+
+__all__ = ["NbprofView", "load_bokehjs", "fmt_ns", "fmt_bytes"]
+
+_BOKEHJS_LOADED = False
+
+
+def load_bokehjs(force: bool = False) -> bool:
+    """Load BokehJS into the notebook page, INLINE (no CDN is needed or reachable), once per kernel.
+
+    ``jupyter_bokeh``'s widget calls ``window.Bokeh`` and fails with "Could not create a view" when
+    BokehJS is not in the page (../shared/notes/feasibility.md §4). Outside an IPython kernel this
+    does nothing and returns False.
+    """
+    global _BOKEHJS_LOADED
+    if _BOKEHJS_LOADED and not force:
+        return True
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - ipython is a dependency
+        return False
+    ip = get_ipython()
+    if ip is None or not hasattr(ip, "kernel"):
+        return False
+    from bokeh.io import output_notebook
+    from bokeh.resources import INLINE
+
+    output_notebook(INLINE, hide_banner=True)
+    _BOKEHJS_LOADED = True
+    return True
+
+
+def fmt_ns(ns: float) -> str:
+    """Human duration: ``1.23 ms``, ``456 us``, ``789 ns``."""
+    a = abs(float(ns))
+    if a >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.2f} us"
+    return f"{ns:.0f} ns"
+
+
+def fmt_bytes(b: float) -> str:
+    """Human size in binary units: ``1.50 GiB``."""
+    a = abs(float(b))
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if a >= div:
+            return f"{b / div:.2f} {unit}"
+    return f"{b:.0f} B"
+
+
+class NbprofView(widgets.VBox):
+    """An ipywidgets ``VBox`` holding one Bokeh layout through ``jupyter_bokeh.BokehModel``.
+
+    Attributes
+    ----------
+    bokeh_layout : bokeh.models.LayoutDOM
+        The live Bokeh layout (Python callbacks run over the widget comm).
+    text : str
+        The ``text/plain`` fallback (what a terminal or a text-only renderer shows).
+    kind : str
+        ``"timeline"``, ``"operators"``, ``"memory"``, ``"overview"`` or ``"dashboard"``.
+    """
+
+    def __init__(self, bokeh_layout, text: str, kind: str,
+                 static_builder: Callable[..., Any] | None = None, extra: list | None = None, **kw):
+        from jupyter_bokeh import BokehModel
+
+        load_bokehjs()
+        self.bokeh_layout = bokeh_layout
+        self.text = text
+        self.kind = kind
+        self._static_builder = static_builder
+        self.bokeh_widget = BokehModel(bokeh_layout)
+        super().__init__(list(extra or []) + [self.bokeh_widget], **kw)
+        self.add_class("nbprof-view")
+        self.add_class(f"nbprof-{kind}")
+
+    def static_layout(self, theme: str = "light"):
+        """A fresh Bokeh layout of this view with browser-side interaction only (for static HTML)."""
+        if self._static_builder is None:
+            raise NotImplementedError(f"{self.kind} view has no static form")
+        return self._static_builder(theme=theme)
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, tuple):
+            data, meta = bundle
+        else:
+            data, meta = bundle, {}
+        if data is not None:
+            data["text/plain"] = self.text
+        return data, meta

@@ -1,0 +1,119 @@
+"""Dashboard: one widget composing the overview, operators, timeline and memory views of a Trace.
+
+Bokeh layouts rendered inside an initially hidden tab measure zero size and collapse
+(bokeh/bokeh#8655), so the dashboard does not use ``ipywidgets.Tab``: a ``ToggleButtons`` bar swaps
+the visible view, and each view is built the first time it is selected (so a large trace's
+timeline costs nothing until asked for).
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from ._escape import escape_html
+
+__all__ = ["dashboard", "Dashboard", "VIEWS"]
+
+VIEWS = ("overview", "operators", "timeline", "memory")
+
+
+def _make(name: str, trace, theme: str, width: int):
+    if name == "timeline":
+        from .timeline import timeline
+
+        return timeline(trace, theme=theme, width=width)
+    if name == "operators":
+        from .operators import operators_view
+
+        return operators_view(trace, theme=theme, width=width)
+    if name == "memory":
+        from .memory import memory_view
+
+        return memory_view(trace, theme=theme, width=width)
+    if name == "overview":
+        from .overview import overview_view
+
+        return overview_view(trace, theme=theme, width=width)
+    raise ValueError(f"unknown view {name!r}; choose from {VIEWS}")
+
+
+class Dashboard(widgets.VBox):
+    """The composed widget (see :func:`dashboard`).
+
+    Attributes
+    ----------
+    views : dict
+        View name -> the view widget, for the views built so far.
+    errors : dict
+        View name -> the error message when a view could not be built for this trace.
+    """
+
+    def __init__(self, trace, *, views=VIEWS, start: str | None = None, theme: str = "auto", width: int = 1100):
+        self.trace = trace
+        self.theme = theme
+        self.width = width
+        self.views: dict = {}
+        self.errors: dict = {}
+        names = list(views)
+        for n in names:
+            if n not in VIEWS:
+                raise ValueError(f"unknown view {n!r}; choose from {VIEWS}")
+        s = trace.summary()
+        head = widgets.HTML(
+            f"<b>nbprof</b> <code>{escape_html(s['path'])}</code> &mdash; {s['events']} events, "
+            f"{len(s['steps'])} steps, {s['duration_ns'] / 1e6:.3f} ms, rank {s['rank']}"
+            + (f", devices: {escape_html(', '.join(s['devices']))}" if s["devices"] else ""))
+        self.selector = widgets.ToggleButtons(options=names, value=start or names[0])
+        self.body = widgets.VBox([])
+        self.selector.observe(self._on_select, names="value")
+        super().__init__([head, self.selector, self.body])
+        self.add_class("nbprof-dashboard")
+        self.show_view(self.selector.value)
+
+    def _on_select(self, change) -> None:
+        self.show_view(change["new"])
+
+    def show_view(self, name: str):
+        """Build (once) and show the view ``name``; returns it (or the error widget)."""
+        if name not in self.views and name not in self.errors:
+            try:
+                self.views[name] = _make(name, self.trace, self.theme, self.width)
+            except (ValueError, KeyError) as e:  # e.g. no operators / no steps in this trace
+                self.errors[name] = f"{name} view not available for this trace: {e}"
+        w = self.views.get(name) or widgets.HTML(f"<i>{escape_html(self.errors[name])}</i>")
+        self.body.children = [w]
+        if self.selector.value != name:
+            self.selector.value = name
+        return w
+
+    def __repr__(self) -> str:
+        return f"nbprof dashboard ({', '.join(self.selector.options)}) for {self.trace!r}"
+
+    def _repr_mimebundle_(self, **kwargs):
+        data, meta = super()._repr_mimebundle_(**kwargs), {}
+        if isinstance(data, tuple):
+            data, meta = data
+        if data is not None:
+            data["text/plain"] = repr(self)
+        return data, meta
+
+
+def dashboard(trace, *, views=VIEWS, start: str | None = None, theme: str = "auto", width: int = 1100) -> Dashboard:
+    """One widget with the overview, operators, timeline and memory views of ``trace``.
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    views : sequence of str
+        Which views, in order (default all: overview, operators, timeline, memory).
+    start : str
+        The view shown first (default the first of ``views``).
+    theme : {"auto", "light", "dark"}
+    width : int
+
+    Returns
+    -------
+    Dashboard
+        An ipywidgets ``VBox``: a header, a view selector, and the selected view (built on first use).
+    """
+    return Dashboard(trace, views=views, start=start, theme=theme, width=width)

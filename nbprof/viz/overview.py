@@ -1,0 +1,204 @@
+"""Overview view: per-step stacked time breakdown, its average, GPU utilisation and advisor findings.
+
+The numbers come from :mod:`nbprof.analysis` (``steps.step_breakdown`` /
+``steps.breakdown_average`` with torch-tb-profiler's Overview categories,
+``utilization.gpu_utilization`` and ``advisor.advise``). Findings' titles and evidence are trace-derived
+text: they are escaped before they become HTML.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ._base import NbprofView, fmt_ns
+from ._escape import escape_html, truncate
+from .theme import apply_theme, auto_theme_callback
+
+__all__ = ["overview_view", "overview_tables", "BREAKDOWN_COLUMNS"]
+
+#: The step-breakdown categories drawn, in stacking order, with their colours.
+BREAKDOWN_COLUMNS = {
+    "kernel_ns": ("Kernel", "#54a24b"),
+    "memcpy_ns": ("Memcpy", "#9467bd"),
+    "memset_ns": ("Memset", "#d67195"),
+    "communication_ns": ("Communication", "#eeca3b"),
+    "runtime_ns": ("Runtime", "#f58518"),
+    "dataloader_ns": ("DataLoader", "#e45756"),
+    "cpu_exec_ns": ("CPU Exec", "#4c78a8"),
+    "other_ns": ("Other", "#9d9da1"),
+}
+_SEVERITY_COLORS = {"high": "#d62728", "critical": "#d62728", "medium": "#f58518", "warning": "#f58518",
+                    "low": "#4c78a8", "info": "#4c78a8"}
+
+
+def overview_tables(trace) -> dict:
+    """``steps``, ``average``, ``utilization`` and ``findings`` from the analyses (None when one is absent).
+
+    The ``missing`` key lists analyses not available in this build.
+    """
+    out: dict = {"steps": None, "average": None, "utilization": None, "findings": None, "missing": []}
+    try:
+        from ..analysis import steps
+
+        out["steps"] = steps.step_breakdown(trace)
+        out["average"] = steps.breakdown_average(out["steps"])
+    except ImportError:
+        out["missing"].append("steps.step_breakdown")
+    try:
+        from ..analysis import utilization
+
+        out["utilization"] = utilization.gpu_utilization(trace)
+    except ImportError:
+        out["missing"].append("utilization.gpu_utilization")
+    try:
+        from ..analysis import advisor
+
+        out["findings"] = advisor.advise(trace)
+    except ImportError:
+        out["missing"].append("advisor.advise")
+    return out
+
+
+def _finding_html(f) -> str:
+    get = (lambda k, d=None: f.get(k, d)) if isinstance(f, dict) else (lambda k, d=None: getattr(f, k, d))
+    sev = str(get("severity", "info"))
+    color = _SEVERITY_COLORS.get(sev.lower(), "#4c78a8")
+    ev = get("evidence", {}) or {}
+    items = "".join(f"<li><code>{escape_html(k)}</code>: {escape_html(truncate(str(v), 200))}</li>"
+                    for k, v in list(ev.items())[:8])
+    where = get("where", "")
+    nxt = get("next_step", "")
+    return (f'<div class="nbprof-finding" style="border-left:4px solid {color};padding:2px 8px;margin:4px 0">'
+            f"<b>{escape_html(get('title', ''))}</b> "
+            f'<span style="color:{color}">[{escape_html(sev)}]</span> <small>{escape_html(get("rule", ""))}</small>'
+            + (f"<div><small>where: {escape_html(truncate(str(where), 200))}</small></div>" if where else "")
+            + (f"<ul style='margin:2px 0'>{items}</ul>" if items else "")
+            + (f"<div>next: {escape_html(nxt)}</div>" if nxt else "") + "</div>")
+
+
+def _build(tables: dict, *, theme: str = "light", width: int = 1100):
+    from bokeh.layouts import column, row
+    from bokeh.models import ColumnDataSource, CustomJS, DataTable, Div, HoverTool, NumberFormatter, TableColumn
+    from bokeh.plotting import figure
+
+    items = []
+    plots = []
+    steps = tables["steps"]
+    if steps is not None and len(steps):
+        cols = [c for c in BREAKDOWN_COLUMNS if c in steps.columns]
+        x = [str(int(s)) for s in steps["step"]]
+        data = {"step": x}
+        for c in cols:
+            data[c] = steps[c].to_numpy(np.float64) / 1e6
+        data["step_ms"] = steps["step_ns"].to_numpy(np.float64) / 1e6
+        src = ColumnDataSource(data, name="nbprof_steps")
+        p = figure(x_range=x, width=int(width * 0.62), height=320, title="Step time breakdown",
+                   x_axis_label="step", y_axis_label="ms", toolbar_location="right", tools="save,reset",
+                   name="nbprof_steps_plot")
+        rs = p.vbar_stack(cols, x="step", width=0.8, source=src, color=[BREAKDOWN_COLUMNS[c][1] for c in cols],
+                          legend_label=[BREAKDOWN_COLUMNS[c][0] for c in cols])
+        for r, c in zip(rs, cols):
+            p.add_tools(HoverTool(renderers=[r], tooltips=[("step", "@step"), (BREAKDOWN_COLUMNS[c][0], f"@{c}{{0.000}} ms"),
+                                                           ("step time", "@step_ms{0.000} ms")]))
+        p.legend.location = "top_left"
+        p.legend.label_text_font_size = "8pt"
+        p.add_layout(p.legend[0], "right")
+        plots.append(p)
+        avg = tables["average"]
+        total = float(avg.get("step_ns", 0.0)) or float(sum(avg.get(c, 0.0) for c in cols)) or 1.0
+        ad = {"category": [BREAKDOWN_COLUMNS[c][0] for c in cols],
+              "ms": [float(avg.get(c, 0.0)) / 1e6 for c in cols],
+              "ratio": [float(avg.get(c, 0.0)) / total for c in cols]}
+        table = DataTable(source=ColumnDataSource(ad, name="nbprof_steps_avg"),
+                          columns=[TableColumn(field="category", title="category"),
+                                   TableColumn(field="ms", title="avg per step (ms)", formatter=NumberFormatter(format="0,0.000")),
+                                   TableColumn(field="ratio", title="%", formatter=NumberFormatter(format="0.0%"))],
+                          width=int(width * 0.36), height=30 + 26 * len(cols), index_position=None,
+                          name="nbprof_steps_avg_table")
+        items.append(row(p, column(Div(text=f"Average step {fmt_ns(total)} over {len(steps)} steps",
+                                       render_as_text=True), table)))
+    else:
+        items.append(Div(text="No ProfilerStep ranges in this trace: no per-step breakdown.", render_as_text=True))
+    util = tables["utilization"]
+    if util is not None and len(util):
+        ud = {"device": [str(int(d)) for d in util["device"]],
+              "busy_ms": util["busy_ns"].to_numpy(np.float64) / 1e6,
+              "span_ms": util["span_ns"].to_numpy(np.float64) / 1e6,
+              "ratio": util["utilization_ratio"].to_numpy(np.float64)}
+        items.append(Div(text="GPU utilisation (busy time / span)", width=width))
+        items.append(DataTable(source=ColumnDataSource(ud, name="nbprof_util"),
+                               columns=[TableColumn(field="device", title="device"),
+                                        TableColumn(field="busy_ms", title="busy (ms)", formatter=NumberFormatter(format="0,0.000")),
+                                        TableColumn(field="span_ms", title="span (ms)", formatter=NumberFormatter(format="0,0.000")),
+                                        TableColumn(field="ratio", title="utilisation", formatter=NumberFormatter(format="0.0%"))],
+                               width=int(width * 0.6), height=30 + 26 * len(util), index_position=None,
+                               name="nbprof_util_table"))
+    findings = tables["findings"]
+    if findings is not None:
+        if len(findings):
+            items.append(Div(text="<b>Findings</b>" + "".join(_finding_html(f) for f in findings[:20]), width=width,
+                             name="nbprof_findings"))
+        else:
+            items.append(Div(text="Advisor: no findings.", render_as_text=True))
+    if tables["missing"]:
+        items.append(Div(text="Not available in this build of nbprof.analysis: " + ", ".join(tables["missing"]) + ".",
+                         render_as_text=True, width=width))
+    apply_theme(plots, "dark" if theme == "dark" else "light")
+    lay = column(*items, name="nbprof_overview")
+    cb = auto_theme_callback(plots, lay) if theme == "auto" else CustomJS(code="""
+        if (typeof document !== 'undefined') {
+          document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }""")
+    if plots:
+        plots[0].js_on_change("inner_width", cb)
+    return lay
+
+
+def _text(tables) -> str:
+    lines = ["nbprof overview:"]
+    steps = tables["steps"]
+    if steps is not None and len(steps):
+        avg = tables["average"]
+        total = float(avg.get("step_ns", 0.0)) or 1.0
+        parts = [f"{BREAKDOWN_COLUMNS[c][0]} {float(avg.get(c, 0)) / total:.0%}" for c in BREAKDOWN_COLUMNS if c in avg]
+        lines.append(f"  {len(steps)} steps, average {fmt_ns(total)}: " + ", ".join(parts))
+    else:
+        lines.append("  no ProfilerStep ranges")
+    util = tables["utilization"]
+    if util is not None:
+        for r in util.itertuples(index=False):
+            lines.append(f"  GPU {int(r.device)} utilisation {r.utilization_ratio:.1%}")
+    findings = tables["findings"]
+    if findings:
+        for f in findings[:10]:
+            t = f.get("title") if isinstance(f, dict) else getattr(f, "title", "")
+            s = f.get("severity") if isinstance(f, dict) else getattr(f, "severity", "")
+            lines.append(f"  [{s}] {t}")
+    if tables["missing"]:
+        lines.append("  not available: " + ", ".join(tables["missing"]))
+    return "\n".join(lines)
+
+
+def overview_view(trace, *, theme: str = "auto", width: int = 1100) -> NbprofView:
+    """Overview of ``trace``: step breakdown, averages, GPU utilisation, advisor findings (a widget).
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    theme : {"auto", "light", "dark"}
+    width : int
+
+    Returns
+    -------
+    NbprofView
+        A stacked bar per ``ProfilerStep`` (Kernel, Memcpy, Memset, Communication, Runtime, DataLoader,
+        CPU Exec, Other; torch-tb-profiler's Overview categories via ``steps.step_breakdown``), the
+        per-step average table, ``utilization.gpu_utilization`` and ``advisor.advise`` findings with their
+        evidence. Analyses not present in this build are named in the view.
+    """
+    tables = overview_tables(trace)
+    lay = _build(tables, theme=theme, width=width)
+    view = NbprofView(lay, _text(tables), "overview",
+                      static_builder=lambda theme="light": _build(tables, theme=theme, width=width))
+    view.tables = tables
+    return view

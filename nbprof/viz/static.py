@@ -1,0 +1,112 @@
+"""Standalone HTML export of nbprof views (BokehJS inline, browser-side interaction only).
+
+The page works offline and inside nbconvert/papermill reports: BokehJS is embedded
+(``bokeh.resources.INLINE``; no CDN is reachable here), the timeline carries pre-aggregated
+resolutions switched in the browser (:meth:`TimelineModel.static_layout`), and the operator view's
+grouping, filter and CSV buttons are ``CustomJS``. Python callbacks do not run in a static page.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ._escape import escape_html
+
+__all__ = ["to_html", "static_layout", "VIEWS"]
+
+VIEWS = ("overview", "operators", "timeline", "memory")
+
+
+def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int = 1100):
+    """A Bokeh layout (tabs when several views) of ``trace_or_view`` for static embedding."""
+    from bokeh.models import Div, TabPanel, Tabs
+
+    from ..trace.model import Trace
+    from ._base import NbprofView
+    from .dashboard import Dashboard, _make
+
+    if theme not in ("light", "dark"):
+        raise ValueError(f"static theme must be 'light' or 'dark', got {theme!r}")
+    if isinstance(trace_or_view, NbprofView):
+        return trace_or_view.static_layout(theme=theme)
+    if isinstance(trace_or_view, Dashboard):
+        trace = trace_or_view.trace
+        views = views or list(trace_or_view.selector.options)
+    elif isinstance(trace_or_view, Trace):
+        trace = trace_or_view
+        views = views or list(VIEWS)
+    else:
+        raise TypeError(f"to_html takes a Trace, a view or a dashboard, not {type(trace_or_view).__name__}")
+    panels = []
+    for name in views:
+        if name not in VIEWS:
+            raise ValueError(f"unknown view {name!r}; choose from {VIEWS}")
+        try:
+            if name == "timeline":
+                from .timeline import TimelineModel
+
+                lay = TimelineModel(trace).static_layout(width=width, theme=theme)
+            else:
+                lay = _make(name, trace, theme, width).static_layout(theme=theme)
+        except (ValueError, KeyError) as e:
+            lay = Div(text=f"{name} view not available for this trace: {e}", render_as_text=True)
+        panels.append((name, lay))
+    if len(panels) == 1:
+        return panels[0][1]
+    # the views stack vertically (all visible): Bokeh tabs would hide all but one at first
+    from bokeh.layouts import column
+
+    items = []
+    for name, lay in panels:
+        items += [Div(text=f"<h2>{escape_html(name.capitalize())}</h2>"), lay]
+    _ = (TabPanel, Tabs)
+    return column(*items, name="nbprof_static")
+
+
+def to_html(trace_or_view, path, views=None, *, theme: str = "light", title: str | None = None,
+            width: int = 1100, overwrite: bool = False) -> Path:
+    """Write a standalone HTML page of a Trace's views (or of one view) to ``path``.
+
+    Parameters
+    ----------
+    trace_or_view : Trace, NbprofView or Dashboard
+    path : str or Path
+    views : list of str, optional
+        Subset of ``("overview", "operators", "timeline", "memory")`` for a Trace (default all).
+    theme : {"light", "dark"}
+    title : str, optional
+        Page title (default from the trace path); escaped.
+    width : int
+    overwrite : bool
+        Replace an existing file (default False: nbprof never overwrites a file silently).
+
+    Returns
+    -------
+    pathlib.Path
+        The written file. BokehJS is inline, so the page needs no network.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists and ``overwrite`` is False.
+    """
+    from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+    lay = static_layout(trace_or_view, views, theme=theme, width=width)
+    if title is None:
+        tr = getattr(trace_or_view, "trace", None) or getattr(getattr(trace_or_view, "model", None), "trace", None) \
+            or trace_or_view
+        src = getattr(getattr(tr, "meta", None), "source_path", "") or ""
+        title = f"nbprof: {os.path.basename(src)}" if src else "nbprof"
+    html = file_html(lay, INLINE, title=title)  # bokeh escapes the title and the JSON it embeds
+    if theme == "dark":
+        html = html.replace("<body>", '<body style="background:#1e1e1e;color:#e0e0e0">', 1)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

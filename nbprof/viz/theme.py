@@ -1,0 +1,134 @@
+"""Light and dark themes for nbprof's Bokeh views, following JupyterLab's theme.
+
+JupyterLab sets ``document.body.dataset.jpThemeLight`` (``"true"``/``"false"``) from its theme
+manager (jupyterlab ``packages/apputils-extension/src/themesplugins.ts``; the vega5 renderer reads it
+the same way). In ``theme="auto"`` mode a small browser-side callback reads that attribute once the
+plots are laid out and recolours them; ``"light"`` and ``"dark"`` fix the colours in Python (static
+HTML uses these, with ``"light"`` as the default).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from bokeh.models import CustomJS
+
+__all__ = ["LIGHT", "DARK", "CATEGORY_COLORS", "apply_theme", "auto_theme_callback", "palette"]
+
+LIGHT = {
+    "background": "#ffffff",
+    "border": "#ffffff",
+    "text": "#222222",
+    "grid": "#e6e6e6",
+    "axis": "#888888",
+    "band_a": "#eef2f7",
+    "band_b": "#f8f9fb",
+}
+DARK = {
+    "background": "#1e1e1e",
+    "border": "#1e1e1e",
+    "text": "#e0e0e0",
+    "grid": "#333333",
+    "axis": "#aaaaaa",
+    "band_a": "#2a2f36",
+    "band_b": "#23262b",
+}
+
+#: Colour per canonical category (two shades each; the second for alternate names).
+CATEGORY_COLORS: dict[str, tuple[str, str]] = {
+    "cpu_op": ("#4c78a8", "#72a0d0"),
+    "python_function": ("#9d9da1", "#bab0ac"),
+    "user_annotation": ("#2a9d8f", "#56c2b4"),
+    "nvtx": ("#2a9d8f", "#56c2b4"),
+    "gpu_user_annotation": ("#2a9d8f", "#56c2b4"),
+    "cuda_runtime": ("#f58518", "#ffb45a"),
+    "cuda_driver": ("#e45756", "#ff8c8b"),
+    "cuda_sync": ("#b279a2", "#d6a5c9"),
+    "kernel": ("#54a24b", "#88d27a"),
+    "gpu_memcpy": ("#9467bd", "#c5b0d5"),
+    "gpu_memset": ("#d67195", "#f1a7c1"),
+    "collective_comm": ("#eeca3b", "#f5dc83"),
+    "step": ("#7f7f7f", "#a5a5a5"),
+    "other": ("#8c6d31", "#bd9e39"),
+}
+
+
+def palette() -> tuple[list[str], dict[str, int]]:
+    """The flat colour list and the base index of each category in it (2 shades per category)."""
+    colors: list[str] = []
+    base: dict[str, int] = {}
+    for cat, (a, b) in CATEGORY_COLORS.items():
+        base[cat] = len(colors)
+        colors += [a, b]
+    return colors, base
+
+
+def _style_plot(p, t: dict) -> None:
+    p.background_fill_color = t["background"]
+    p.border_fill_color = t["border"]
+    p.outline_line_color = t["grid"]
+    if p.title is not None:
+        p.title.text_color = t["text"]
+    for ax in list(p.xaxis) + list(p.yaxis):
+        ax.major_label_text_color = t["text"]
+        ax.axis_label_text_color = t["text"]
+        ax.axis_line_color = t["axis"]
+        ax.major_tick_line_color = t["axis"]
+        ax.minor_tick_line_color = t["axis"]
+    for g in list(p.xgrid) + list(p.ygrid):
+        g.grid_line_color = t["grid"]
+    if p.legend:
+        for lg in p.legend:
+            lg.background_fill_color = t["background"]
+            lg.label_text_color = t["text"]
+            lg.border_line_color = t["grid"]
+
+
+def apply_theme(plots: Iterable, theme: str = "light") -> None:
+    """Colour Bokeh figures for ``theme`` (``"light"`` or ``"dark"``) in Python.
+
+    Raises
+    ------
+    ValueError
+        For any other theme name.
+    """
+    if theme not in ("light", "dark"):
+        raise ValueError(f"theme must be 'light' or 'dark' here, got {theme!r}")
+    t = LIGHT if theme == "light" else DARK
+    for p in plots:
+        _style_plot(p, t)
+
+
+_AUTO_JS = """
+const body = (typeof document !== 'undefined') ? document.body : null;
+if (body == null) { return; }
+body.dataset.nbprofReady = String(Number(body.dataset.nbprofReady || 0) + 1);
+const dark = body.dataset.jpThemeLight === 'false';
+if (!dark || (marker.tags.length > 0 && marker.tags[0] === 'dark')) { return; }
+marker.tags = ['dark'];
+for (const p of plots) {
+  p.background_fill_color = t.background; p.border_fill_color = t.border;
+  p.outline_line_color = t.grid;
+  if (p.title != null) { p.title.text_color = t.text; }
+  for (const ax of [...p.below, ...p.left, ...p.above, ...p.right]) {
+    if (ax.major_label_text_color !== undefined) {
+      ax.major_label_text_color = t.text; ax.axis_label_text_color = t.text;
+      ax.axis_line_color = t.axis; ax.major_tick_line_color = t.axis; ax.minor_tick_line_color = t.axis;
+    }
+    if (ax.label_text_color !== undefined) { ax.label_text_color = t.text; ax.background_fill_color = t.background; }
+  }
+  for (const g of p.center) {
+    if (g.grid_line_color !== undefined) { g.grid_line_color = t.grid; }
+    if (g.label_text_color !== undefined) { g.label_text_color = t.text; g.background_fill_color = t.background; }
+  }
+}
+"""
+
+
+def auto_theme_callback(plots: list, marker) -> CustomJS:
+    """A browser-side callback that switches ``plots`` to the dark colours when JupyterLab is dark.
+
+    It also increments ``document.body.dataset.nbprofReady`` (a hook browser tests wait on).
+    ``marker`` is any model of the layout whose ``tags`` remember that the switch happened.
+    """
+    return CustomJS(args=dict(plots=list(plots), t=DARK, marker=marker), code=_AUTO_JS)
