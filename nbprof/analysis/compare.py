@@ -1,0 +1,144 @@
+"""Compare two traces ("before" ``a`` and "after" ``b`` a change): what got faster, slower, new or gone.
+
+Every delta is ``b - a`` (negative = the change saved time); ratios are ``b / a``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..trace.model import Trace
+from .kernels import kernel_summary
+from .operators import operator_summary
+
+__all__ = ["Comparison", "compare", "step_times"]
+
+_OP_METRICS = ["count", "self_host_ns", "total_host_ns", "self_device_ns", "total_device_ns"]
+_KERNEL_METRICS = ["instances", "total_ns", "avg_ns"]
+
+
+@dataclass
+class Comparison:
+    """Deltas between two traces (``b - a``).
+
+    Attributes
+    ----------
+    operators : pandas.DataFrame
+        Per operator ``name`` (and ``cat``): for each of ``count``, ``self_host_ns``,
+        ``total_host_ns``, ``self_device_ns``, ``total_device_ns`` the columns ``<m>_a``,
+        ``<m>_b``, ``<m>_delta`` (missing side = 0), plus ``status`` ("both", "only_a",
+        "only_b"). Sorted by ``|self_host_ns_delta| + |self_device_ns_delta|`` descending.
+    kernels : pandas.DataFrame
+        Per kernel ``name``: ``instances``, ``total_ns``, ``avg_ns`` as ``_a``/``_b``/``_delta``,
+        ``status``; sorted by ``|total_ns_delta|`` descending. Empty for CPU-only traces.
+    steps : pandas.DataFrame
+        Index ``steps``, ``mean_step_ns``, ``median_step_ns``, ``min_step_ns``,
+        ``max_step_ns``, ``total_ns``; columns ``a``, ``b``, ``delta``, ``ratio``.
+    breakdown : pandas.DataFrame or None
+        Index ``step_ns`` and the step-breakdown roles (``kernel_ns`` ... ``other_ns``, the
+        average over steps from ``steps.step_breakdown``); columns ``a``, ``b``, ``delta``,
+        ``ratio``. None when ``nbprof.analysis.steps`` is not available (see ``notes``).
+    notes : list of str
+        What could not be compared and why.
+    """
+
+    operators: pd.DataFrame
+    kernels: pd.DataFrame
+    steps: pd.DataFrame
+    breakdown: pd.DataFrame | None
+    notes: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        s = self.steps
+        mean = s.loc["mean_step_ns"] if "mean_step_ns" in s.index else None
+        head = (
+            f"mean step {mean['a'] / 1e6:.3f} ms -> {mean['b'] / 1e6:.3f} ms"
+            if mean is not None and np.isfinite(mean["a"]) and np.isfinite(mean["b"])
+            else "no steps"
+        )
+        return f"<nbprof Comparison: {head}; {len(self.operators)} operators, {len(self.kernels)} kernels>"
+
+
+def _merge(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], metrics: list[str]) -> pd.DataFrame:
+    m = a[keys + metrics].merge(b[keys + metrics], on=keys, how="outer", suffixes=("_a", "_b"), indicator=True)
+    m["status"] = m.pop("_merge").map({"both": "both", "left_only": "only_a", "right_only": "only_b"}).astype(object)
+    for c in metrics:
+        for side in ("_a", "_b"):
+            col = m[c + side].fillna(0)
+            m[c + side] = col.astype(np.int64) if c != "avg_ns" else col.astype(np.float64)
+        m[c + "_delta"] = m[c + "_b"] - m[c + "_a"]
+    cols = keys + [f"{c}{s}" for c in metrics for s in ("_a", "_b", "_delta")] + ["status"]
+    return m[cols]
+
+
+def step_times(trace: Trace) -> np.ndarray:
+    """Durations (ns) of the host ``ProfilerStep#N`` ranges in time order; empty when none."""
+    from .memory import _step_ranges
+
+    st = _step_ranges(trace)
+    return (st["end_ns"] - st["start_ns"]).to_numpy(np.int64)
+
+
+def _step_stats(trace: Trace) -> dict[str, float]:
+    d = step_times(trace)
+    if len(d) == 0:
+        return {"steps": 0, "mean_step_ns": np.nan, "median_step_ns": np.nan, "min_step_ns": np.nan,
+                "max_step_ns": np.nan, "total_ns": float(trace.duration_ns)}
+    return {"steps": len(d), "mean_step_ns": float(d.mean()), "median_step_ns": float(np.median(d)),
+            "min_step_ns": float(d.min()), "max_step_ns": float(d.max()), "total_ns": float(trace.duration_ns)}
+
+
+def _side_by_side(a: dict[str, float] | pd.Series, b: dict[str, float] | pd.Series) -> pd.DataFrame:
+    df = pd.DataFrame({"a": pd.Series(a, dtype="float64"), "b": pd.Series(b, dtype="float64")})
+    df["delta"] = df["b"] - df["a"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df["ratio"] = np.where(df["a"] != 0, df["b"] / df["a"], np.nan)
+    return df
+
+
+def compare(a: Trace, b: Trace) -> Comparison:
+    """Compare trace ``b`` against trace ``a`` (before/after a fix).
+
+    Parameters
+    ----------
+    a, b : Trace
+        The baseline and the changed run (ideally the same workload and step count).
+
+    Returns
+    -------
+    Comparison
+        ``operators``, ``kernels``, ``steps``, ``breakdown`` DataFrames of deltas ``b - a``;
+        see ``Comparison``. Operator numbers are ``operators.operator_summary``'s (torch
+        ``key_averages`` semantics), kernel numbers ``kernels.kernel_summary``'s, step times
+        the host ``ProfilerStep#N`` durations, the breakdown ``steps.breakdown_average`` of
+        ``steps.step_breakdown`` (torch-tb-profiler Overview semantics).
+    """
+    notes: list[str] = []
+    ops = _merge(operator_summary(a), operator_summary(b), ["name", "cat"], _OP_METRICS)
+    key = ops["self_host_ns_delta"].abs() + ops["self_device_ns_delta"].abs()
+    ops = ops.iloc[np.argsort(-key.to_numpy(), kind="stable")].reset_index(drop=True)
+    ka, kb = kernel_summary(a), kernel_summary(b)
+    kern = _merge(ka, kb, ["name"], _KERNEL_METRICS)
+    kern = kern.iloc[np.argsort(-kern["total_ns_delta"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
+    if ka.empty and kb.empty:
+        notes.append("neither trace has kernels: the kernel comparison is empty")
+    sa, sb = _step_stats(a), _step_stats(b)
+    if not sa["steps"] or not sb["steps"]:
+        notes.append("a trace has no ProfilerStep ranges: step statistics are NaN for it (total_ns still compared)")
+    steps = _side_by_side(sa, sb)
+    breakdown = None
+    try:
+        steps_mod = importlib.import_module(f"{__package__}.steps")
+    except ModuleNotFoundError:
+        steps_mod = None
+    if steps_mod is None or not hasattr(steps_mod, "step_breakdown"):
+        notes.append("nbprof.analysis.steps is not available: no breakdown comparison")
+    else:
+        avg_a = steps_mod.breakdown_average(steps_mod.step_breakdown(a))
+        avg_b = steps_mod.breakdown_average(steps_mod.step_breakdown(b))
+        breakdown = _side_by_side(avg_a, avg_b)
+    return Comparison(operators=ops, kernels=kern, steps=steps, breakdown=breakdown, notes=notes)
