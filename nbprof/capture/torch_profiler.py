@@ -533,7 +533,10 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
             msg = "this profile is not running: step() only works inside its `with` block or cell"
             raise RuntimeError(msg)
         self._steps += 1
-        self._prof.step()
+        with warnings.catch_warnings():
+            # nbprof exports every cycle itself; torch's note is about key_averages() across cycles
+            warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle")
+            self._prof.step()
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         if self in _ACTIVE:
