@@ -197,7 +197,7 @@ def test_top_operators_markdown_table_is_escaped(tmp_path):
     ncols = lines[0].count(" | ")
     for ln in lines[2:]:
         assert ln.replace("\\|", "").count(" | ") == ncols
-    assert "<script>" not in txt and "\\<script\\>" in txt
+    assert "<script>" not in txt and "&lt;script&gt;" in txt
     df = operator_summary(t)
     assert list(df["name"].astype(str).head(3)) == ["ProfilerStep*", evil, "aten::mm"]
     for i in range(3):
@@ -228,6 +228,7 @@ def test_gpu_utilization_scalar_on_a_real_h200_trace(tmp_path):
 
 def test_md_escape():
     assert md_escape("a|b") == "a\\|b"
-    assert md_escape("<b>x</b>") == "\\<b\\>x\\</b\\>"
+    assert md_escape("<b>x</b> & y") == "&lt;b&gt;x&lt;/b&gt; &amp; y"
+    assert md_escape("[l](u) `c` #h *e*") == "\\[l\\]\\(u\\) \\`c\\` \\#h \\*e\\*"
     assert md_escape("line1\nline2") == "line1 line2"
     assert md_escape("aten::add_") == "aten::add\\_"

@@ -263,17 +263,20 @@ def _analysis(module: str, name: str) -> Callable[..., Any] | None:
     return getattr(mod, name, None)
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+# Python-Markdown's backslash-escapable characters (markdown.Markdown.ESCAPED_CHARS) plus '|' (tables
+# extension); '<', '>' and '&' become entities instead, which the sanitiser keeps as text.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|])")
 
 
 def md_escape(text: Any) -> str:
     """Escape a trace-supplied string for a Markdown table cell (TensorBoard's text plugin renders Markdown).
 
-    Backslash-escapes Markdown punctuation (including ``|`` and ``<``/``>``) and folds newlines, so an
-    operator name can neither break the table nor inject markup.
+    Backslash-escapes Markdown punctuation (including ``|``), writes ``& < >`` as entities and folds
+    newlines, so an operator name can neither break the table nor inject markup.
     """
     s = str(text).replace("\r", " ").replace("\n", " ")
-    return _MD_SPECIAL.sub(r"\\\1", s)
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _fmt_ms(ns: float) -> str:
