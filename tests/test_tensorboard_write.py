@@ -232,3 +232,21 @@ def test_md_escape():
     assert md_escape("[l](u) `c` #h *e*") == "\\[l\\]\\(u\\) \\`c\\` \\#h \\*e\\*"
     assert md_escape("line1\nline2") == "line1 line2"
     assert md_escape("aten::add_") == "aten::add\\_"
+
+
+@pytest.mark.skipif(not _has("nbprof.analysis.memory", "memory_peak"), reason="nbprof.analysis.memory not landed")
+def test_memory_peak_scalars_on_a_real_h200_trace_with_memory(tmp_path):
+    from nbprof.analysis.memory import memory_peak
+
+    t = nbprof.load(ROOT / "data" / "gpu" / "lm_mem.pt.trace.json.gz")
+    w = write_scalars(t, tmp_path, "lm")
+    ea = _accumulator(tmp_path / "lm")
+    peaks = memory_peak(t)
+    gpu = peaks[peaks["device_type"] == 1].iloc[0]
+    got = _scalar_series(ea, f"nbprof/memory_peak/device{int(gpu['device'])}_mib")
+    assert got[0] == pytest.approx(gpu["peak_allocated_bytes"] / 2**20, rel=1e-6)
+    assert got[0] > 1.0  # an LM on an H200 holds more than 1 MiB at its peak
+    assert "nbprof/memory_peak/cpu_mib" in w.scalar_tags
+    # a trace recorded without profile_memory: skipped, with the reason
+    w2 = write_scalars(nbprof.load(GPU_NW0), tmp_path, "nomem")
+    assert "profile_memory" in w2.skipped["memory_peak"]

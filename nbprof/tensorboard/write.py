@@ -337,8 +337,11 @@ def _summary_markdown(trace: Trace, written: WrittenRun) -> str:
     return "\n".join(lines)
 
 
-def _device_label(dev: int) -> str:
-    return "host" if int(dev) < 0 else f"device{int(dev)}"
+def _device_label(dev: int, device_type: int | None = None) -> str:
+    # Kineto/c10 DeviceType: 0 = CPU, 1 = CUDA; device -1 = host rows
+    if int(dev) < 0 or device_type == 0:
+        return "cpu"
+    return f"device{int(dev)}"
 
 
 def write_scalars(
@@ -463,7 +466,7 @@ def write_scalars(
             else:
                 for _, r in df.iterrows():
                     ev.scalar(
-                        f"{P}/memory_peak/{_device_label(r['device'])}_mib",
+                        f"{P}/memory_peak/{_device_label(r['device'], r.get('device_type'))}_mib",
                         float(r[col]) / 2**20,
                         0,
                         "Peak allocated memory (MiB = 2^20 bytes), nbprof.analysis.memory.memory_peak.",
