@@ -1,0 +1,401 @@
+"""Advisor v1: rules that turn the analyses into findings with evidence and a concrete next step.
+
+Each rule reads one or more analyses (never the raw file) and returns at most one
+:class:`Finding` per device / trace. Thresholds live in :data:`THRESHOLDS` and can be overridden per
+call. Rules and their sources:
+
+``dataloader``          DataLoader share of the average step > 5 % (torch-tb-profiler 0.4.3
+                        ``RunProfileData.analyze``, same threshold and formula).
+``host_wait``           GPU idle >= 15 % of its busy span and >= 50 % of that idle is host wait
+                        (HTA idle-time breakdown).
+``low_utilization``     device busy < 50 % of its span.
+``memcpy``              pageable host memory in memcpys (``Memcpy HtoD (Pageable -> Device)``:
+                        the copy is staged and synchronous) or synchronous ``cudaMemcpy*`` calls.
+``launch_bound``        a step where most ops are shorter than their launch call and the GPU is
+                        mostly idle (:func:`nbprof.analysis.launch.launch_bound_phases`).
+``communication``       communication > 10 % of the average step (step breakdown).
+``memory_peak``         peak allocated memory > 90 % of the device's ``totalGlobalMem``.
+``tensor_cores``        on an NVIDIA GPU with Tensor Cores (compute capability >= 7.0), GEMM /
+                        convolution kernels take >= 10 % of kernel time but < 20 % of that runs in
+                        Tensor Core kernels (names per torch-tb-profiler's ``TC_Allowlist`` plus
+                        newer cuBLAS/CUTLASS spellings).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..trace import schema
+
+SEVERITIES = ("high", "medium", "low")
+
+THRESHOLDS: dict[str, float] = {
+    "dataloader_ratio": 0.05,
+    "host_wait_idle_ratio": 0.15,
+    "host_wait_share": 0.5,
+    "utilization_ratio": 0.5,
+    "communication_ratio": 0.10,
+    "memory_peak_ratio": 0.90,
+    "gemm_time_ratio": 0.10,
+    "tensor_core_ratio": 0.20,
+}
+
+
+@dataclass
+class Finding:
+    """One advisor finding.
+
+    Attributes
+    ----------
+    rule : str
+        Rule key (see the module docstring).
+    severity : str
+        ``"high"``, ``"medium"`` or ``"low"``.
+    title : str
+        One sentence with the key number.
+    evidence : dict
+        The numbers the rule used (ns, bytes, ratios, counts, names), JSON-serialisable.
+    where : str
+        Where in the trace: steps, device/stream, time in ms from the trace origin.
+    next_step : str
+        What to change or look at next.
+    """
+
+    rule: str
+    severity: str
+    title: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    where: str = ""
+    next_step: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The finding as a plain dict."""
+        return asdict(self)
+
+
+def _ms(ns) -> str:
+    return f"{float(ns) / 1e6:.3f} ms"
+
+
+def _py(v):
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    return v
+
+
+def _steps_where(df) -> str:
+    st = list(df["step"])
+    if not st:
+        return "whole trace"
+    if len(st) == 1:
+        return f"ProfilerStep#{st[0]}"
+    return f"ProfilerStep#{st[0]}..#{st[-1]} ({len(st)} steps)"
+
+
+# ------------------------------------------------------------------ rules
+def _rule_dataloader(trace, th, cache) -> list[Finding]:
+    df = cache["steps"]
+    if df.empty:
+        return []
+    from .steps import breakdown_average
+
+    avg = breakdown_average(df)
+    ratio = avg["dataloader_ns"] / avg["step_ns"] if avg["step_ns"] > 0 else 0.0
+    if not ratio > th["dataloader_ratio"]:
+        return []
+    worst = df.loc[df["dataloader_ns"].idxmax()]
+    return [Finding(
+        "dataloader", "high" if ratio > 0.2 else "medium",
+        f"{ratio:.1%} of the average step is spent waiting for the DataLoader",
+        {"dataloader_ratio": float(ratio), "avg_dataloader_ns": float(avg["dataloader_ns"]),
+         "avg_step_ns": float(avg["step_ns"]), "steps": int(len(df)),
+         "worst_step": int(worst["step"]), "worst_step_dataloader_ns": int(worst["dataloader_ns"])},
+        _steps_where(df),
+        "Load data in parallel and ahead of the model: DataLoader(num_workers=N>0, prefetch_factor=2..4, "
+        "persistent_workers=True), pin_memory=True with .to(device, non_blocking=True); move heavy "
+        "preprocessing out of __getitem__ or cache it.",
+    )]
+
+
+def _rule_host_wait(trace, th, cache) -> list[Finding]:
+    ib = cache["idle"]
+    ut = cache["util"]
+    out = []
+    if ib.empty:
+        return out
+    per = ib.groupby("device")[["idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns"]].sum()
+    for dev, r in per.iterrows():
+        u = ut[ut["device"] == dev].iloc[0]
+        idle_ratio = u["idle_ns"] / u["span_ns"] if u["span_ns"] > 0 else 0.0
+        stream_idle = r["idle_ns"]
+        share = r["host_wait_ns"] / stream_idle if stream_idle > 0 else 0.0
+        if idle_ratio >= th["host_wait_idle_ratio"] and share >= th["host_wait_share"]:
+            worst = ib[ib["device"] == dev].sort_values("host_wait_ns", ascending=False).iloc[0]
+            out.append(Finding(
+                "host_wait", "high" if idle_ratio >= 0.3 else "medium",
+                f"GPU {dev} is idle {idle_ratio:.1%} of its active span, {share:.0%} of it waiting on the host",
+                {"device": int(dev), "idle_ratio": float(idle_ratio), "host_wait_share": float(share),
+                 "host_wait_ns": int(r["host_wait_ns"]), "kernel_wait_ns": int(r["kernel_wait_ns"]),
+                 "other_ns": int(r["other_ns"]), "span_ns": int(u["span_ns"]),
+                 "worst_stream": int(worst["stream"])},
+                f"device {dev}, stream {int(worst['stream'])}, {_ms(u['first_ns'])}..{_ms(u['last_ns'])}",
+                "The CPU does not enqueue work fast enough (CPU-bound or data stall): check the DataLoader and "
+                "host-side Python in the step, remove .item()/.cpu()/print syncs, overlap data transfer "
+                "(pin_memory, non_blocking), and consider CUDA Graphs or torch.compile for many small ops.",
+            ))
+    return out
+
+
+def _rule_low_utilization(trace, th, cache) -> list[Finding]:
+    out = []
+    for _, u in cache["util"].iterrows():
+        if u["span_ns"] > 0 and u["utilization_ratio"] < th["utilization_ratio"]:
+            out.append(Finding(
+                "low_utilization", "high" if u["utilization_ratio"] < 0.25 else "medium",
+                f"GPU {int(u['device'])} is busy only {u['utilization_ratio']:.1%} of its active span",
+                {"device": int(u["device"]), "utilization_ratio": float(u["utilization_ratio"]),
+                 "busy_ns": int(u["busy_ns"]), "idle_ns": int(u["idle_ns"]), "span_ns": int(u["span_ns"]),
+                 "ops": int(u["ops"])},
+                f"device {int(u['device'])}, {_ms(u['first_ns'])}..{_ms(u['last_ns'])}",
+                "Find what the GPU waits for in the idle breakdown (host wait vs kernel wait) and the step "
+                "breakdown; raise the batch size, remove host syncs, overlap input with compute.",
+            ))
+    return out
+
+
+_SYNC_MEMCPY = re.compile(r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemcpyToSymbol|cudaMemcpyFromSymbol|"
+                          r"cudaMemcpyPeer|cuMemcpyHtoD|cuMemcpyDtoH|cuMemcpyDtoD|hipMemcpy)(_v\d+)?$")
+
+
+def _rule_memcpy(trace, th, cache) -> list[Finding]:
+    ev = trace.events
+    cat = ev["cat"].astype(object)
+    names = ev["name"].astype(object).fillna("").astype(str)
+    mc = ev[(cat == schema.GPU_MEMCPY).to_numpy()]
+    pageable = mc[names[mc.index].str.contains("Pageable", regex=False)]
+    rt = ev[cat.isin(list(schema.RUNTIME_CATEGORIES)).to_numpy()]
+    sync = rt[names[rt.index].str.match(_SYNC_MEMCPY)]
+    if pageable.empty and sync.empty:
+        return []
+    span = max(trace.duration_ns, 1)
+    total = int(pageable["dur_ns"].sum()) + int(sync["dur_ns"].sum())
+    kinds = {str(k): int(v) for k, v in names[pageable.index].value_counts().items()}
+    sync_kinds = {str(k): int(v) for k, v in names[sync.index].value_counts().items()}
+    first = pd.concat([pageable["ts_ns"], sync["ts_ns"]]).min()
+    parts = []
+    if len(pageable):
+        parts.append(f"{len(pageable)} memcpys use pageable host memory")
+    if len(sync):
+        parts.append(f"{len(sync)} synchronous cudaMemcpy calls")
+    return [Finding(
+        "memcpy", "medium" if total > 0.01 * span else "low",
+        " and ".join(parts) + f" ({_ms(total)} in total)",
+        {"pageable_count": int(len(pageable)), "pageable_ns": int(pageable["dur_ns"].sum()),
+         "pageable_bytes": int(pageable["bytes"].clip(lower=0).sum()) if "bytes" in pageable else -1,
+         "pageable_kinds": kinds, "sync_call_count": int(len(sync)), "sync_call_ns": int(sync["dur_ns"].sum()),
+         "sync_calls": sync_kinds},
+        f"first at {_ms(first)}",
+        "Copies from pageable memory are staged and block the host; use pinned memory (DataLoader("
+        "pin_memory=True) or tensor.pin_memory()) with .to(device, non_blocking=True), and avoid "
+        ".cpu()/.item()/torch.cuda.synchronize() inside the step.",
+    )]
+
+
+def _rule_launch_bound(trace, th, cache) -> list[Finding]:
+    from .launch import launch_bound_phases
+
+    ph = launch_bound_phases(trace)
+    if ph.empty or not ph["launch_bound"].any():
+        return []
+    lb = ph[ph["launch_bound"]]
+    return [Finding(
+        "launch_bound", "high" if len(lb) == len(ph) else "medium",
+        f"{len(lb)} of {len(ph)} steps are launch-bound: {lb['short_ratio'].mean():.0%} of ops run shorter than "
+        f"their launch call and the GPU is busy {lb['busy_ratio'].mean():.0%} of the time",
+        {"steps": [int(s) for s in lb["step"]], "ops": int(lb["ops"].sum()), "short_ops": int(lb["short_ops"].sum()),
+         "short_ratio": float(lb["short_ratio"].mean()), "busy_ratio": float(lb["busy_ratio"].mean()),
+         "median_device_ns": float(lb["median_device_ns"].median()),
+         "median_runtime_ns": float(lb["median_runtime_ns"].median())},
+        _steps_where(lb),
+        "Too many tiny kernels: fuse them (torch.compile), capture the step with CUDA Graphs "
+        "(torch.compile(mode='reduce-overhead')), or give each kernel more work (larger batch).",
+    )]
+
+
+def _rule_communication(trace, th, cache) -> list[Finding]:
+    df = cache["steps"]
+    if df.empty:
+        return []
+    from .steps import breakdown_average
+
+    avg = breakdown_average(df)
+    ratio = avg["communication_ns"] / avg["step_ns"] if avg["step_ns"] > 0 else 0.0
+    if not ratio > th["communication_ratio"]:
+        return []
+    return [Finding(
+        "communication", "high" if ratio > 0.3 else "medium",
+        f"{ratio:.1%} of the average step is exposed communication",
+        {"communication_ratio": float(ratio), "avg_communication_ns": float(avg["communication_ns"]),
+         "avg_step_ns": float(avg["step_ns"]), "rank": int(trace.meta.rank),
+         "world_size": int(trace.meta.world_size)},
+        _steps_where(df) + f", rank {trace.meta.rank}",
+        "Overlap communication with compute (DDP bucket_cap_mb, gradient accumulation with no_sync, "
+        "FSDP prefetch), check bus bandwidth and stragglers across ranks (nbprof.analysis.distributed).",
+    )]
+
+
+def _rule_memory_peak(trace, th, cache) -> list[Finding]:
+    from . import memory
+
+    pk = memory.memory_peak(trace)
+    out = []
+    if pk.empty:
+        return out
+    for _, r in pk.iterrows():
+        ratio = r.get("peak_ratio")
+        if ratio is None or not np.isfinite(ratio) or not ratio > th["memory_peak_ratio"]:
+            continue
+        out.append(Finding(
+            "memory_peak", "high",
+            f"device {int(r['device'])} peaks at {ratio:.1%} of its memory",
+            {"device": int(r["device"]), "peak_allocated_bytes": int(r["peak_allocated_bytes"]),
+             "device_total_bytes": float(r["device_total_bytes"]), "peak_ratio": float(ratio),
+             "peak_reserved_bytes": int(r["peak_reserved_bytes"]), "op": _py(r["op"]),
+             "step": int(r["step"])},
+            f"{_ms(r['ts_ns'])}, in {r['op']}" + (f" (step {int(r['step'])})" if r["step"] >= 0 else ""),
+            "Close to out-of-memory: use activation checkpointing, a smaller micro-batch with gradient "
+            "accumulation, mixed precision, or shard states (FSDP / ZeRO); check memory growth by step.",
+        ))
+    return out
+
+
+#: torch-tb-profiler 0.4.3 ``TC_Allowlist`` (from NVIDIA PyProf) plus newer Tensor Core kernel spellings.
+TC_PATTERNS = ("h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
+               "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",
+               "xmma_sparse_conv", "xmma_warp_specialized_implicit_gemm", "xmma_gemm", "xmma_sparse_gemm", "c1688",
+               "tensorop", "wgmma", "gmma", "imma", "nvjet", "_xmma_", "bf16", "fp16", "_f16", "tf32", "e4m3",
+               "e5m2")
+_GEMM_RE = re.compile(r"(?i)(gemm|conv|cudnn|cutlass|xmma|wgmma|hmma|nvjet|dgrad|wgrad|fprop|winograd|"
+                      r"implicit|bmm_|matmul)")
+
+
+def _is_tc(name: str) -> bool:
+    low = name.lower()
+    return any(p in low for p in TC_PATTERNS)
+
+
+def _rule_tensor_cores(trace, th, cache) -> list[Finding]:
+    if trace.meta.is_rocm:
+        return []
+    ev = trace.events
+    k = ev[(ev["cat"].astype(object) == schema.KERNEL).to_numpy()]
+    if k.empty:
+        return []
+    props = {int(p.get("id", i)): p for i, p in enumerate(trace.meta.device_properties)}
+    out = []
+    for dev, g in k.groupby("device", sort=True):
+        p = props.get(int(dev), {})
+        major = p.get("computeMajor")
+        if major is None or int(major) < 7:
+            continue  # unknown, or no Tensor Cores before Volta
+        names = g["name"].astype(object).fillna("").astype(str)
+        is_gemm = names.map(lambda n: bool(_GEMM_RE.search(n)))
+        total = int(g["dur_ns"].sum())
+        gemm_ns = int(g.loc[is_gemm.to_numpy(), "dur_ns"].sum())
+        if total <= 0 or gemm_ns / total < th["gemm_time_ratio"]:
+            continue
+        tc = names.map(_is_tc).to_numpy() & is_gemm.to_numpy()
+        tc_ns = int(g.loc[tc, "dur_ns"].sum())
+        ratio = tc_ns / gemm_ns
+        if ratio >= th["tensor_core_ratio"]:
+            continue
+        non_tc = g.loc[is_gemm.to_numpy() & ~tc].assign(n=names[is_gemm.to_numpy() & ~tc])
+        top = non_tc.groupby("n")["dur_ns"].sum().sort_values(ascending=False).head(5)
+        cc = f"{major}.{p.get('computeMinor', 0)}"
+        tf32 = int(major) >= 8
+        out.append(Finding(
+            "tensor_cores", "high" if gemm_ns / total > 0.3 else "medium",
+            f"GEMM/convolution kernels take {gemm_ns / total:.0%} of GPU {int(dev)} kernel time but only "
+            f"{ratio:.0%} of it runs on Tensor Cores",
+            {"device": int(dev), "device_name": str(p.get("name", "")), "compute_capability": cc,
+             "gemm_ns": gemm_ns, "kernel_ns": total, "gemm_time_ratio": gemm_ns / total,
+             "tensor_core_ns": tc_ns, "tensor_core_ratio": ratio,
+             "top_non_tensor_core_kernels": {str(n)[:200]: int(v) for n, v in top.items()}},
+            f"device {int(dev)} ({p.get('name', '')}, sm {cc})",
+            ("Run matmuls/convolutions in reduced precision on Tensor Cores: torch.autocast('cuda', "
+             "dtype=torch.float16 or bfloat16) with a GradScaler for fp16"
+             + ("; for fp32 models enable TF32: torch.set_float32_matmul_precision('high') and "
+                "torch.backends.cudnn.allow_tf32 = True" if tf32 else "")
+             + "; keep channel counts multiples of 8 and prefer channels_last for convolutions."),
+        ))
+    return out
+
+
+RULES = {
+    "dataloader": _rule_dataloader,
+    "host_wait": _rule_host_wait,
+    "low_utilization": _rule_low_utilization,
+    "memcpy": _rule_memcpy,
+    "launch_bound": _rule_launch_bound,
+    "communication": _rule_communication,
+    "memory_peak": _rule_memory_peak,
+    "tensor_cores": _rule_tensor_cores,
+}
+
+
+def advise(trace, *, rules=None, thresholds: dict[str, float] | None = None) -> list[Finding]:
+    """Run the advisor rules on a trace.
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    rules : iterable of str, optional
+        Subset of :data:`RULES` to run (default: all).
+    thresholds : dict, optional
+        Overrides of :data:`THRESHOLDS` entries.
+
+    Returns
+    -------
+    list of Finding
+        Sorted by severity (high first), then rule order.
+
+    Raises
+    ------
+    ValueError
+        For an unknown rule or threshold name.
+    """
+    from .steps import step_breakdown
+    from .utilization import gpu_utilization, idle_breakdown
+
+    th = dict(THRESHOLDS)
+    for k, v in (thresholds or {}).items():
+        if k not in THRESHOLDS:
+            raise ValueError(f"unknown threshold {k!r}; known: {', '.join(THRESHOLDS)}")
+        th[k] = float(v)
+    names = list(RULES) if rules is None else list(rules)
+    for r in names:
+        if r not in RULES:
+            raise ValueError(f"unknown rule {r!r}; known: {', '.join(RULES)}")
+    cache = {"steps": step_breakdown(trace), "util": gpu_utilization(trace), "idle": idle_breakdown(trace)}
+    found: list[Finding] = []
+    for r in names:
+        found.extend(RULES[r](trace, th, cache))
+    order = {s: i for i, s in enumerate(SEVERITIES)}
+    rule_order = {r: i for i, r in enumerate(RULES)}
+    found.sort(key=lambda f: (order.get(f.severity, 9), rule_order.get(f.rule, 99)))
+    return found
+
+
+def findings_frame(findings: list[Finding]) -> pd.DataFrame:
+    """Findings as a DataFrame with columns ``rule, severity, title, where, next_step, evidence``."""
+    cols = ["rule", "severity", "title", "where", "next_step", "evidence"]
+    return pd.DataFrame([{c: getattr(f, c) for c in cols} for f in findings], columns=cols)
