@@ -125,20 +125,20 @@ def _display_names(names: pd.Series) -> np.ndarray:
     return disp, codes
 
 
-def _sweep(thread: np.ndarray, start: np.ndarray, end: np.ndarray, is_py: np.ndarray) -> tuple[np.ndarray, ...]:
+def _sweep(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Stack sweep over events sorted by (thread, start, -end).
 
-    Returns ``parent`` (index or -1), ``last`` (index of the last event of the subtree) and
-    ``py_parent`` (nearest enclosing python_function, or -1).
+    Returns ``parent`` (index or -1) and ``last`` (index of the last event of the subtree).
+    The pop rule is torch's (``_populate_cpu_children``): an open event stops being a
+    candidate parent when the next event starts at or after its end or ends after it
+    (with 1 ns of slack for the separately rounded ``ts`` and ``dur`` of the file).
     """
     n = len(start)
     parent = [-1] * n
     last = list(range(n))
-    pyp = [-1] * n
     th = thread.tolist()
     st = start.tolist()
     en = end.tolist()
-    py = is_py.tolist()
     stack: list[int] = []
     stack_end: list[int] = []
     prev_thread = None
@@ -154,19 +154,17 @@ def _sweep(thread: np.ndarray, start: np.ndarray, end: np.ndarray, is_py: np.nda
         e = en[i]
         while stack:
             pe = stack_end[-1]
-            if s >= pe or e > pe + 1:  # 1 ns slack: Kineto rounds ts and dur to ns separately
+            if s >= pe or e > pe + 1:
                 last[stack.pop()] = i - 1
                 stack_end.pop()
             else:
-                p = stack[-1]
-                parent[i] = p
-                pyp[i] = p if py[p] else pyp[p]
+                parent[i] = stack[-1]
                 break
         stack.append(i)
         stack_end.append(e)
     for j in stack:
         last[j] = n - 1
-    return (np.array(parent, dtype=np.int64), np.array(last, dtype=np.int64), np.array(pyp, dtype=np.int64))
+    return np.array(parent, dtype=np.int64), np.array(last, dtype=np.int64)
 
 
 def host_call_tree(trace: Trace) -> pd.DataFrame:
@@ -184,8 +182,7 @@ def host_call_tree(trace: Trace) -> pd.DataFrame:
         ``pid``, ``tid``, ``ts_ns``, ``dur_ns``, ``parent`` (position of the parent row in
         this frame, -1 for roots), ``effective_parent`` (the parent after torch's merge of
         same-name single-child wrappers), ``merged`` (True for a row torch folds into its
-        parent), ``last`` (position of the last row of the subtree), ``py_parent``
-        (nearest enclosing ``python_function`` row or -1), ``depth``.
+        parent), ``last`` (position of the last row of the subtree), ``depth``.
 
     Notes
     -----
@@ -210,8 +207,7 @@ def host_call_tree(trace: Trace) -> pd.DataFrame:
     idx, pid, tid, ts, dur, end = idx[order], pid[order], tid[order], ts[order], dur[order], end[order]
     c = codes[idx]
     thread = np.concatenate([[0], np.cumsum((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1]))]) if len(idx) else pid
-    is_py = cat[idx] == schema.PYTHON_FUNCTION
-    parent, last, pyp = _sweep(thread, ts, end, is_py)
+    parent, last = _sweep(thread, ts, end)
     n = len(idx)
     has_p = parent >= 0
     nchild = np.bincount(parent[has_p], minlength=n)
@@ -246,7 +242,6 @@ def host_call_tree(trace: Trace) -> pd.DataFrame:
             "effective_parent": eff,
             "merged": merged,
             "last": last,
-            "py_parent": pyp,
             "depth": depth,
         }
     )
@@ -317,6 +312,44 @@ def _device_own_ns(trace: Trace, tree: pd.DataFrame) -> np.ndarray:
     return own
 
 
+def _python_parents(tree: pd.DataFrame) -> np.ndarray:
+    """Per tree row, the innermost enclosing ``python_function`` row (-1 if none).
+
+    Python frames nest among themselves even where a ``record_function`` range opened inside
+    one frame outlives it, so the python-only tree is built on its own; any other row gets
+    the innermost python frame open at its start on its thread.
+    """
+    n = len(tree)
+    out = np.full(n, -1, dtype=np.int64)
+    is_py = (tree["cat"].astype(object) == schema.PYTHON_FUNCTION).to_numpy()
+    py = np.flatnonzero(is_py)  # already in (thread, start, -end) order
+    if not len(py):
+        return out
+    pid = tree["pid"].to_numpy()
+    tid = tree["tid"].to_numpy()
+    ts = tree["ts_ns"].to_numpy()
+    end = ts + tree["dur_ns"].to_numpy()
+    tkey = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)[1].ravel()
+    ppar, _ = _sweep(tkey[py], ts[py], end[py])
+    out[py] = np.where(ppar >= 0, py[np.clip(ppar, 0, None)], -1)
+    rest = np.flatnonzero(~is_py)
+    if len(rest):
+        # python rows sorted by (thread, start): the last one starting at or before the row
+        order_key = tkey[py].astype(np.float64) * 4e18 + ts[py]
+        q = tkey[rest].astype(np.float64) * 4e18 + ts[rest]
+        k = np.searchsorted(order_key, q, side="right") - 1
+        cand = np.where((k >= 0) & (tkey[py][np.clip(k, 0, None)] == tkey[rest]), k, -1)
+        ppos = np.where(ppar >= 0, ppar, -1)  # parent as a position in ``py``
+        while True:
+            live = cand >= 0
+            bad = live & (end[py][np.clip(cand, 0, None)] < ts[rest])
+            if not bad.any():
+                break
+            cand[bad] = ppos[cand[bad]]
+        out[rest] = np.where(cand >= 0, py[np.clip(cand, 0, None)], -1)
+    return out
+
+
 _BW_PREFIX = "autograd::engine::evaluate_function: "
 
 
@@ -348,7 +381,15 @@ def _stack_keys(trace: Trace, tree: pd.DataFrame, depth: int) -> np.ndarray:
     rest = np.flatnonzero(~have)
     names = tree["name"].astype(object).to_numpy()
     if len(rest):
-        pyp = tree["py_parent"].to_numpy()
+        pyp = _python_parents(tree)
+        # skip the frames torch filters out (_filter_stack_entry)
+        skip = np.array([any(a in nm and b in nm for a, b in _FILTERED_FRAMES) for nm in names], dtype=bool)
+        if skip.any():
+            while True:
+                m = (pyp >= 0) & skip[np.clip(pyp, 0, None)]
+                if not m.any():
+                    break
+                pyp[m] = pyp[pyp[m]]
         frames = []
         cur = pyp[rest]
         for _ in range(max(depth, 1)):

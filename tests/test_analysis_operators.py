@@ -1,0 +1,178 @@
+"""operator_summary against torch's own key_averages() on a real CPU profile, and on real GPU traces."""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ROOT, corpus_path
+
+import nbprof
+from nbprof.analysis.operators import SORT_KEYS, host_call_tree, operator_summary
+
+BERT_H100 = "AMD-AGI__TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+RESNET_NW0 = "pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def cnn_profile(tmp_path_factory):
+    """Profile 3 steps of examples/train_cnn.py with shapes, memory and stacks; keep key_averages."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        from train_cnn import train
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    torch.set_num_threads(1)
+    path = tmp_path_factory.mktemp("cnn") / "cnn.pt.trace.json"
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=True,
+        experimental_config=torch._C._profiler._ExperimentalConfig(verbose=True),
+        schedule=schedule(wait=1, warmup=1, active=3),
+    ) as prof:
+        train(5, profiler=prof)
+    prof.export_chrome_trace(str(path))
+
+    def frame(avgs, key):
+        return pd.DataFrame(
+            [
+                (e.key, key(e), e.count, e.self_cpu_time_total * 1e3, e.cpu_time_total * 1e3,
+                 e.cpu_memory_usage, e.self_cpu_memory_usage)
+                for e in avgs
+            ],
+            columns=["name", "key", "count", "self_ns", "total_ns", "mem", "self_mem"],
+        )
+
+    ka = {
+        "name": frame(prof.key_averages(), lambda e: ""),
+        "shapes": frame(prof.key_averages(group_by_input_shape=True),
+                        lambda e: json.dumps(e.input_shapes)),
+        "stack": frame(prof.key_averages(group_by_stack_n=5), lambda e: ";".join(e.stack[:5])),
+    }
+    return nbprof.load(path), ka
+
+
+def _check_against_torch(ours: pd.DataFrame, theirs: pd.DataFrame) -> None:
+    m = theirs.merge(ours, on=["name", "key"], how="outer", indicator=True, suffixes=("", "_nb"))
+    assert (m["_merge"] == "both").all(), m.loc[m["_merge"] != "both", ["name", "key", "_merge"]].head(10)
+    # counts exactly
+    assert (m["count"] == m["count_nb"]).all(), m.loc[m["count"] != m["count_nb"], ["name", "count", "count_nb"]]
+    # times within 1% for operators with non-trivial time (>= 10 us)
+    big = m["total_ns"].abs() >= 10_000
+    assert big.sum() >= 20
+    for theirs_col, ours_col in (("total_ns", "total_host_ns"), ("self_ns", "self_host_ns")):
+        rel = (m[theirs_col] - m[ours_col]).abs() / m[theirs_col].abs().clip(lower=1)
+        nontrivial = big & (m[theirs_col].abs() >= 10_000)
+        assert (rel[nontrivial] <= 0.01).all(), m.loc[nontrivial & (rel > 0.01), ["name", theirs_col, ours_col]]
+    # memory columns exactly (the same [memory] records, the same intervals)
+    assert (m["mem"] == m["host_mem_bytes"]).all()
+    assert (m["self_mem"] == m["self_host_mem_bytes"]).all()
+
+
+def test_matches_key_averages_by_name(cnn_profile):
+    trace, ka = cnn_profile
+    s = operator_summary(trace).assign(key="")
+    _check_against_torch(s, ka["name"])
+    # the operators of a CNN training step are all there, with ProfilerStep#N folded like torch
+    names = set(s["name"])
+    assert {"aten::conv2d", "aten::convolution_backward", "ProfilerStep*", "Optimizer.step#SGD.step"} <= names
+    row = s.set_index("name").loc["ProfilerStep*"]
+    assert row["count"] == 3
+    # memory was recorded: the forward convolutions allocate their outputs
+    assert s.set_index("name").loc["aten::mkldnn_convolution", "host_mem_bytes"] > 0
+
+
+def test_matches_key_averages_by_input_shapes(cnn_profile):
+    trace, ka = cnn_profile
+    s = operator_summary(trace, group_by="shapes")
+    s["key"] = [json.dumps(ast.literal_eval(x)) for x in s["input_dims"]]
+    _check_against_torch(s, ka["shapes"])
+    conv = s[s["name"] == "aten::conv2d"]
+    # batch 64 of 1x16x16 images through a 16-channel then a 32-channel conv
+    assert set(conv["input_dims"].map(lambda x: tuple(ast.literal_eval(x)[0]))) == {(64, 1, 16, 16), (64, 16, 8, 8)}
+
+
+def test_matches_key_averages_by_stack(cnn_profile):
+    trace, ka = cnn_profile
+    s = operator_summary(trace, group_by="stack", stack_depth=5).rename(columns={"stack": "key"})
+    _check_against_torch(s, ka["stack"])
+
+
+def test_self_time_is_total_minus_children(cnn_profile):
+    trace, _ = cnn_profile
+    tree = host_call_tree(trace)
+    kept = tree[~tree["merged"]]
+    child = kept[kept["effective_parent"] >= 0].groupby("effective_parent")["dur_ns"].sum()
+    s = operator_summary(trace)
+    # summed over all operators, self time = total time of the roots (the tree partitions time)
+    roots = kept[kept["effective_parent"] < 0]["dur_ns"].sum()
+    assert s["self_host_ns"].sum() == roots + (kept["dur_ns"].sum() - roots - child.sum())
+    assert (s["total_host_ns"] >= s["self_host_ns"]).all()
+
+
+def test_sort_keys_name_columns():
+    s = operator_summary(nbprof.load(corpus_path(BERT_H100)))
+    for torch_key, col in SORT_KEYS.items():
+        assert col in s.columns, (torch_key, col)
+    assert SORT_KEYS["cuda_time_total"] == "total_device_ns"
+    assert SORT_KEYS["self_cuda_time_total"] == "self_device_ns"
+    assert SORT_KEYS["self_cpu_time_total"] == "self_host_ns"
+    assert SORT_KEYS["cpu_memory_usage"] == "host_mem_bytes"
+
+
+def test_device_time_attribution_on_h100_trace():
+    path = corpus_path(BERT_H100)
+    s = operator_summary(nbprof.load(path)).set_index("name")
+    # independent: plain json, kernels linked to aten::addmm ops by External id
+    with gzip.open(path, "rt") as f:
+        evs = json.load(f)["traceEvents"]
+    addmm_ext = {e["args"]["External id"] for e in evs if e.get("cat") == "cpu_op" and e.get("name") == "aten::addmm"}
+    dev = [e for e in evs if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    want = sum(round(e["dur"] * 1000) for e in dev if e["args"].get("External id") in addmm_ext)
+    assert want > 0
+    assert s.loc["aten::addmm", "self_device_ns"] == want
+    assert s.loc["aten::addmm", "count"] == len(addmm_ext)
+    # every device op is attributed to exactly one operator
+    assert s["self_device_ns"].sum() == sum(round(e["dur"] * 1000) for e in dev)
+    # aten::linear -> aten::addmm: the parent's total device time includes the child's
+    assert s.loc["aten::linear", "total_device_ns"] >= s.loc["aten::addmm", "total_device_ns"]
+    assert s.loc["aten::linear", "self_device_ns"] == 0
+    # the file says with_flops but holds no 'flops' args (torch 2.6 export): NaN, not a made-up 0
+    assert np.isnan(s.loc["aten::addmm", "flops"])
+
+
+def test_old_2021_trace_device_and_memory():
+    s = operator_summary(nbprof.load(corpus_path(RESNET_NW0))).set_index("name")
+    assert s.loc["ProfilerStep*", "count"] == 6
+    assert s.loc["aten::conv2d", "total_device_ns"] > 0
+    assert s.loc["cudaLaunchKernel", "cat"] == "cuda_runtime"
+    assert s.loc["cudaLaunchKernel", "count"] == 8772  # one per kernel (MANIFEST: kernels=8772)
+    assert s["device_mem_bytes"].abs().sum() > 0
+
+
+def test_bad_group_by():
+    trace = nbprof.load(corpus_path(BERT_H100))
+    with pytest.raises(ValueError, match="group_by"):
+        operator_summary(trace, group_by="module")
+
+
+def test_analyses_import_no_display_code():
+    code = (
+        "import sys\n"
+        "import nbprof.analysis.operators, nbprof.analysis.kernels, nbprof.analysis.memory, nbprof.analysis.compare\n"
+        "bad = [m for m in ('bokeh', 'ipywidgets', 'IPython', 'jupyter_bokeh') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+    assert np.__name__ == "numpy"
