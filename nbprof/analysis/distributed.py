@@ -1,0 +1,690 @@
+"""Multi-rank analysis: collectives, bus bandwidth, compute/communication overlap, skew, ZeRO patterns.
+
+Pure functions over one or several :class:`~nbprof.trace.model.Trace` (one per rank).
+
+Where communication lives in a Kineto trace:
+
+- **GPU (NCCL/RCCL)**: the collective executes as a device kernel named ``nccl*Kernel*`` /
+  ``ncclDevKernel_*`` (``rccl`` on ROCm); recent PyTorch adds ``Collective name``, ``In/Out msg
+  nelems``, ``Group size``, ``dtype`` args (the ``collective``/``msg_*`` columns). The host side is a
+  ``c10d::<op>`` cpu_op enclosing ``record_param_comms`` and a ``nccl:<op>`` user_annotation whose
+  ``Input Dims``/``Input type`` give the message; the kernel is linked to it through the launch's
+  correlation id.
+- **CPU (gloo)**: ``c10d::<op>`` cpu_ops on the calling thread enqueue the work; gloo's worker threads
+  run it inside ``gloo:<op>`` user_annotations (with ``Input Dims``/``Input type``). Gloo has no
+  native reduce-scatter: ``c10d::_reduce_scatter_base_`` runs as ``gloo:all_reduce`` of the full tensor.
+
+Each executed collective (kernel or gloo annotation) is one row of :func:`collectives`; its
+``collective`` is the API name of the ``c10d::`` call it belongs to (DeepSpeed comms-logger spelling:
+``all_reduce``, ``all_gather_into_tensor``, ``reduce_scatter_tensor``, ``broadcast``, ``barrier``,
+``all_to_all_single``...), else the backend's name.
+
+Bandwidth (NCCL tests, ``doc/PERFORMANCE.md``, https://github.com/NVIDIA/nccl-tests): with ``S`` the
+operation size in bytes and ``t`` its time, ``algbw = S / t``, and ``busbw = algbw * factor``:
+all_reduce ``2(n-1)/n``; all_gather and reduce_scatter ``(n-1)/n`` (``S`` = the full gathered
+output / the full input, i.e. n times the per-rank shard); all_to_all ``(n-1)/n`` (``alltoall.cu``);
+broadcast, reduce, send/recv, gather, scatter ``1``. ``n`` is the group size (``Group size`` arg, else
+the process group's size from ``distributedInfo.pg_config``, else the world size). Units: bytes/s;
+nccl-tests print GB/s = 1e9 bytes/s; DeepSpeed's comms logger prints Gbps = 1e9 *bits*/s
+(8x larger numbers) and its "algbw" for all_reduce is ``2S/t``.
+
+Overlap follows HTA (``hta/analyzers/communication_analysis.py`` ``get_comm_comp_overlap``): per rank,
+the union of communication intervals intersected with the union of computation intervals, over the
+communication time. Computation on GPU = kernels that are not communication and not
+Memcpy/Memset/Sync (HTA's ``NCCL_COMPUTE_KERNEL_RE``); on CPU traces (no device rows) = host cpu_ops
+outside the communication threads that neither are nor contain a ``c10d::``/``record_param_comms`` op
+(an approximation: host time inside a wrapper that blocks on a collective cannot be told apart).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..trace import schema
+from ..trace.model import Trace
+from . import _intervals as iv
+
+__all__ = [
+    "BUSBW_FACTOR_SOURCE",
+    "busbw_factor",
+    "collectives",
+    "collective_summary",
+    "overlap",
+    "skew",
+    "collective_skew",
+    "zero_stage_pattern",
+    "memory_per_rank",
+    "DistributedReport",
+    "distributed_report",
+]
+
+BUSBW_FACTOR_SOURCE = "NVIDIA nccl-tests doc/PERFORMANCE.md (busbw = algbw * factor)"
+
+#: c10d op name (without ``c10d::`` and trailing ``_``) -> DeepSpeed/torch.distributed API name
+_C10D_TO_API = {
+    "allreduce": "all_reduce",
+    "allreduce_coalesced": "all_reduce_coalesced",
+    "_allgather_base": "all_gather_into_tensor",
+    "allgather": "all_gather",
+    "allgather_coalesced": "all_gather_coalesced",
+    "allgather_into_tensor_coalesced": "all_gather_into_tensor_coalesced",
+    "_reduce_scatter_base": "reduce_scatter_tensor",
+    "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter_tensor_coalesced",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "barrier": "barrier",
+    "alltoall_base": "all_to_all_single",
+    "alltoall": "all_to_all",
+    "send": "send",
+    "recv": "recv",
+    "recv_any_source": "recv",
+    "gather": "gather",
+    "scatter": "scatter",
+}
+
+#: NCCL kernel name fragment -> API name (kernels named ncclKernel_AllReduce_RING_LL_Sum_float,
+#: ncclDevKernel_AllGather_RING_LL...)
+_NCCL_KERNEL = re.compile(r"^(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.I)
+_NCCL_KIND = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "sendrecv": "send_recv",
+    "alltoall": "all_to_all",
+}
+
+_DTYPE_BYTES = {
+    "float": 4, "float32": 4, "c10::float": 4, "double": 8, "float64": 8, "half": 2, "c10::half": 2,
+    "float16": 2, "c10::bfloat16": 2, "bfloat16": 2, "long": 8, "int64": 8, "long int": 8, "int": 4,
+    "int32": 4, "short": 2, "int16": 2, "unsigned char": 1, "uint8": 1, "byte": 1, "signed char": 1,
+    "char": 1, "int8": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
+    "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
+}
+
+
+def _family(api: str) -> str:
+    a = api.lower()
+    if "barrier" in a:
+        return "barrier"
+    if "all_reduce" in a or a == "allreduce":
+        return "all_reduce"
+    if "all_gather" in a or "allgather" in a:
+        return "all_gather"
+    if "reduce_scatter" in a or "reducescatter" in a:
+        return "reduce_scatter"
+    if "all_to_all" in a or "alltoall" in a:
+        return "all_to_all"
+    return "one_to_one"  # broadcast, reduce, send/recv, gather, scatter
+
+
+def busbw_factor(collective: str, n: int) -> float:
+    """nccl-tests bus-bandwidth factor for ``collective`` on ``n`` ranks.
+
+    all_reduce ``2(n-1)/n``; all_gather, reduce_scatter, all_to_all ``(n-1)/n``; broadcast, reduce,
+    send/recv, gather, scatter ``1``; barrier NaN (no payload). Source: :data:`BUSBW_FACTOR_SOURCE`.
+    """
+    fam = _family(collective)
+    if fam == "barrier" or n < 1:
+        return float("nan")
+    if fam == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if fam in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def _tensor_bytes(dims_text, types_text) -> list[float]:
+    """Per-tensor bytes from record_shapes text: '[[85002]]' + '["float"]' -> [340008]."""
+    if not isinstance(dims_text, str) or not isinstance(types_text, str):
+        return []
+    try:
+        dims = json.loads(dims_text)
+        types = json.loads(types_text)
+    except ValueError:
+        return []
+    out = []
+    for d, t in zip(dims, types):
+        size = _DTYPE_BYTES.get(str(t).lower())
+        if size is None or not isinstance(d, list):
+            continue
+        if d and isinstance(d[0], list):  # TensorList: sum its tensors
+            ne = sum(int(np.prod(x)) if x else 1 for x in d if isinstance(x, list))
+        else:
+            ne = int(np.prod(d)) if d else 1
+        out.append(float(ne * size))
+    return out
+
+
+def _group_size(trace: Trace, pg_name) -> int:
+    di = trace.meta.distributed_info or {}
+    if isinstance(pg_name, str):
+        for pg in di.get("pg_config") or []:
+            if isinstance(pg, dict) and str(pg.get("pg_name")) == pg_name and pg.get("pg_size"):
+                return int(pg["pg_size"])
+    return max(int(trace.meta.world_size or 1), 1)
+
+
+def _op_bytes(fam: str, tensors: list[float], n: int, backend_fam: str | None = None) -> float:
+    """nccl-tests size S of one operation from its tensors' bytes.
+
+    With input and output tensors, S is the larger (the gathered output / the full input). With one
+    tensor (the ``gloo:``/``nccl:`` annotation's input): all_gather's is the per-rank shard (S = n x
+    it); a reduce-scatter that the backend ran as an all-reduce (gloo) or whose one tensor is its input
+    has S = it.
+    """
+    if not tensors:
+        return float("nan")
+    if backend_fam == "all_reduce" and fam != "barrier":
+        return float(sum(tensors))
+    if fam in ("all_gather", "reduce_scatter"):
+        if len(tensors) == 1:
+            return n * tensors[0] if fam == "all_gather" else tensors[0]
+        return max(max(tensors), n * min(tensors))
+    if fam == "all_to_all":
+        return max(tensors)
+    if fam == "barrier":
+        return 0.0
+    return float(sum(tensors))
+
+
+_COLL_COLUMNS = [
+    "rank", "seq", "collective", "backend_name", "family", "api_name", "ts_ns", "dur_ns", "start_abs_ns",
+    "api_ts_ns", "api_start_abs_ns", "step", "pid", "tid", "device", "stream", "correlation", "group_size", "msg_bytes",
+    "algbw_bytes_per_s", "busbw_bytes_per_s",
+]
+
+
+def _comm_exec_mask(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(is_gpu_comm_kernel, is_gloo_annotation)."""
+    names = ev["name"].astype(str)
+    gpu = (ev["cat"].astype(str) == schema.KERNEL).to_numpy() & (
+        names.str.match(r"(?i)^(nccl|rccl).*kernel").to_numpy() | ev["collective"].notna().to_numpy()
+    )
+    gloo = names.str.startswith("gloo:").to_numpy() & (ev["device"].to_numpy() < 0)
+    return gpu, gloo
+
+
+def _api_ops(ev: pd.DataFrame) -> pd.DataFrame:
+    names = ev["name"].astype(str)
+    m = names.str.startswith("c10d::").to_numpy() & (ev["device"].to_numpy() < 0)
+    api = ev.loc[m, ["ts_ns", "dur_ns", "name", "pid", "tid", "input_dims", "input_types"]].copy()
+    key = api["name"].astype(str).str.slice(6).str.rstrip("_")
+    api["api"] = key.map(lambda k: _C10D_TO_API.get(k, _C10D_TO_API.get(k.lstrip("_"), k)))
+    api = api[api["api"].astype(str) != "wait"]
+    return api.sort_values("ts_ns", kind="stable")
+
+
+def collectives(trace: Trace) -> pd.DataFrame:
+    """One row per executed collective of one rank.
+
+    Parameters
+    ----------
+    trace : Trace
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, seq`` (order of execution on this rank), ``collective`` (API name, see module doc),
+        ``backend_name`` (kernel or ``gloo:`` name), ``family`` (all_reduce, all_gather,
+        reduce_scatter, all_to_all, one_to_one, barrier), ``api_name`` (the ``c10d::`` op, NaN if not
+        found), ``ts_ns, dur_ns`` (execution), ``start_abs_ns`` (``meta.origin_ns + ts_ns``, -1 without
+        an origin), ``api_ts_ns``/``api_start_abs_ns`` (when the rank called it; -1 if unknown),
+        ``step``, ``pid, tid, device, stream, correlation``, ``group_size``, ``msg_bytes`` (nccl-tests size S,
+        NaN when the trace has no shapes), ``algbw_bytes_per_s = S/t``, ``busbw_bytes_per_s``
+        (:func:`busbw_factor`). Empty (with these columns) when the trace has no collectives.
+    """
+    ev = trace.events
+    if ev.empty:
+        return pd.DataFrame(columns=_COLL_COLUMNS)
+    gpu, gloo = _comm_exec_mask(ev)
+    sel = gpu | gloo
+    if not sel.any():
+        return pd.DataFrame(columns=_COLL_COLUMNS)
+    ex = ev.loc[sel].copy()
+    ex["is_gpu"] = gpu[sel]
+    ex = ex.sort_values("ts_ns", kind="stable")
+    api = _api_ops(ev)
+    origin = trace.meta.origin_ns
+    api_name = np.full(len(ex), None, dtype=object)
+    api_ts = np.full(len(ex), -1, dtype=np.int64)
+    api_dims = np.full(len(ex), None, dtype=object)
+    api_types = np.full(len(ex), None, dtype=object)
+    if len(api):
+        if ex["is_gpu"].any():
+            # kernel -> launching runtime call (correlation) -> enclosing c10d op / nccl:<op> annotation
+            host = ev[(ev["device"] < 0) & (ev["correlation"] >= 0)]
+            launch = host.drop_duplicates("correlation").set_index("correlation")[["ts_ns", "tid"]]
+            ann = ev[ev["name"].astype(str).str.match(r"^(nccl|rccl):") & (ev["device"] < 0)]
+            gi = np.flatnonzero(ex["is_gpu"].to_numpy())
+            corr = ex["correlation"].to_numpy()[gi]
+            lk = launch.reindex(corr)
+            ok = lk["ts_ns"].notna().to_numpy()
+            gi, lts, ltid = gi[ok], lk["ts_ns"].to_numpy()[ok].astype(np.int64), lk["tid"].to_numpy()[ok].astype(np.int64)
+            for tid in np.unique(ltid):
+                sel_k = gi[ltid == tid]
+                t_k = lts[ltid == tid]
+                for frame, is_api in ((api, True), (ann, False)):
+                    f = frame[frame["tid"] == tid].sort_values("ts_ns", kind="stable")
+                    if f.empty:
+                        continue
+                    fs = f["ts_ns"].to_numpy()
+                    fe = fs + f["dur_ns"].to_numpy()
+                    j = np.searchsorted(fs, t_k, side="right") - 1
+                    hit = (j >= 0) & (fe[np.clip(j, 0, None)] >= t_k)
+                    for i, jj in zip(sel_k[hit], j[hit]):
+                        row = f.iloc[jj]
+                        if is_api:
+                            api_name[i], api_ts[i] = row["api"], int(row["ts_ns"])
+                            if api_dims[i] is None:
+                                api_dims[i], api_types[i] = row["input_dims"], row["input_types"]
+                        elif isinstance(row["input_dims"], str):
+                            api_dims[i], api_types[i] = row["input_dims"], row["input_types"]
+        # gloo: FIFO matching of annotations to the c10d calls that enqueued them
+        gl_idx = np.flatnonzero(~ex["is_gpu"].to_numpy())
+        if gl_idx.size:
+            a_ts = api["ts_ns"].to_numpy()
+            a_names = api["api"].to_numpy()
+            j = 0
+            queue: list[int] = []
+            for i in gl_idx:
+                t = int(ex["ts_ns"].iloc[i])
+                while j < len(a_ts) and a_ts[j] <= t:
+                    queue.append(j)
+                    j += 1
+                if queue:
+                    k = queue.pop(0)
+                    api_name[i], api_ts[i] = a_names[k], int(a_ts[k])
+    backend = ex["name"].astype(str).to_numpy()
+    coll = []
+    for i, b in enumerate(backend):
+        if api_name[i] is not None:
+            coll.append(api_name[i])
+        elif isinstance(ex["collective"].iloc[i], str):
+            coll.append(str(ex["collective"].iloc[i]).lower().replace("allreduce", "all_reduce")
+                        .replace("allgather", "all_gather").replace("reducescatter", "reduce_scatter"))
+        elif b.startswith("gloo:"):
+            coll.append(b[5:])
+        else:
+            m = _NCCL_KERNEL.match(b)
+            coll.append(_NCCL_KIND.get(m.group(1).lower(), m.group(1).lower()) if m else b)
+    fam = [_family(c) for c in coll]
+    n_arr = []
+    size = []
+    for i in range(len(ex)):
+        r = ex.iloc[i]
+        gs = int(r["group_size"]) if r["group_size"] > 0 else _group_size(trace, r["pg_name"])
+        n_arr.append(gs)
+        s = float("nan")
+        if r["is_gpu"] and (r["msg_in_nelems"] >= 0 or r["msg_out_nelems"] >= 0) and isinstance(r["dtype"], str):
+            item = _DTYPE_BYTES.get(r["dtype"].lower(), float("nan"))
+            tens = [float(x) * item for x in (r["msg_in_nelems"], r["msg_out_nelems"]) if x >= 0]
+            s = _op_bytes(fam[i], tens, gs)
+        else:
+            dims, types = (r["input_dims"], r["input_types"]) if not r["is_gpu"] else (api_dims[i], api_types[i])
+            bfam = _family(backend[i][5:]) if backend[i].startswith("gloo:") else None
+            s = _op_bytes(fam[i], _tensor_bytes(dims, types), gs, bfam)
+        size.append(s)
+    dur = ex["dur_ns"].to_numpy().astype(float)
+    size_a = np.array(size, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        algbw = np.where(dur > 0, size_a / (dur * 1e-9), np.nan)
+    factor = np.array([busbw_factor(c, n) for c, n in zip(coll, n_arr)])
+    out = pd.DataFrame({
+        "rank": np.int32(trace.meta.rank),
+        "seq": np.arange(len(ex), dtype=np.int64),
+        "collective": coll,
+        "backend_name": backend,
+        "family": fam,
+        "api_name": api_name,
+        "ts_ns": ex["ts_ns"].to_numpy(),
+        "dur_ns": ex["dur_ns"].to_numpy(),
+        "start_abs_ns": ex["ts_ns"].to_numpy() + origin if origin is not None else np.full(len(ex), -1, np.int64),
+        "api_ts_ns": api_ts,
+        "api_start_abs_ns": np.where(api_ts >= 0, api_ts + (origin or 0), -1) if origin is not None else np.full(len(ex), -1, np.int64),
+        "step": ex["step"].to_numpy(),
+        "pid": ex["pid"].to_numpy(),
+        "tid": ex["tid"].to_numpy(),
+        "device": ex["device"].to_numpy(),
+        "stream": ex["stream"].to_numpy(),
+        "correlation": ex["correlation"].to_numpy(),
+        "group_size": np.array(n_arr, dtype=np.int32),
+        "msg_bytes": size_a,
+        "algbw_bytes_per_s": algbw,
+        "busbw_bytes_per_s": algbw * factor,
+    })
+    return out.reset_index(drop=True)
+
+
+def _as_list(traces: Trace | Iterable[Trace]) -> list[Trace]:
+    if isinstance(traces, Trace):
+        return [traces]
+    return list(traces)
+
+
+def collective_summary(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
+    """Per rank and collective: ``rank, collective, family, count, total_ns, mean_ns, total_bytes,
+    algbw_bytes_per_s, busbw_bytes_per_s, group_size``.
+
+    Bandwidths are time-weighted (total bytes over total time of the calls that have a size); see the
+    module docstring for the formula and units.
+    """
+    frames = [collectives(t) for t in _as_list(traces)]
+    frames = [f for f in frames if len(f)]
+    cols = ["rank", "collective", "family", "count", "total_ns", "mean_ns", "total_bytes", "algbw_bytes_per_s",
+            "busbw_bytes_per_s", "group_size"]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    c = pd.concat(frames, ignore_index=True)
+    rows = []
+    for (rank, coll), g in c.groupby(["rank", "collective"], sort=True):
+        sized = g[g["msg_bytes"].notna() & (g["dur_ns"] > 0)]
+        tb = float(sized["msg_bytes"].sum()) if len(sized) else float("nan")
+        tt = float(sized["dur_ns"].sum()) * 1e-9 if len(sized) else float("nan")
+        n = int(g["group_size"].iloc[0])
+        alg = tb / tt if len(sized) and tt > 0 else float("nan")
+        rows.append(dict(rank=int(rank), collective=coll, family=g["family"].iloc[0], count=len(g),
+                         total_ns=int(g["dur_ns"].sum()), mean_ns=float(g["dur_ns"].mean()),
+                         total_bytes=tb, algbw_bytes_per_s=alg, busbw_bytes_per_s=alg * busbw_factor(coll, n),
+                         group_size=n))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _before_last_step(trace: Trace) -> tuple[int | None, set[int] | None]:
+    """HTA's default window: (last ProfilerStep start, correlations launched before it).
+
+    HTA (``hta/common/trace.py`` ``_filter_irrelevant_gpu_kernels``, ``include_last_profiler_step=False``)
+    keeps GPU kernels whose launching host event starts before the last ``ProfilerStep``; with fewer
+    than two steps it keeps everything.
+    """
+    ev = trace.events
+    st = ev[ev["name"].astype(str).str.match(r"^ProfilerStep\s*#") & (ev["device"] < 0)]
+    if len(st) < 2:
+        return None, None
+    last = int(st["ts_ns"].max())
+    host = ev[(ev["device"] < 0) & (ev["correlation"] >= 0) & (ev["ts_ns"] < last)]
+    return last, set(host["correlation"].tolist())
+
+
+def _compute_intervals(trace: Trace, comm_tids: set[int], keep_corr: set[int] | None = None,
+                       before_ns: int | None = None) -> iv.Intervals:
+    ev = trace.events
+    names = ev["name"].astype(str)
+    cat = ev["cat"].astype(str)
+    if trace.has_device:
+        k = ev[(cat == schema.KERNEL).to_numpy()]
+        kn = k["name"].astype(str)
+        comm = kn.str.match(r"(?i)^(nccl|rccl).*kernel") | k["collective"].notna()
+        memlike = kn.str.match(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+        k = k[~comm & ~memlike]
+        if keep_corr is not None:
+            k = k[k["correlation"].isin(keep_corr)]
+        return iv.merge(k["ts_ns"].to_numpy(), (k["ts_ns"] + k["dur_ns"]).to_numpy())
+    host = ev[(cat == schema.CPU_OP).to_numpy() & (ev["device"] < 0).to_numpy()]
+    host = host[~host["tid"].isin(comm_tids)]
+    if before_ns is not None:
+        host = host[host["ts_ns"] < before_ns]
+    hn = host["name"].astype(str)
+    is_comm = hn.str.startswith("c10d::") | (hn == "record_param_comms")
+    comm_ops = host[is_comm]
+    cand = host[~is_comm]
+    if len(comm_ops) and len(cand):
+        cs = np.sort(comm_ops["ts_ns"].to_numpy())
+        st = cand["ts_ns"].to_numpy()
+        en = st + cand["dur_ns"].to_numpy()
+        contains = np.searchsorted(cs, en, side="left") - np.searchsorted(cs, st, side="left") > 0
+        cand = cand[~contains]
+    comp = iv.merge(cand["ts_ns"].to_numpy(), (cand["ts_ns"] + cand["dur_ns"]).to_numpy())
+    if len(comm_ops):
+        comp = iv.subtract(comp, iv.merge(comm_ops["ts_ns"].to_numpy(),
+                                          (comm_ops["ts_ns"] + comm_ops["dur_ns"]).to_numpy()))
+    return comp
+
+
+def overlap(traces: Trace | Iterable[Trace], *, until_last_step: bool = False) -> pd.DataFrame:
+    """Compute/communication overlap and exposed communication per rank.
+
+    Parameters
+    ----------
+    traces : Trace or iterable of Trace
+    until_last_step : bool, default False
+        Keep only what was launched before the last ``ProfilerStep`` starts -- HTA's default
+        (``TraceAnalysis(include_last_profiler_step=False)``), for like-for-like comparisons with
+        HTA's ``get_comm_comp_overlap``. No effect with fewer than two steps.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, comm_ns`` (union of collective execution intervals), ``compute_ns`` (union of computation,
+        see module docstring), ``overlap_ns`` (their intersection), ``exposed_comm_ns = comm_ns -
+        overlap_ns``, ``comm_comp_overlap_ratio = overlap_ns / comm_ns`` (HTA's
+        ``comp_comm_overlap_ratio``; NaN without communication), ``exposed_comm_ratio`` (exposed over
+        the trace span), ``span_ns``, ``basis`` ("gpu_kernels" or "cpu_ops").
+    """
+    rows = []
+    for t in _as_list(traces):
+        c = collectives(t)
+        last, keep = _before_last_step(t) if until_last_step else (None, None)
+        if len(c) and last is not None:
+            gpu_rows = c["device"] >= 0
+            c = c[(gpu_rows & c["correlation"].isin(keep)) | (~gpu_rows & (c["ts_ns"] < last))]
+        comm = iv.merge(c["ts_ns"].to_numpy(np.int64), (c["ts_ns"] + c["dur_ns"]).to_numpy(np.int64)) if len(c) else iv.empty()
+        comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
+        comp = _compute_intervals(t, comm_tids, keep, last)
+        ov = iv.total_ns(iv.intersect(comm, comp))
+        cn = iv.total_ns(comm)
+        span = t.duration_ns
+        rows.append(dict(rank=t.meta.rank, comm_ns=cn, compute_ns=iv.total_ns(comp), overlap_ns=ov,
+                         exposed_comm_ns=cn - ov, comm_comp_overlap_ratio=ov / cn if cn else float("nan"),
+                         exposed_comm_ratio=(cn - ov) / span if span else float("nan"), span_ns=span,
+                         basis="gpu_kernels" if t.has_device else "cpu_ops"))
+    return pd.DataFrame(rows, columns=["rank", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns",
+                                       "comm_comp_overlap_ratio", "exposed_comm_ratio", "span_ns", "basis"])
+
+
+def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
+    """Arrival skew of matched collectives across ranks.
+
+    The k-th call of a collective on one rank is matched with the k-th call of the same collective on
+    the others (collectives are issued in the same order on every rank of a group). Arrival is when
+    the rank *called* it (``api_start_abs_ns``; the execution start when the call is unknown), on the
+    absolute clock (``meta.origin_ns``, Kineto ``baseTimeNanoseconds``; clocks of different hosts are
+    assumed synchronised).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``collective, k, ranks, first_rank, last_rank, spread_ns`` (last minus first arrival) and one
+        ``lag_ns_r{R}`` column per rank (arrival minus the first arrival). Empty when fewer than two
+        ranks have an absolute origin.
+    """
+    frames = []
+    for t in traces:
+        if t.meta.origin_ns is None:
+            continue
+        c = collectives(t)
+        if c.empty:
+            continue
+        arr = np.where(c["api_start_abs_ns"] >= 0, c["api_start_abs_ns"], c["start_abs_ns"])
+        c = c.assign(arrival_ns=arr)
+        c["k"] = c.groupby("collective").cumcount()
+        frames.append(c[["rank", "collective", "k", "arrival_ns"]])
+    if len(frames) < 2:
+        return pd.DataFrame(columns=["collective", "k", "ranks", "first_rank", "last_rank", "spread_ns"])
+    a = pd.concat(frames, ignore_index=True)
+    piv = a.pivot_table(index=["collective", "k"], columns="rank", values="arrival_ns", aggfunc="first")
+    piv = piv.dropna()
+    if piv.empty:
+        return pd.DataFrame(columns=["collective", "k", "ranks", "first_rank", "last_rank", "spread_ns"])
+    vals = piv.to_numpy(dtype=np.float64)
+    first = vals.min(axis=1)
+    out = pd.DataFrame({
+        "collective": piv.index.get_level_values(0),
+        "k": piv.index.get_level_values(1).astype(int),
+        "ranks": vals.shape[1],
+        "first_rank": piv.columns.to_numpy()[vals.argmin(axis=1)],
+        "last_rank": piv.columns.to_numpy()[vals.argmax(axis=1)],
+        "spread_ns": (vals.max(axis=1) - first).astype(np.int64),
+    })
+    for j, r in enumerate(piv.columns):
+        out[f"lag_ns_r{int(r)}"] = (vals[:, j] - first).astype(np.int64)
+    return out.sort_values(["collective", "k"]).reset_index(drop=True)
+
+
+def skew(traces: Sequence[Trace], *, straggler_ratio: float = 0.5) -> pd.DataFrame:
+    """Per-rank skew and straggler ranks.
+
+    Parameters
+    ----------
+    traces : sequence of Trace
+        One per rank.
+    straggler_ratio : float
+        A rank is a straggler when it arrives last at more than this fraction of the matched collectives
+        and more than one rank is compared.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, steps, step_mean_ns`` (ProfilerStep durations), ``step_mean_skew_ns`` (its mean step
+        minus the fastest rank's), ``comm_ns, exposed_comm_ns`` (from :func:`overlap`),
+        ``matched_collectives``, ``last_arrival_count``, ``last_arrival_ratio``, ``mean_lag_ns``
+        (mean arrival lag behind the first rank, see :func:`collective_skew`), ``straggler`` (bool).
+    """
+    traces = list(traces)
+    ov = overlap(traces).set_index("rank")
+    cs = collective_skew(traces)
+    rows = []
+    for t in traces:
+        ev = t.events
+        st = ev[ev["name"].astype(str).str.match(r"^ProfilerStep\s*#") & (ev["device"] < 0)]
+        r = t.meta.rank
+        lagcol = f"lag_ns_r{r}"
+        nmatch = len(cs) if lagcol in cs else 0
+        last = int((cs["last_rank"] == r).sum()) if nmatch else 0
+        rows.append(dict(
+            rank=r, steps=len(st), step_mean_ns=float(st["dur_ns"].mean()) if len(st) else float("nan"),
+            comm_ns=int(ov.loc[r, "comm_ns"]) if r in ov.index else 0,
+            exposed_comm_ns=int(ov.loc[r, "exposed_comm_ns"]) if r in ov.index else 0,
+            matched_collectives=nmatch, last_arrival_count=last,
+            last_arrival_ratio=last / nmatch if nmatch else float("nan"),
+            mean_lag_ns=float(cs[lagcol].mean()) if nmatch else float("nan"),
+        ))
+    df = pd.DataFrame(rows, columns=["rank", "steps", "step_mean_ns", "comm_ns", "exposed_comm_ns",
+                                     "matched_collectives", "last_arrival_count", "last_arrival_ratio",
+                                     "mean_lag_ns"])
+    df.insert(3, "step_mean_skew_ns", df["step_mean_ns"] - df["step_mean_ns"].min())
+    df["straggler"] = (len(df) > 1) & (df["last_arrival_ratio"] > straggler_ratio)
+    return df
+
+
+@dataclass
+class ZeroPattern:
+    """Result of :func:`zero_stage_pattern`.
+
+    Attributes
+    ----------
+    stage : str
+        ``"zero3"`` (parameters all-gathered per module every step + gradients reduce-scattered),
+        ``"zero1_or_2"`` (gradients all-reduced or reduce-scattered, then the updated partitions
+        all-gathered once per step), ``"ddp_or_zero0"`` (only all-reduce), ``"unknown"``.
+    per_step : pandas.DataFrame
+        Calls per step of each collective (``step`` index, one column per collective).
+    evidence : dict
+        Mean calls per step of all_gather / reduce_scatter / all_reduce families.
+    """
+
+    stage: str
+    per_step: pd.DataFrame
+    evidence: dict = field(default_factory=dict)
+
+
+def zero_stage_pattern(trace: Trace) -> ZeroPattern:
+    """Guess the ZeRO stage from the collectives issued per ProfilerStep.
+
+    DeepSpeed's patterns (DeepSpeed 0.19.8 on 2 ranks, the comms-logger samples in
+    ../shared/notes/samples): stages 1 and 2 issue per step one gradient ``all_reduce`` (bucketed), a
+    scalar ``all_reduce`` (grad norm) and one ``all_gather_into_tensor`` of the updated partitions;
+    stage 3 gathers parameters per module (several ``all_gather_into_tensor`` per step, forward and
+    backward) and ``reduce_scatter_tensor``\\ s the gradients. Stages 1 and 2 differ in when gradients
+    are reduced, not in which collectives, so they are reported together.
+    """
+    c = collectives(trace)
+    c = c[c["step"] >= 0] if len(c) else c
+    if c.empty:
+        return ZeroPattern("unknown", pd.DataFrame(), {})
+    per = c.groupby(["step", "collective"]).size().unstack(fill_value=0)
+    fam = c.groupby(["step", "family"]).size().unstack(fill_value=0)
+    mean = {f: float(fam[f].mean()) if f in fam else 0.0 for f in ("all_gather", "reduce_scatter", "all_reduce")}
+    rs_api = any("reduce_scatter" in str(x) for x in per.columns)
+    ag = mean["all_gather"]
+    if ag >= 2 and (rs_api or mean["reduce_scatter"] > 0):
+        stage = "zero3"
+    elif ag >= 1 and (mean["all_reduce"] > 0 or mean["reduce_scatter"] > 0):
+        stage = "zero1_or_2"
+    elif mean["all_reduce"] > 0 and ag == 0:
+        stage = "ddp_or_zero0"
+    else:
+        stage = "unknown"
+    return ZeroPattern(stage, per, dict(mean_calls_per_step=mean, reduce_scatter_called=rs_api))
+
+
+def memory_per_rank(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
+    """Peak memory per rank and device from each trace's ``[memory]`` events (``profile_memory=True``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, device_type, device, peak_allocated_bytes, peak_reserved_bytes`` (from
+        :func:`nbprof.analysis.memory.memory_peak`); ranks without memory events are absent.
+    """
+    from .memory import memory_peak
+
+    rows = []
+    for t in _as_list(traces):
+        mp = memory_peak(t)
+        for _, r in mp.iterrows():
+            rows.append(dict(rank=t.meta.rank, device_type=int(r["device_type"]), device=int(r["device"]),
+                             peak_allocated_bytes=int(r["peak_allocated_bytes"]),
+                             peak_reserved_bytes=int(r["peak_reserved_bytes"])))
+    return pd.DataFrame(rows, columns=["rank", "device_type", "device", "peak_allocated_bytes", "peak_reserved_bytes"])
+
+
+@dataclass
+class DistributedReport:
+    """Everything :func:`distributed_report` computes (each a DataFrame, see the functions)."""
+
+    collectives: pd.DataFrame
+    summary: pd.DataFrame
+    overlap: pd.DataFrame
+    skew: pd.DataFrame
+    collective_skew: pd.DataFrame
+    memory: pd.DataFrame
+    zero: dict
+
+    def __repr__(self) -> str:
+        return (f"DistributedReport(ranks={sorted(self.overlap['rank'].tolist())}, "
+                f"collectives={len(self.collectives)}, zero={self.zero})")
+
+
+def distributed_report(traces: Sequence[Trace]) -> DistributedReport:
+    """Run every analysis of this module over the traces of one job (one per rank)."""
+    traces = list(traces)
+    coll = [collectives(t) for t in traces]
+    coll = [c for c in coll if len(c)]
+    return DistributedReport(
+        collectives=pd.concat(coll, ignore_index=True) if coll else pd.DataFrame(columns=_COLL_COLUMNS),
+        summary=collective_summary(traces),
+        overlap=overlap(traces),
+        skew=skew(traces),
+        collective_skew=collective_skew(traces),
+        memory=memory_per_rank(traces),
+        zero={t.meta.rank: zero_stage_pattern(t).stage for t in traces},
+    )
