@@ -284,7 +284,10 @@ class ProfileResult:
         return dst
 
     # ------------------------------------------------------------------ viewers
-    def _viz(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    def _viz(self, names: tuple[str, ...], *args: Any, **kwargs: Any) -> Any:
+        """Call the first of ``nbprof.viz.<name>`` that exists with the trace."""
+        import types
+
         try:
             from . import viz
         except ImportError as exc:  # bokeh / ipywidgets missing
@@ -292,26 +295,39 @@ class ProfileResult:
 
             msg = f"nbprof's viewers need bokeh and ipywidgets: pip install 'nbprof[viz]' ({exc})"
             raise MissingDependencyError(msg) from exc
-        fn = getattr(viz, name, None)
-        if fn is None:
-            msg = (
-                f"nbprof.viz.{name} is not available in this nbprof installation; "
-                "the data is in result.table(), result.operators() and result.trace"
-            )
-            raise NotImplementedError(msg)
-        return fn(self.trace, *args, **kwargs)
+        for name in names:
+            fn = getattr(viz, name, None)
+            if isinstance(fn, types.ModuleType):  # a submodule shadowing its function
+                fn = getattr(fn, name, None)
+            if callable(fn):
+                return fn(self.trace, *args, **kwargs)
+        msg = (
+            f"nbprof.viz.{names[0]} is not available in this nbprof installation; "
+            "the data is in result.table(), result.operators() and result.trace"
+        )
+        raise NotImplementedError(msg)
 
     def dashboard(self, **kwargs: Any) -> Any:
-        """Open ``nbprof.viz.dashboard(trace)`` (timeline, operators, steps, memory tabs)."""
-        return self._viz("dashboard", **kwargs)
+        """``nbprof.viz.dashboard(trace)``: the tabbed viewer (overview, operators, timeline, memory)."""
+        return self._viz(("dashboard",), **kwargs)
 
     def trace_view(self, **kwargs: Any) -> Any:
-        """Open the timeline viewer ``nbprof.viz.trace_view(trace)``."""
-        return self._viz("trace_view", **kwargs)
+        """The timeline viewer, ``nbprof.viz.timeline(trace)``."""
+        return self._viz(("trace_view", "timeline"), **kwargs)
+
+    timeline = trace_view
 
     def operators_view(self, **kwargs: Any) -> Any:
-        """Open the interactive operator table ``nbprof.viz.operators_view(trace)``."""
-        return self._viz("operators_view", **kwargs)
+        """The interactive operator table, ``nbprof.viz.operators_view(trace)``."""
+        return self._viz(("operators_view",), **kwargs)
+
+    def memory_view(self, **kwargs: Any) -> Any:
+        """The memory viewer, ``nbprof.viz.memory_view(trace)``."""
+        return self._viz(("memory_view",), **kwargs)
+
+    def to_html(self, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+        """A standalone HTML page of the viewers, ``nbprof.viz.to_html(trace, path)``."""
+        return self._viz(("to_html",), path, **kwargs)
 
     # ------------------------------------------------------------------ text
     def _headline(self) -> list[str]:
