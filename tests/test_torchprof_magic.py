@@ -354,3 +354,26 @@ def test_unload_and_reload(ip):
     ip.run_line_magic("load_ext", "nbprof")
     assert ip.find_cell_magic("torchprof") is not None
     assert magic(ip, "-o", "torch.mm(a, b)\n").operators().set_index("name").loc["aten::mm", "count"] == 1
+
+
+# ------------------------------------------------------------------------- the demo notebook
+
+
+def test_demo_notebook_shows_table_and_summary():
+    """notebooks/torchprof_demo.ipynb, executed headless: the done-when cell shows the table and summary."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(ROOT / "notebooks" / "torchprof_demo.ipynb", as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(ROOT / "notebooks")}})
+    client.execute()
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert not [o for c in cells for o in c.outputs if o.output_type == "error"]
+    (prof_cell,) = [c for c in cells if c.source.startswith("%%torchprof --steps 5 --record-shapes --profile-memory\n")]
+    (shown,) = [o for o in prof_cell.outputs if o.output_type == "display_data"]
+    htm, text = shown.data["text/html"], shown.data["text/plain"]
+    assert "5 step(s) run, 5 recorded step(s) (#0-#4)" in text and "top operators by cpu_time_total" in text
+    assert "<table" in htm and "aten::conv2d" in htm and "Host mem" in htm
+    assert body_rows(htm) == 20
+    last = cells[-1].outputs[0]
+    assert "aten::" in last.data["text/plain"] and "[[64, " in last.data["text/html"]  # batch-64 input shapes
