@@ -250,3 +250,21 @@ def test_memory_peak_scalars_on_a_real_h200_trace_with_memory(tmp_path):
     # a trace recorded without profile_memory: skipped, with the reason
     w2 = write_scalars(nbprof.load(GPU_NW0), tmp_path, "nomem")
     assert "profile_memory" in w2.skipped["memory_peak"]
+
+
+@pytest.mark.skipif(not _has("nbprof.analysis.advisor", "advise"), reason="nbprof.analysis.advisor not landed")
+def test_advisor_findings_text(tmp_path):
+    from nbprof.analysis.advisor import advise
+
+    t = nbprof.load(CPU_NW0)
+    findings = advise(t)
+    w = write_scalars(t, tmp_path, "nw0")
+    txt = _text(_accumulator(tmp_path / "nw0"), "nbprof/advisor")
+    lines = txt.splitlines()
+    assert lines[0] == "| severity | rule | finding | where | next step |"
+    assert len(lines) == 2 + len(findings)
+    # num_workers=0 with per-sample preprocessing: the DataLoader rule fires, and its row carries its evidence
+    (dl,) = [f for f in findings if f.rule == "dataloader"]
+    row = next(ln for ln in lines[2:] if ln.startswith(f"| {dl.severity} | dataloader | "))
+    assert md_escape(dl.title) in row and md_escape(dl.where) in row
+    assert "nbprof/advisor" in w.text_tags and "advisor" not in w.skipped

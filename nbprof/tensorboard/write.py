@@ -306,15 +306,10 @@ def _operators_markdown(df, top: int) -> str:
 def _findings_markdown(findings: list[Any]) -> str:
     if not findings:
         return "No findings: none of nbprof's advisor rules fired on this trace."
-    lines = ["| severity | rule | finding | next step |", "|---|---|---|---|"]
+    lines = ["| severity | rule | finding | where | next step |", "|---|---|---|---|---|"]
     for f in findings:
-        lines.append(
-            "| "
-            + " | ".join(
-                md_escape(getattr(f, k, "")) for k in ("severity", "rule", "title", "next_step")
-            )
-            + " |"
-        )
+        cells = (md_escape(getattr(f, k, "")) for k in ("severity", "rule", "title", "where", "next_step"))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
