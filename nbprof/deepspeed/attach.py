@@ -102,6 +102,7 @@ class DeepSpeedProfilerWindow:
             self.rank = 0
         os.makedirs(self.out_dir, exist_ok=True)
         self._orig_step = engine.step
+        self._had_instance_step = "step" in getattr(engine, "__dict__", {})
         engine.step = self._step  # instance attribute: the class is untouched
         self._maybe_start(self._global_step())
 
@@ -156,8 +157,11 @@ class DeepSpeedProfilerWindow:
     def close(self) -> list[str]:
         """Stop (writing what was recorded, if recording) and restore ``engine.step``; return ``traces``."""
         self._stop()
-        if self.engine.__dict__.get("step") is self._step:
-            del self.engine.step
+        if self.engine.__dict__.get("step") == self._step:  # bound methods compare equal, never identical
+            if self._had_instance_step:
+                self.engine.step = self._orig_step
+            else:
+                del self.engine.step
         return self.traces
 
     def __enter__(self) -> "DeepSpeedProfilerWindow":
