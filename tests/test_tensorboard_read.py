@@ -15,6 +15,7 @@ from nbprof.tensorboard import (
     discover,
     load_logdir,
     load_run,
+    load_run_traces,
     write_trace,
 )
 
@@ -68,12 +69,16 @@ def test_load_run_keeps_run_worker_and_span(tmp_path):
     write_trace(CPU_NW0, tmp_path, "before", "worker0", timestamp_ns=20)
     write_trace(CPU_NW2, tmp_path, "after", "worker0", timestamp_ns=30)
     write_trace(CPU_NW2, tmp_path, "after", "worker1", timestamp_ns=30)
-    traces = load_run(tmp_path, "before")
+    traces = load_run_traces(tmp_path, "before")
     assert [t.meta.extra["tensorboard"]["span"] for t in traces] == ["1", "2"]
     assert {t.meta.extra["tensorboard"]["worker"] for t in traces} == {"worker0"}
     ref = nbprof.load(CPU_NW0)
     assert all(len(t.events) == len(ref.events) for t in traces)
-    (one,) = load_run(tmp_path, "after", worker="worker1")
+    (one,) = load_run_traces(tmp_path, "after", worker="worker1")
+    latest = load_run(tmp_path, "before")  # one worker: its latest span
+    assert latest.meta.extra["tensorboard"]["span"] == "2" and latest.meta.extra["tensorboard"]["span_ts"] == "20"
+    with pytest.raises(ValueError, match="several workers"):
+        load_run(tmp_path, "after")
     assert one.meta.extra["tensorboard"] == {
         "logdir": str(tmp_path),
         "run": "after",
@@ -87,7 +92,7 @@ def test_load_run_keeps_run_worker_and_span(tmp_path):
     with pytest.raises(KeyError, match=r"runs: \['after', 'before'\]"):
         load_run(tmp_path, "nope")
     with pytest.raises(KeyError, match="no worker 'w9'"):
-        load_run(tmp_path, "after", worker="w9")
+        load_run_traces(tmp_path, "after", worker="w9")
     with pytest.raises(KeyError, match="no span 7"):
         load_run(tmp_path, "before", span=7)
     with pytest.raises(ValueError, match="several workers"):

@@ -121,6 +121,11 @@ def test_bad_names_and_non_kineto_traces_are_refused(tmp_path):
     t.meta.source_format = "nsys"
     with pytest.raises(ValueError, match="losslessly"):
         write_trace(t, tmp_path, "r")
+    # write_run still gives such a trace its scalars and text, and says why there is no trace file
+    w = write_run(t, tmp_path, "nsys_run")
+    assert w.trace_path is None and "only the scalars" in w.skipped["trace"]
+    assert "nbprof/summary" in w.text_tags and Path(w.events_path).parent == tmp_path / "nsys_run"
+    assert not list((tmp_path / "nsys_run").glob("*.pt.trace.json*"))
     with pytest.raises(FileNotFoundError):
         write_trace(tmp_path / "missing.pt.trace.json", tmp_path, "r")
     assert not (tmp_path.parent / "escape").exists()

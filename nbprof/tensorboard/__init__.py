@@ -14,7 +14,7 @@ Modules
 write
     ``write_run(trace_or_path, logdir, run, worker=None)``, ``write_trace``, ``write_scalars``.
 read
-    ``discover(logdir)``, ``load_run``, ``load_logdir``, ``compare_runs``, ``breakdown_side_by_side``.
+    ``discover(logdir)``, ``load_run`` (one Trace), ``load_run_traces``, ``load_logdir``, ``compare_runs``, ``breakdown_side_by_side``.
 launch
     ``start(logdir)`` (start or reuse TensorBoard on 127.0.0.1), ``embed``, ``stop``, ``running``;
     also importable as ``nbprof.tensorboard.start`` etc.
@@ -29,6 +29,7 @@ from .read import (
     discover,
     load_logdir,
     load_run,
+    load_run_traces,
 )
 from .write import WrittenRun, write_run, write_scalars, write_trace
 
@@ -40,6 +41,7 @@ __all__ = [
     "write_scalars",
     "discover",
     "load_run",
+    "load_run_traces",
     "load_logdir",
     "compare_runs",
     "breakdown_side_by_side",

@@ -27,6 +27,7 @@ __all__ = [
     "TRACE_FILE_PATTERN",
     "discover",
     "load_run",
+    "load_run_traces",
     "load_logdir",
     "compare_runs",
     "breakdown_side_by_side",
@@ -137,14 +138,14 @@ def _load_row(row: pd.Series, logdir: str, **kwargs) -> Trace:
     return t
 
 
-def load_run(
+def load_run_traces(
     logdir: str | os.PathLike[str],
     run: str,
     worker: str | None = None,
     span: str | int | None = None,
     **load_kwargs,
 ) -> list[Trace]:
-    """Load the traces of one run (all workers and spans, or the ones asked for).
+    """Load every trace of one run (all workers and spans, or the ones asked for).
 
     Each ``Trace`` keeps where it came from in ``trace.meta.extra["tensorboard"]``
     (``logdir, run, worker, span, span_ts``); its rank is the loader's (``distributedInfo``,
@@ -177,6 +178,29 @@ def load_run(
     return [_load_row(r, root, **load_kwargs) for _, r in sel.iterrows()]
 
 
+def load_run(
+    logdir: str | os.PathLike[str],
+    run: str,
+    worker: str | None = None,
+    span: str | int | None = None,
+    **load_kwargs,
+) -> Trace:
+    """Load one trace of a run: the given worker (default: the run's only worker) and span (default: the latest).
+
+    See ``load_run_traces`` for all workers/spans at once; ``trace.meta.extra["tensorboard"]`` holds
+    ``logdir, run, worker, span, span_ts``.
+
+    Raises
+    ------
+    KeyError
+        Unknown run, worker or span.
+    ValueError
+        The run has several workers (ranks) and ``worker`` is not given.
+    """
+    root = os.path.abspath(os.fspath(logdir))
+    return _one(root, discover(root), run, worker, span, **load_kwargs)
+
+
 def load_logdir(logdir: str | os.PathLike[str], **load_kwargs) -> dict[str, list[Trace]]:
     """Load every run of a logdir: ``{run: [Trace, ...]}`` (see ``load_run``)."""
     root = os.path.abspath(os.fspath(logdir))
@@ -187,14 +211,16 @@ def load_logdir(logdir: str | os.PathLike[str], **load_kwargs) -> dict[str, list
     return out
 
 
-def _one(logdir: str, df: pd.DataFrame, run: str, worker: str | None, span: str | int | None) -> Trace:
+def _one(
+    logdir: str, df: pd.DataFrame, run: str, worker: str | None, span: str | int | None, **load_kwargs
+) -> Trace:
     sel = _pick(df, logdir, run, worker, span)
     workers = sorted(sel["worker"].unique())
     if len(workers) > 1:
-        msg = f"run {run!r} has several workers {workers}: pass worker= to pick one"
+        msg = f"run {run!r} has several workers {workers}: pass worker= to pick one (or use load_run_traces)"
         raise ValueError(msg)
     # the latest span by default (the plugin's span order)
-    return _load_row(sel.iloc[-1], logdir)
+    return _load_row(sel.iloc[-1], logdir, **load_kwargs)
 
 
 def compare_runs(

@@ -511,7 +511,9 @@ def write_run(
 ) -> WrittenRun:
     """Write a trace and its scalars/text as one TensorBoard run (the ``--tensorboard LOGDIR`` integration point).
 
-    Equivalent to ``write_trace`` followed by ``write_scalars`` on the loaded trace.
+    Equivalent to ``write_trace`` followed by ``write_scalars`` on the loaded trace. A ``Trace`` from
+    another source than a Kineto file (e.g. Nsight Systems) gets its scalars and text only
+    (``skipped["trace"]`` says so): the profiler layout cannot hold it losslessly.
 
     Parameters
     ----------
@@ -535,7 +537,17 @@ def write_run(
     TraceFormatError
         When the trace cannot be loaded for the scalars (the trace file stays written).
     """
-    written = write_trace(trace_or_path, logdir, run, worker)
+    if isinstance(trace_or_path, Trace) and (
+        trace_or_path.meta.source_format != "kineto" or not trace_or_path.meta.source_path
+    ):
+        # e.g. an Nsight Systems trace: the profiler layout cannot hold it losslessly, the scalars still apply
+        written = WrittenRun(os.fspath(logdir), run, _run_dir(logdir, run), worker)
+        written.skipped["trace"] = (
+            f"a {trace_or_path.meta.source_format or 'non-Kineto'} trace has no Kineto file to copy; "
+            "only the scalars and text were written"
+        )
+    else:
+        written = write_trace(trace_or_path, logdir, run, worker)
     if scalars:
         if isinstance(trace_or_path, Trace):
             trace = trace_or_path
