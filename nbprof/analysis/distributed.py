@@ -325,9 +325,15 @@ def collectives(trace: Trace) -> pd.DataFrame:
         n_arr.append(gs)
         s = float("nan")
         if r["is_gpu"] and (r["msg_in_nelems"] >= 0 or r["msg_out_nelems"] >= 0) and isinstance(r["dtype"], str):
+            # Kineto's NCCL args: In/Out msg nelems per rank -> S (gathered output / full input / message)
             item = _DTYPE_BYTES.get(r["dtype"].lower(), float("nan"))
-            tens = [float(x) * item for x in (r["msg_in_nelems"], r["msg_out_nelems"]) if x >= 0]
-            s = _op_bytes(fam[i], tens, gs)
+            nin, nout = float(r["msg_in_nelems"]), float(r["msg_out_nelems"])
+            if fam[i] == "all_gather":
+                s = (nout if nout >= 0 else gs * nin) * item
+            elif fam[i] == "reduce_scatter":
+                s = (nin if nin >= 0 else gs * nout) * item
+            else:
+                s = max(nin, nout) * item
         else:
             dims, types = (r["input_dims"], r["input_types"]) if not r["is_gpu"] else (api_dims[i], api_types[i])
             bfam = _family(backend[i][5:]) if backend[i].startswith("gloo:") else None
