@@ -54,6 +54,8 @@ for _suf in (".pickle", ".pkl", ".pickle.gz"):
     registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_snapshot")
 for _suf in (".raw.json", ".raw.json.gz", ".raw.gz"):
     registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_timeline")
+for _suf in (".sqlite", ".nsys-rep", ".qdrep"):  # Nsight Systems export / report (exported first)
+    registry.register(_suf, "nbprof.sources.nsys:load_nsys")
 
 
 def load(path: str | os.PathLike[str], **kwargs) -> Trace:

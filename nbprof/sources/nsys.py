@@ -1,0 +1,581 @@
+"""Nsight Systems SQLite export (``nsys export --type sqlite``) -> ``Trace``.
+
+Format facts (Nsight Systems User Guide, "SQLite schema reference"; ../shared/notes/formats.md §4.6;
+checked on exports of nsys 2022.2 and 2022.4):
+
+- every name is an id into ``StringIds(id, value)``; times are ns from the session start, whose
+  absolute time is ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (-> ``meta.origin_ns``; ``ts_ns``
+  keeps the export's own values so numbers match ``nsys stats``);
+- thread ids are packed: ``pid = globalTid // 0x1000000 % 0x1000000``, ``tid = globalTid % 0x1000000``
+  (same for ``globalPid``);
+- tables with no rows are not written at all, and names/columns drift between versions (some exports
+  suffix ``NVTX_EVENTS``); every table and column is resolved from ``sqlite_master`` /
+  ``PRAGMA table_info`` at load time and a missing one is simply an absent kind of event.
+
+Mapping onto the trace model (categories are Kineto's vocabulary):
+
+============================================  ==============================================
+``CUPTI_ACTIVITY_KIND_KERNEL``                ``kernel`` (name = demangled name; device/stream,
+                                              grid/block ``"x,y,z"``, registers, static+dynamic
+                                              shared memory)
+``CUPTI_ACTIVITY_KIND_MEMCPY`` / ``MEMSET``   ``gpu_memcpy`` / ``gpu_memset`` named as ``nsys stats``
+                                              names them (``[CUDA memcpy HtoD]``, ``[CUDA memset]``),
+                                              with ``bytes``
+``CUPTI_ACTIVITY_KIND_RUNTIME``               ``cuda_runtime`` (``cuda*``) / ``cuda_driver`` (``cu*``),
+                                              version suffix ``_v3020`` dropped; ``correlation`` links
+                                              them to device rows, and ac2g flows are built
+``NVTX_EVENTS``                               ``nvtx`` (push/pop, start/end ranges; marks as instants);
+                                              name ``domain:text`` as ``nsys stats`` writes it
+``OSRT_API`` (eventClass 27)                  ``osrt``
+============================================  ==============================================
+
+Source-specific tables that have no home in the common schema are kept in
+``trace.meta.extra["nsys_tables"]`` (see :func:`nsys_tables`): ``nvtx`` (style, domain, payloads,
+range ids, end thread), ``kernels`` (short/mangled names), ``runtime`` (names as written, eventClass,
+nameId), ``memcpy`` (copy/src/dst kind), ``memset``, ``osrt``, ``cpu_samples`` (CPU IP samples with
+call stacks), ``sched`` (thread scheduling), ``processes``, ``gpus``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceFormatError
+from ..trace import schema
+from ..trace.model import LoadReport, Trace, TraceMeta
+
+__all__ = ["load_nsys", "nsys_tables", "decode_global_id", "MEMCPY_KIND_NAMES", "MEM_KIND_NAMES"]
+
+#: copyKind -> name, as ``nsys stats`` (2022.4 ``nsysstats.MEM_OPER_STRS_CTE``) writes them.
+MEMCPY_KIND_NAMES = {
+    0: "[CUDA memcpy Unknown]", 1: "[CUDA memcpy HtoD]", 2: "[CUDA memcpy DtoH]", 3: "[CUDA memcpy HtoA]",
+    4: "[CUDA memcpy AtoH]", 5: "[CUDA memcpy AtoA]", 6: "[CUDA memcpy AtoD]", 7: "[CUDA memcpy DtoA]",
+    8: "[CUDA memcpy DtoD]", 9: "[CUDA memcpy HtoH]", 10: "[CUDA memcpy PtoP]",
+    11: "[CUDA Unified Memory memcpy HtoD]", 12: "[CUDA Unified Memory memcpy DtoH]",
+    13: "[CUDA Unified Memory memcpy DtoD]",
+}
+#: srcKind/dstKind/memKind -> name (``nsysstats.MEM_KIND_STRS_CTE``; CUPTI_ACTIVITY_MEMORY_KIND).
+MEM_KIND_NAMES = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
+                  6: "Managed Static", 7: "Unknown"}
+MEMSET_NAME = "[CUDA memset]"
+
+#: NVTX_EVENTS.eventType values (NvtxEventType in the schema reference).
+NVTX_MARK, NVTX_PUSHPOP, NVTX_STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND = 34, 59, 60, 70, 71
+NVTX_DOMAIN_CREATE = 75
+#: OSRT_API.eventClass of an OS runtime call (31/32 are "profiling started/finished" markers).
+OSRT_CALL_CLASS = 27
+
+_STEP_RE = re.compile(r"^(?:ProfilerStep#|step[ #_:]?)(\d+)$", re.IGNORECASE)
+_VERSION_SUFFIX = re.compile(r"_v\d{4,5}$")
+
+
+def decode_global_id(gid) -> tuple[Any, Any]:
+    """Split an nsys ``globalTid``/``globalPid`` into ``(pid, tid)``.
+
+    Formula from NVIDIA's SQLite examples: ``pid = gid // 0x1000000 % 0x1000000``,
+    ``tid = gid % 0x1000000``. Works on ints and integer numpy arrays/Series.
+    """
+    return (gid // 0x1000000) % 0x1000000, gid % 0x1000000
+
+
+def nsys_tables(trace: Trace) -> dict[str, pd.DataFrame]:
+    """The nsys-specific tables of a trace loaded by :func:`load_nsys` (empty dict otherwise)."""
+    return trace.meta.extra.get("nsys_tables", {})
+
+
+class _Db:
+    """Read-only access with table/column resolution at run time."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+        try:
+            self.con = sqlite3.connect(uri, uri=True)
+            rows = self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(path, 0, f"not a readable SQLite database ({exc})") from exc
+        self.names = {r[0] for r in rows}
+        self._cols: dict[str, list[str]] = {}
+
+    def table(self, base: str) -> str | None:
+        """``base`` or its highest suffixed variant (``NVTX_EVENTS_V3``) when present."""
+        if base in self.names:
+            return base
+        pat = re.compile(rf"^{re.escape(base)}(?:_V(\d+))?$", re.IGNORECASE)
+        cands = sorted((int(m.group(1) or 0), n) for n in self.names if (m := pat.match(n)))
+        return cands[-1][1] if cands else None
+
+    def columns(self, table: str) -> list[str]:
+        if table not in self._cols:
+            self._cols[table] = [r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')]
+        return self._cols[table]
+
+    def read(self, base: str, wanted: list[str], where: str = "") -> pd.DataFrame | None:
+        """Columns of ``wanted`` that exist (missing ones absent from the frame); None when no table."""
+        t = self.table(base)
+        if t is None:
+            return None
+        have = self.columns(t)
+        cols = [c for c in wanted if c in have]
+        if not cols:
+            return None
+        sql = f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{t}" {where}'
+        try:
+            return pd.read_sql_query(sql, self.con)
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
+            raise TraceFormatError(self.path, None, f"cannot read ({exc})", table=t) from exc
+
+    def kv(self, base: str) -> dict[str, str]:
+        t = self.table(base)
+        if t is None or not {"name", "value"} <= set(self.columns(t)):
+            return {}
+        return {str(k): v for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
+
+
+def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
+    if df is None or col not in df:
+        return np.full(0 if df is None else len(df), default, dtype="int64")
+    return pd.to_numeric(df[col], errors="coerce").fillna(default).astype("int64").to_numpy()
+
+
+def _names(df: pd.DataFrame, col: str, strings: dict[int, str]) -> pd.Series:
+    """A name column that is either a StringIds id or text."""
+    if col not in df:
+        return pd.Series([None] * len(df), index=df.index, dtype=object)
+    s = df[col]
+    if pd.api.types.is_numeric_dtype(s):
+        return s.map(lambda v: strings.get(int(v)) if pd.notna(v) else None)
+    return s.astype(object).where(s.notna(), None)
+
+
+def _frame(n: int, cols: dict[str, Any]) -> pd.DataFrame:
+    """A schema-complete events frame of ``n`` rows from the given columns (others defaulted)."""
+    data = {}
+    for col, (dtype, _u, _d) in schema.EVENT_COLUMNS.items():
+        if col in cols:
+            v = cols[col]
+            data[col] = (np.full(n, v) if np.isscalar(v) or v is None else np.asarray(v, dtype=object if dtype == "category" else None))
+        elif dtype == "category":
+            data[col] = np.full(n, None, dtype=object)
+        elif dtype.startswith("float"):
+            data[col] = np.full(n, np.nan)
+        else:
+            data[col] = np.full(n, -1)
+    return pd.DataFrame(data)
+
+
+def _dims(df: pd.DataFrame, prefix: str) -> list[str | None]:
+    cols = [f"{prefix}{a}" for a in "XYZ"]
+    if not all(c in df for c in cols):
+        return [None] * len(df)
+    x, y, z = (_int_col(df, c) for c in cols)
+    return [f"{a},{b},{c}" for a, b, c in zip(x, y, z)]
+
+
+def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace:
+    """Load an Nsight Systems ``.sqlite`` export (or ``.nsys-rep``, exported first) into a ``Trace``.
+
+    Parameters
+    ----------
+    path : str or PathLike
+        ``.sqlite`` export, or ``.nsys-rep`` report (exported with the installed ``nsys`` into the
+        nbprof cache, see :func:`nbprof.capture.nsys.export_sqlite`; the user's folder is not written).
+    nsys : str, optional
+        ``nsys`` binary for the export (default: ``$NBPROF_NSYS``, PATH, then the nbprof cache).
+
+    Returns
+    -------
+    Trace
+        ``meta.source_format == "nsys"``; ``meta.origin_ns`` = session start (Unix epoch ns);
+        ``meta.device_properties`` from ``TARGET_INFO_GPU``; nsys-only tables in
+        ``meta.extra["nsys_tables"]`` (module docstring).
+
+    Raises
+    ------
+    TraceFormatError
+        When the file is not an SQLite database or holds no Nsight Systems tables (names the file).
+    nbprof.errors.CaptureError
+        For ``.nsys-rep``: nsys missing, or the report is newer than the installed nsys.
+    """
+    spath = os.fspath(path)
+    if spath.lower().endswith(".nsys-rep") or spath.lower().endswith(".qdrep"):
+        from ..capture.nsys import export_sqlite
+
+        rep = spath
+        spath = export_sqlite(spath, nsys=nsys)
+    else:
+        rep = None
+    db = _Db(spath)
+    if "StringIds" not in db.names:
+        raise TraceFormatError(spath, None, "no StringIds table: not an Nsight Systems SQLite export", table="StringIds")
+    report = LoadReport(path=rep or spath)
+    strings = dict(db.con.execute("SELECT id, value FROM StringIds").fetchall())
+    meta_export = db.kv("META_DATA_EXPORT") or db.kv("EXPORT_META_DATA")
+    tables: dict[str, pd.DataFrame] = {}
+    parts: list[pd.DataFrame] = []
+
+    # ------------------------------------------------------------------ kernels
+    k = db.read("CUPTI_ACTIVITY_KIND_KERNEL", [
+        "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName", "shortName",
+        "mangledName", "registersPerThread", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
+        "staticSharedMemory", "dynamicSharedMemory", "contextId", "launchType"])
+    if k is not None and len(k):
+        dem = _names(k, "demangledName", strings)
+        short = _names(k, "shortName", strings)
+        name = dem.where(dem.notna(), short)
+        start = _int_col(k, "start")
+        shm = np.maximum(_int_col(k, "staticSharedMemory", 0), 0) + np.maximum(_int_col(k, "dynamicSharedMemory", 0), 0)
+        dev, stream = _int_col(k, "deviceId"), _int_col(k, "streamId")
+        parts.append(_frame(len(k), {
+            "ts_ns": start, "dur_ns": _int_col(k, "end") - start, "name": name.to_numpy(), "cat": schema.KERNEL,
+            "ph": "X", "pid": dev, "tid": stream, "device": dev, "stream": stream,
+            "correlation": _int_col(k, "correlationId"), "grid": _dims(k, "grid"), "block": _dims(k, "block"),
+            "registers": _int_col(k, "registersPerThread"), "shared_mem_bytes": shm,
+        }))
+        gp = _int_col(k, "globalPid", 0)
+        tables["kernels"] = pd.DataFrame({
+            "ts_ns": start, "correlation": _int_col(k, "correlationId"), "device": dev, "stream": stream,
+            "pid": decode_global_id(gp)[0], "demangled_name": dem, "short_name": short,
+            "mangled_name": _names(k, "mangledName", strings), "context": _int_col(k, "contextId"),
+            "static_shared_mem_bytes": _int_col(k, "staticSharedMemory"),
+            "dynamic_shared_mem_bytes": _int_col(k, "dynamicSharedMemory"),
+        })
+
+    # ------------------------------------------------------------------ memcpy / memset
+    m = db.read("CUPTI_ACTIVITY_KIND_MEMCPY", [
+        "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind", "srcKind",
+        "dstKind", "srcDeviceId", "dstDeviceId", "contextId"])
+    if m is not None and len(m):
+        start, kind = _int_col(m, "start"), _int_col(m, "copyKind", 0)
+        dev, stream = _int_col(m, "deviceId"), _int_col(m, "streamId")
+        names = [MEMCPY_KIND_NAMES.get(int(x), f"[CUDA memcpy kind {int(x)}]") for x in kind]
+        parts.append(_frame(len(m), {
+            "ts_ns": start, "dur_ns": _int_col(m, "end") - start, "name": names, "cat": schema.GPU_MEMCPY,
+            "ph": "X", "pid": dev, "tid": stream, "device": dev, "stream": stream,
+            "correlation": _int_col(m, "correlationId"), "bytes": _int_col(m, "bytes"),
+        }))
+        tables["memcpy"] = pd.DataFrame({
+            "ts_ns": start, "dur_ns": _int_col(m, "end") - start, "correlation": _int_col(m, "correlationId"),
+            "device": dev, "stream": stream, "pid": decode_global_id(_int_col(m, "globalPid", 0))[0],
+            "bytes": _int_col(m, "bytes"), "copy_kind": kind, "name": names,
+            "src_kind": [MEM_KIND_NAMES.get(int(x), "Unknown") for x in _int_col(m, "srcKind", 7)],
+            "dst_kind": [MEM_KIND_NAMES.get(int(x), "Unknown") for x in _int_col(m, "dstKind", 7)],
+            "src_device": _int_col(m, "srcDeviceId"), "dst_device": _int_col(m, "dstDeviceId"),
+        })
+    s = db.read("CUPTI_ACTIVITY_KIND_MEMSET", [
+        "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "memKind", "value"])
+    if s is not None and len(s):
+        start = _int_col(s, "start")
+        dev, stream = _int_col(s, "deviceId"), _int_col(s, "streamId")
+        parts.append(_frame(len(s), {
+            "ts_ns": start, "dur_ns": _int_col(s, "end") - start, "name": MEMSET_NAME, "cat": schema.GPU_MEMSET,
+            "ph": "X", "pid": dev, "tid": stream, "device": dev, "stream": stream,
+            "correlation": _int_col(s, "correlationId"), "bytes": _int_col(s, "bytes"),
+        }))
+        tables["memset"] = pd.DataFrame({
+            "ts_ns": start, "dur_ns": _int_col(s, "end") - start, "correlation": _int_col(s, "correlationId"),
+            "device": dev, "stream": stream, "pid": decode_global_id(_int_col(s, "globalPid", 0))[0],
+            "bytes": _int_col(s, "bytes"), "value": _int_col(s, "value"),
+            "mem_kind": [MEM_KIND_NAMES.get(int(x), "Unknown") for x in _int_col(s, "memKind", 7)],
+        })
+
+    # ------------------------------------------------------------------ CUDA API
+    r = db.read("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "eventClass", "globalTid", "correlationId",
+                                                "nameId", "returnValue"])
+    if r is not None and len(r):
+        raw = _names(r, "nameId", strings).fillna("[unknown]")
+        clean = raw.map(lambda v: _VERSION_SUFFIX.sub("", v))
+        start = _int_col(r, "start")
+        pid, tid = decode_global_id(_int_col(r, "globalTid", 0))
+        cat = np.where(clean.str.startswith("cu") & ~clean.str.startswith("cuda"), schema.CUDA_DRIVER, schema.CUDA_RUNTIME)
+        parts.append(_frame(len(r), {
+            "ts_ns": start, "dur_ns": _int_col(r, "end") - start, "name": clean.to_numpy(), "cat": cat, "ph": "X",
+            "pid": pid, "tid": tid, "correlation": _int_col(r, "correlationId"),
+        }))
+        tables["runtime"] = pd.DataFrame({
+            "ts_ns": start, "dur_ns": _int_col(r, "end") - start, "pid": pid, "tid": tid,
+            "correlation": _int_col(r, "correlationId"), "name": clean, "api_name": raw,
+            "name_id": _int_col(r, "nameId"), "event_class": _int_col(r, "eventClass"),
+            "return_value": _int_col(r, "returnValue", 0),
+        })
+
+    # ------------------------------------------------------------------ NVTX
+    nv = db.read("NVTX_EVENTS", ["start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid",
+                                 "endGlobalTid", "textId", "domainId", "uint64Value", "int64Value", "doubleValue",
+                                 "uint32Value", "int32Value", "floatValue", "jsonText", "jsonTextId"])
+    if nv is not None and len(nv):
+        tables["nvtx"] = nvtx = _nvtx_table(nv, strings)
+        keep = nvtx[nvtx["style"].isin(["PushPop", "StartEnd", "Mark"])]
+        if len(keep):
+            maxts = int(np.nanmax([nvtx["ts_ns"].max(), nvtx["end_ns"].where(nvtx["end_ns"] >= 0).max()]))
+            end = keep["end_ns"].where(keep["end_ns"] >= 0, maxts)
+            dur = np.where(keep["style"] == "Mark", 0, end - keep["ts_ns"])
+            parts.append(_frame(len(keep), {
+                "ts_ns": keep["ts_ns"].to_numpy(), "dur_ns": dur, "name": keep["name"].to_numpy(), "cat": schema.NVTX,
+                "ph": np.where(keep["style"] == "Mark", "i", "X"), "pid": keep["pid"].to_numpy(),
+                "tid": keep["tid"].to_numpy(),
+            }))
+            unterminated = int(((keep["style"] != "Mark") & (keep["end_ns"] < 0)).sum())
+            if unterminated:
+                report.add("nvtx_unterminated", "assumed", unterminated,
+                           f"{unterminated} NVTX ranges have no end; they are taken to end at the last NVTX "
+                           "timestamp (as nsys stats does)")
+
+    # ------------------------------------------------------------------ OS runtime
+    o = db.read("OSRT_API", ["start", "end", "eventClass", "globalTid", "nameId", "returnValue", "nestingLevel"])
+    if o is not None and len(o):
+        if "eventClass" in o:
+            o = o[o["eventClass"] == OSRT_CALL_CLASS].reset_index(drop=True)
+        start = _int_col(o, "start")
+        pid, tid = decode_global_id(_int_col(o, "globalTid", 0))
+        nm = _names(o, "nameId", strings).fillna("[unknown]")
+        parts.append(_frame(len(o), {
+            "ts_ns": start, "dur_ns": _int_col(o, "end") - start, "name": nm.to_numpy(), "cat": schema.OSRT,
+            "ph": "X", "pid": pid, "tid": tid,
+        }))
+        tables["osrt"] = pd.DataFrame({"ts_ns": start, "dur_ns": _int_col(o, "end") - start, "pid": pid, "tid": tid,
+                                       "name": nm, "name_id": _int_col(o, "nameId"),
+                                       "return_value": _int_col(o, "returnValue", 0),
+                                       "nesting_level": _int_col(o, "nestingLevel", 0)})
+
+    # ------------------------------------------------------------------ CPU samples, scheduling
+    cs = _cpu_samples(db, strings)
+    if cs is not None:
+        tables["cpu_samples"] = cs
+    sc = db.read("SCHED_EVENTS", ["start", "cpu", "isSchedIn", "globalTid"])
+    if sc is not None and len(sc):
+        pid, tid = decode_global_id(_int_col(sc, "globalTid", 0))
+        tables["sched"] = pd.DataFrame({"ts_ns": _int_col(sc, "start"), "cpu": _int_col(sc, "cpu"), "pid": pid,
+                                        "tid": tid, "sched_in": _int_col(sc, "isSchedIn", 0).astype(bool)})
+
+    if not parts and not tables:
+        raise TraceFormatError(spath, None, "no Nsight Systems event tables (kernels, CUDA API, NVTX, OS runtime, "
+                               "CPU samples) found: is this an nsys export?")
+    events = pd.concat(parts, ignore_index=True) if parts else _frame(0, {})
+    events = events.sort_values(["ts_ns", "dur_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    _assign_steps(events, tables.get("nvtx"))
+    events = _typed(events)
+    flows = _flows(events)
+
+    # ------------------------------------------------------------------ threads, processes, meta
+    procs = db.read("PROCESSES", ["globalPid", "pid", "name"])
+    host_pids = set(events.loc[events["device"] < 0, "pid"].unique().tolist())
+    for key in ("cpu_samples", "sched"):
+        if key in tables:
+            host_pids |= set(tables[key]["pid"].unique().tolist())
+    threads = _threads(db, strings, procs, events, host_pids)
+    if procs is not None:
+        tables["processes"] = pd.DataFrame({"pid": _int_col(procs, "pid"), "name": procs.get("name")})
+    gpus = db.read("TARGET_INFO_GPU", ["id", "name", "totalMemory", "smCount", "computeMajor", "computeMinor",
+                                       "maxThreadsPerBlock", "maxRegistersPerBlock", "maxShmemPerBlock",
+                                       "maxShmemPerBlockOptin", "maxShmemPerSm", "maxRegistersPerSm",
+                                       "threadsPerWarp", "maxWarpsPerSm", "maxBlocksPerSm", "l2CacheSize",
+                                       "memoryBandwidth", "clockRate", "busLocation", "uuid", "chipName", "cuDevice"])
+    devprops = []
+    if gpus is not None:
+        tables["gpus"] = gpus
+        for g in gpus.to_dict("records"):
+            d = {"id": int(g.get("cuDevice", g.get("id", 0)) if pd.notna(g.get("cuDevice")) else g.get("id", 0)),
+                 "name": g.get("name"), "totalGlobalMem": g.get("totalMemory"), "numSms": g.get("smCount"),
+                 "computeMajor": g.get("computeMajor"), "computeMinor": g.get("computeMinor"),
+                 "maxThreadsPerBlock": g.get("maxThreadsPerBlock"), "regsPerBlock": g.get("maxRegistersPerBlock"),
+                 "regsPerMultiprocessor": g.get("maxRegistersPerSm"), "warpSize": g.get("threadsPerWarp"),
+                 "sharedMemPerBlock": g.get("maxShmemPerBlock"), "sharedMemPerBlockOptin": g.get("maxShmemPerBlockOptin"),
+                 "sharedMemPerMultiprocessor": g.get("maxShmemPerSm"),
+                 "maxThreadsPerMultiprocessor": (g["maxWarpsPerSm"] * g["threadsPerWarp"]
+                                                 if pd.notna(g.get("maxWarpsPerSm")) and pd.notna(g.get("threadsPerWarp")) else None),
+                 "l2CacheSize": g.get("l2CacheSize"), "memoryBandwidth": g.get("memoryBandwidth"),
+                 "clockRate": g.get("clockRate"), "busLocation": g.get("busLocation"), "uuid": g.get("uuid"),
+                 "chipName": g.get("chipName")}
+            devprops.append({kk: (v.item() if hasattr(v, "item") else v) for kk, v in d.items() if v is not None})
+    origin = None
+    st = db.read("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"])
+    if st is not None and len(st):
+        origin = int(st["utcEpochNs"].iloc[0])
+    details = db.read("ANALYSIS_DETAILS", ["duration", "startTime", "stopTime"])
+    extra: dict[str, Any] = {"nsys_tables": tables, "export_meta": meta_export, "sqlite_path": spath}
+    if details is not None and len(details):
+        extra["analysis_details"] = {k2: int(v) for k2, v in details.iloc[0].items() if pd.notna(v)}
+    ranks = db.read("MPI_RANKS", ["globalTid", "rank"])
+    rank, rank_source = 0, "assumed"
+    if ranks is not None and len(ranks) and ranks["rank"].nunique() == 1:
+        rank, rank_source = int(ranks["rank"].iloc[0]), "MPI_RANKS"
+    version = meta_export.get("EXPORT_PRODUCT_VERSION")
+    schema_version = meta_export.get("EXPORT_SCHEMA_VERSION")
+    meta = TraceMeta(
+        source_path=rep or spath, source_format="nsys",
+        producer=f"Nsight Systems {version}" if version else "Nsight Systems", origin_ns=origin,
+        rank=rank, rank_source=rank_source, device_properties=devprops,
+        schema_version=int(str(schema_version).split(".")[0]) if schema_version else None, extra=extra,
+    )
+    events["rank"] = np.int32(rank)
+    db.con.close()
+    return Trace(events=events, flows=flows, memory=schema.empty_frame(schema.MEMORY_COLUMNS),
+                 counters=schema.empty_frame(schema.COUNTER_COLUMNS), threads=threads, meta=meta, report=report)
+
+
+def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
+    """Decode NVTX_EVENTS: names with domains as ``nsys stats`` forms them, style, payloads."""
+    et = _int_col(nv, "eventType")
+    gtid = _int_col(nv, "globalTid", 0)
+    pid, tid = decode_global_id(gtid)
+    text = _names(nv, "text", strings)
+    if "textId" in nv:
+        tid_text = _names(nv, "textId", strings)
+        text = tid_text.where(tid_text.notna(), text)
+    dom = _int_col(nv, "domainId", 0)
+    # domain names: eventType 75 rows, keyed by (domainId, process) -- nvtxsum joins on the pid bits
+    dnames: dict[tuple[int, int], str] = {}
+    for d, p, t, ts in zip(dom[et == NVTX_DOMAIN_CREATE], pid[et == NVTX_DOMAIN_CREATE],
+                           text[et == NVTX_DOMAIN_CREATE], _int_col(nv, "start")[et == NVTX_DOMAIN_CREATE]):
+        dnames.setdefault((int(d), int(p)), t)
+    domain = [dnames.get((int(d), int(p))) for d, p in zip(dom, pid)]
+    name = [(f"{d}:{t}" if t is not None else f"{d}:None") if d is not None else t for d, t in zip(domain, text)]
+    style = np.select([np.isin(et, [NVTX_PUSHPOP, NVTXT_PUSHPOP]), np.isin(et, [NVTX_STARTEND, NVTXT_STARTEND]),
+                       et == NVTX_MARK, et == NVTX_DOMAIN_CREATE], ["PushPop", "StartEnd", "Mark", "DomainCreate"],
+                      "Other")
+    payload = pd.Series([None] * len(nv), dtype=object)
+    ptype = pd.Series([None] * len(nv), dtype=object)
+    for col, kind in (("floatValue", "float"), ("doubleValue", "double"), ("int32Value", "int32"),
+                      ("uint32Value", "uint32"), ("int64Value", "int64"), ("uint64Value", "uint64")):
+        if col in nv:
+            has = nv[col].notna()
+            payload[has.to_numpy()] = nv.loc[has, col].to_numpy()
+            ptype[has.to_numpy()] = kind
+    end_g = _int_col(nv, "endGlobalTid", -1)
+    end_tid = np.where(end_g >= 0, end_g % 0x1000000, -1)
+    return pd.DataFrame({
+        "ts_ns": _int_col(nv, "start"), "end_ns": _int_col(nv, "end"), "name": name, "text": text,
+        "domain": domain, "domain_id": dom, "style": style, "event_type": et, "range_id": _int_col(nv, "rangeId"),
+        "category": _int_col(nv, "category"), "color": _int_col(nv, "color"), "pid": pid, "tid": tid,
+        "end_tid": end_tid, "global_tid": gtid, "payload": payload, "payload_type": ptype,
+        "json_text": _names(nv, "jsonTextId", strings) if "jsonTextId" in nv else None,
+    })
+
+
+def _cpu_samples(db: _Db, strings: dict[int, str]) -> pd.DataFrame | None:
+    ce = db.read("COMPOSITE_EVENTS", ["id", "start", "cpu", "threadState", "globalTid", "cpuCycles"])
+    if ce is None or not len(ce):
+        return None
+    pid, tid = decode_global_id(_int_col(ce, "globalTid", 0))
+    out = pd.DataFrame({"id": _int_col(ce, "id"), "ts_ns": _int_col(ce, "start"), "cpu": _int_col(ce, "cpu"),
+                        "pid": pid, "tid": tid, "thread_state": _int_col(ce, "threadState")})
+    cc = db.read("SAMPLING_CALLCHAINS", ["id", "symbol", "module", "stackDepth"])
+    if cc is not None and len(cc):
+        cc = cc.sort_values(["id", "stackDepth"])
+        sym = _names(cc, "symbol", strings).fillna("[unknown]")
+        mod = _names(cc, "module", strings).fillna("")
+        cc = cc.assign(sym=sym.to_numpy(), mod=mod.to_numpy())
+        grouped = cc.groupby("id", sort=False)
+        leaf = grouped["sym"].first()
+        leaf_mod = grouped["mod"].first()
+        stack = grouped["sym"].agg(lambda s: ";".join(reversed(s.tolist())))  # root first, like call_stack
+        out["symbol"] = out["id"].map(leaf)
+        out["module"] = out["id"].map(leaf_mod)
+        out["call_stack"] = out["id"].map(stack)
+    return out
+
+
+def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
+    """``step`` from NVTX ranges named ``step N``/``ProfilerStep#N`` (or ``step`` with an integer payload).
+
+    Host events of the same process inside the range get its number; device rows get the step of the
+    runtime call that launched them (by correlation id).
+    """
+    events["step"] = -1
+    if nvtx is None or not len(nvtx):
+        return
+    rng = nvtx[nvtx["style"].isin(["PushPop", "StartEnd"]) & (nvtx["end_ns"] >= 0)]
+    nums = []
+    for text, pl in zip(rng["text"], rng["payload"]):
+        m = _STEP_RE.match(str(text or ""))
+        if m:
+            nums.append(int(m.group(1)))
+        elif str(text or "").lower() == "step" and pl is not None and float(pl).is_integer():
+            nums.append(int(pl))
+        else:
+            nums.append(-1)
+    rng = rng.assign(step=nums)
+    rng = rng[rng["step"] >= 0]
+    if not len(rng):
+        return
+    step = events["step"].to_numpy().copy()
+    host = (events["device"].to_numpy() < 0) & (events["cat"].astype(str).to_numpy() != schema.NVTX)
+    ts = events["ts_ns"].to_numpy()
+    pids = events["pid"].to_numpy()
+    for p, g in rng.sort_values("ts_ns").groupby("pid"):
+        starts, ends, nums = g["ts_ns"].to_numpy(), g["end_ns"].to_numpy(), g["step"].to_numpy()
+        sel = host & (pids == p)
+        idx = np.searchsorted(starts, ts[sel], side="right") - 1
+        ok = (idx >= 0) & (ts[sel] <= ends[np.clip(idx, 0, None)])
+        sub = np.where(ok, nums[np.clip(idx, 0, None)], -1)
+        step[np.flatnonzero(sel)] = sub
+    # the step ranges themselves
+    for p, g in rng.groupby("pid"):
+        for t0, n in zip(g["ts_ns"], g["step"]):
+            hit = (pids == p) & (ts == t0) & (events["cat"].astype(str).to_numpy() == schema.NVTX)
+            step[hit] = n
+    events["step"] = step
+    corr = events["correlation"].to_numpy()
+    rt = (events["cat"].astype(str).isin(list(schema.RUNTIME_CATEGORIES))).to_numpy() & (corr >= 0)
+    m = dict(zip(corr[rt], step[rt]))
+    dev = (events["device"].to_numpy() >= 0) & (corr >= 0)
+    if dev.any() and m:
+        events.loc[dev, "step"] = [m.get(c, -1) for c in corr[dev]]
+
+
+def _typed(events: pd.DataFrame) -> pd.DataFrame:
+    out = {}
+    for col, (dtype, _u, _d) in schema.EVENT_COLUMNS.items():
+        v = events[col]
+        if dtype == "category":
+            out[col] = pd.Categorical(v.where(pd.notna(v), None).astype(object))
+        else:
+            out[col] = pd.to_numeric(v, errors="coerce").fillna(-1 if not dtype.startswith("float") else np.nan).astype(dtype)
+    return pd.DataFrame(out)
+
+
+def _flows(events: pd.DataFrame) -> pd.DataFrame:
+    corr = events["correlation"].to_numpy()
+    cat = events["cat"].astype(str).to_numpy()
+    rt = np.isin(cat, list(schema.RUNTIME_CATEGORIES)) & (corr >= 0)
+    dv = (events["device"].to_numpy() >= 0) & (corr >= 0)
+    if not rt.any() or not dv.any():
+        return schema.empty_frame(schema.FLOW_COLUMNS)
+    src = events.loc[rt, ["correlation", "ts_ns", "pid", "tid"]].drop_duplicates("correlation")
+    dst = events.loc[dv, ["correlation", "ts_ns", "pid", "tid"]].drop_duplicates("correlation")
+    j = src.merge(dst, on="correlation", suffixes=("_s", "_d"))
+    return pd.DataFrame({
+        "id": j["correlation"].astype("int64"), "cat": pd.Categorical(["ac2g"] * len(j)),
+        "src_ts_ns": j["ts_ns_s"].astype("int64"), "src_pid": j["pid_s"].astype("int64"),
+        "src_tid": j["tid_s"].astype("int64"), "dst_ts_ns": j["ts_ns_d"].astype("int64"),
+        "dst_pid": j["pid_d"].astype("int64"), "dst_tid": j["tid_d"].astype("int64"),
+    })
+
+
+def _threads(db: _Db, strings: dict[int, str], procs: pd.DataFrame | None, events: pd.DataFrame,
+             host_pids: set[int]) -> pd.DataFrame:
+    rows = []
+    if procs is not None and len(procs):
+        for p, n in zip(_int_col(procs, "pid"), procs["name"]):
+            if int(p) in host_pids:
+                rows.append((int(p), int(p), str(n), "process"))
+    tn = db.read("ThreadNames", ["nameId", "globalTid"])
+    if tn is not None and len(tn):
+        pid, tid = decode_global_id(_int_col(tn, "globalTid", 0))
+        for p, t, n in zip(pid, tid, _names(tn, "nameId", strings)):
+            if int(p) in host_pids:
+                rows.append((int(p), int(t), str(n), "thread"))
+    devs = events.loc[events["device"] >= 0, ["device", "stream"]].drop_duplicates()
+    for d, st in zip(devs["device"], devs["stream"]):
+        rows.append((int(d), int(st), f"stream {int(st)}", "thread"))
+    for d in sorted(set(devs["device"].tolist())):
+        rows.append((int(d), int(d), f"GPU {int(d)}", "process"))
+    df = pd.DataFrame(rows, columns=["pid", "tid", "name", "kind"]).drop_duplicates(["pid", "tid", "kind"])
+    return df.reset_index(drop=True)
