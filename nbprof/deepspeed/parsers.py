@@ -579,8 +579,9 @@ def parse_comms_summary(source: str | os.PathLike[str]) -> pd.DataFrame:
 def parse_comms_ops(source: str | os.PathLike[str]) -> pd.DataFrame:
     """The comms-logger verbose ``comm op: ...`` lines -> DataFrame (see :class:`CommsLog` ``ops``).
 
-    These lines appear only when ``comms_logger.verbose`` is true **and** DeepSpeed's logger is at INFO
-    (``"log_level": "info"`` in DeepSpeed >= 0.17-ish configs, or ``deepspeed.utils.logger.setLevel``).
+    These lines appear only when ``comms_logger.verbose`` is true **and** DeepSpeed's logger is at INFO in
+    the ranks: ``"log_level": "info"`` in the config where DeepSpeed declares that key (PR #8067; 0.19.8
+    does), else ``nbprof.deepspeed.attach.set_deepspeed_log_level("info")`` (see ``nbprof.deepspeed.config``).
     """
     return parse_log(source).comms.ops
 
