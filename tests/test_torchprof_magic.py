@@ -279,9 +279,15 @@ def test_cuda_requested_without_cuda(ip, act, capfd):
 
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_cuda_profile(ip):
-    r = magic(ip, "--activities cpu,gpu -o", "a.cuda() @ b.cuda(); torch.cuda.synchronize()\n")
-    assert "CUDA" in r.activities and r.trace.has_device
-    assert r.operators()["self_device_ns"].sum() > 0
+    cell = "a.cuda() @ b.cuda(); torch.cuda.synchronize()\n"
+    r = magic(ip, "--activities cpu,gpu --sort-by cuda_time_total -o", cell)
+    assert r.activities == ["CPU", "CUDA"] and r.trace.has_device and not r.notes
+    assert r.operators().set_index("name").loc["aten::mm", "self_device_ns"] > 0
+    assert r.table()["total_device_ns"].is_monotonic_decreasing
+    assert "Self device (ms)" in r._repr_html_()
+    r = magic(ip, "--activities cuda -o", cell)
+    assert r.activities == ["CUDA"] and r.trace.has_device
+    assert any("CPU activity is not profiled" in n for n in r.notes)
 
 
 # ------------------------------------------------------------------------- display, files, errors

@@ -30,15 +30,17 @@ from __future__ import annotations
 import atexit
 import gzip
 import os
+import re
 import shutil
 import socket
 import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field, replace
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 __all__ = [
     "ACTIVITY_NAMES",
@@ -335,6 +337,23 @@ def _add_flops(data: bytes, flops_by_ext: dict[int, tuple[str, int]]) -> bytes:
     return orjson.dumps(doc)
 
 
+_TORCH_NOISE = (
+    # warmup=0 is nbprof's documented default (record every run), not a mistake to warn about
+    "Profiler won't be using warmup",
+    # nbprof exports every cycle itself; torch's note is about key_averages() across cycles
+    "Warning: Profiler clears events at the end of each cycle",
+)
+
+
+@contextmanager
+def _quiet_torch_warnings() -> Iterator[None]:
+    """Silence torch.profiler warnings that do not apply to nbprof (only around nbprof's own calls)."""
+    with warnings.catch_warnings():
+        for msg in _TORCH_NOISE:
+            warnings.filterwarnings("ignore", message=re.escape(msg))
+        yield
+
+
 _TMP_ROOT: list[str] = []
 
 
@@ -441,6 +460,11 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
             if not o.quiet:
                 print(f"nbprof: {n}", file=sys.stderr)
         self.result.activities = [str(a).split(".")[-1] for a in acts]
+        if "CPU" not in self.result.activities:
+            self.result.notes.append(
+                "the CPU activity is not profiled: the trace has device activity and runtime calls but no "
+                "operators, steps, shapes, stacks or FLOPs (add cpu to the activities for the operator table)"
+            )
         kw: dict[str, Any] = {
             "activities": acts,
             "record_shapes": o.record_shapes,
@@ -452,9 +476,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
         }
         if o.with_stack:
             kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(verbose=True)
-        with warnings.catch_warnings():
-            # warmup=0 is nbprof's documented default (record every run); not a mistake to warn about
-            warnings.filterwarnings("ignore", message="Profiler won't be using warmup")
+        with _quiet_torch_warnings():
             kw["schedule"] = torch_schedule(**o.schedule_args())
         return torch_profile(**kw)
 
@@ -519,7 +541,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
         self.result.running = True
         self._t0 = time.perf_counter_ns()
         try:
-            self._prof.__enter__()
+            with _quiet_torch_warnings():
+                self._prof.__enter__()
         except Exception as exc:
             self.result.running = False
             msg = f"torch.profiler could not start: {type(exc).__name__}: {exc}"
@@ -533,9 +556,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
             msg = "this profile is not running: step() only works inside its `with` block or cell"
             raise RuntimeError(msg)
         self._steps += 1
-        with warnings.catch_warnings():
-            # nbprof exports every cycle itself; torch's note is about key_averages() across cycles
-            warnings.filterwarnings("ignore", message="Warning: Profiler clears events at the end of each cycle")
+        with _quiet_torch_warnings():
             self._prof.step()
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
@@ -544,7 +565,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
         r = self.result
         try:
             try:
-                self._prof.__exit__(None, None, None)
+                with _quiet_torch_warnings():
+                    self._prof.__exit__(None, None, None)
             finally:
                 r.wall_ns = time.perf_counter_ns() - self._t0
                 r.steps_run = self._steps + 1
