@@ -232,3 +232,24 @@ class Trace:
         schema.validate(self.flows, schema.FLOW_COLUMNS, "flows")
         schema.validate(self.memory, schema.MEMORY_COLUMNS, "memory")
         schema.validate(self.counters, schema.COUNTER_COLUMNS, "counters")
+
+    def show(self, view: str | None = None, **kwargs: Any):
+        """The interactive viewer of this trace (imports ``nbprof.viz`` only now).
+
+        Parameters
+        ----------
+        view : {None, "overview", "operators", "timeline", "memory"}
+            None: the dashboard with all four views; otherwise that one view.
+        **kwargs
+            Passed to the viewer (``theme``, ``width``, ...).
+
+        Returns
+        -------
+        ipywidgets.Widget
+            Display it (it is also the cell's value when last in a cell).
+        """
+        from ..viz.dashboard import dashboard
+
+        if view is None:
+            return dashboard(self, **kwargs)
+        return dashboard(self, views=(view,), **kwargs).show_view(view)

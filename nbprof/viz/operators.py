@@ -101,7 +101,7 @@ for (let j = 0; j < k; j++) {
 }
 bars.data = {label: labels, value: vals};
 chart.y_range.factors = labels.slice().reverse();
-chart.xaxis[0].axis_label = labels_map[key];
+if (chart.below.length > 0) { chart.below[0].axis_label = labels_map[key]; }
 keycol.title = g === 'name' ? '' : (g === 'shapes' ? 'input dims' : 'stack');
 keycol.visible = g !== 'name';
 status.text = 'showing ' + idx.length + ' of ' + totals[g] + ' ' + g + ' groups' + (q ? ' matching "' + q + '"' : '');

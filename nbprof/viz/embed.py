@@ -1,0 +1,72 @@
+"""Show a view live (ipywidgets) or as static Bokeh components (for papermill/nbconvert reports).
+
+A report page (``nbprof report``) loads BokehJS once, inline, in its ``<head>``; the notebook cells
+then carry only each view's document (``bokeh.embed.components``), so the HTML stays small and works
+with no network. In a live notebook the same call displays the interactive widget.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["show", "static_mode", "STATIC_ENV"]
+
+#: Environment variable that switches ``show`` to static components (set by ``nbprof report``).
+STATIC_ENV = "NBPROF_STATIC_VIEWS"
+
+
+def static_mode() -> bool:
+    """True when views should be emitted as static components (``NBPROF_STATIC_VIEWS=1``)."""
+    return os.environ.get(STATIC_ENV, "") not in ("", "0", "false", "False")
+
+
+def show(obj, views=None, *, static: bool | None = None, theme: str = "light", width: int = 1100):
+    """Display ``obj`` (a Trace, an ``NbprofView``, a dashboard or a Bokeh layout).
+
+    Parameters
+    ----------
+    obj : Trace, NbprofView, Dashboard or bokeh LayoutDOM
+    views : list of str, optional
+        For a Trace: which views (``nbprof.viz.static.VIEWS``); default all.
+    static : bool, optional
+        Force static components (True) or the live widget (False); default ``static_mode()``.
+    theme : {"light", "dark"}
+        Theme of the static form.
+
+    Returns
+    -------
+    The displayed widget (live), or None (static: the components are displayed, not returned, so a
+    cell ending in ``show(...)`` does not render them twice).
+    """
+    from IPython.display import HTML, display
+
+    static = static_mode() if static is None else static
+    if static:
+        from bokeh.embed import components
+        from bokeh.model import Model
+
+        from .static import static_layout
+
+        from . import _base
+
+        # building a static layout may construct a view widget, which would load BokehJS into this
+        # notebook's outputs (~4 MB each time); the report page loads BokehJS once instead
+        was = _base._BOKEHJS_LOADED
+        _base._BOKEHJS_LOADED = True
+        try:
+            lay = obj if isinstance(obj, Model) else static_layout(obj, views, theme=theme, width=width)
+        finally:
+            _base._BOKEHJS_LOADED = was
+        script, div = components(lay)
+        display(HTML(div + script))
+        return None
+    from ..trace.model import Trace
+
+    if isinstance(obj, Trace):
+        from .dashboard import dashboard
+
+        w = dashboard(obj, views=tuple(views)) if views else dashboard(obj)
+    else:
+        w = obj
+    display(w)
+    return w

@@ -1,0 +1,394 @@
+"""Real-browser test of nbprof's viewers: JupyterLab + Debian's headless Chromium driven by Playwright.
+
+Starts JupyterLab on 127.0.0.1 (token, temporary JUPYTER_*/settings/workspaces dirs, news fetching
+off), writes a notebook that loads a real GPU trace (data/gpu, and the corpus BERT trace when
+../shared is present), a fresh CPU profile taken in the notebook with torch.profiler, and a trace
+whose names are HTML/JS injection attempts; runs it, waits for the Bokeh canvases, checks there are
+no console errors and no injected element/script ran, zooms the timeline (wheel, then the W key) and
+checks the kernel re-aggregated, and saves screenshots. Then opens an exported static HTML page with
+every network request blocked and checks it renders and switches resolution on zoom.
+
+Chromium: ``/usr/bin/chromium`` (``NBPROF_CHROMIUM`` overrides; ``make browser`` installs it with
+apt). Playwright never downloads a browser here. Screenshots go to ``$NBPROF_SCREENSHOTS`` or the
+test's tmp dir; ``NBPROF_UPDATE_DOCS=1`` also copies them to docs/.
+(Steps and pitfalls: ../shared/notes/feasibility.md §4, jupyter-conventions.md §g.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPUS, ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = os.environ.get("NBPROF_CHROMIUM", "/usr/bin/chromium")
+GPU_TRACE = ROOT / "data" / "gpu" / "lm_mem.pt.trace.json.gz"
+CORPUS_TRACE = CORPUS / "AMD-AGI__TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+EVIL = '</script><img src=x onerror="window.__nbprof_xss=1">"\'&<b>bold</b>'
+# console noise that is not an error of the page under test
+BENIGN = ("Failed to load resource", "favicon", "[Violation]", "Widget model not found", "translations",
+          "npm", "DevTools")
+
+
+def _need_chromium():
+    if not (os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.skip(f"Chromium not found at {CHROMIUM} (run `make browser`, i.e. apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright (pip) not installed")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _shot_dir(tmp_path: Path) -> Path:
+    d = Path(os.environ.get("NBPROF_SCREENSHOTS", tmp_path / "screenshots"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _evil_trace_json(path: Path) -> None:
+    """A tiny Kineto trace whose op, kernel, thread and shape strings are injection attempts."""
+    ev = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": EVIL}},
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::" + EVIL, "pid": 1, "tid": 1, "ts": 1, "dur": 50,
+         "args": {"External id": 5, "Input Dims": [[2, 2]], "Input type": [EVIL]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2, "dur": 5,
+         "args": {"External id": 5, "correlation": 9}},
+        {"ph": "X", "cat": "kernel", "name": "kern" + EVIL, "pid": 0, "tid": 7, "ts": 10, "dur": 30,
+         "args": {"External id": 5, "correlation": 9, "device": 0, "stream": 7}},
+    ]
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+
+
+NB_CELLS = [
+    # 0: imports and traces
+    """import os, tempfile, json
+import nbprof
+from nbprof import viz
+GPU = nbprof.load({gpu!r})
+CORPUS = nbprof.load({corpus!r}) if os.path.exists({corpus!r}) else None
+EVIL = nbprof.load({evil!r})
+print('loaded', len(GPU.events), None if CORPUS is None else len(CORPUS.events), len(EVIL.events))""",
+    # 1: a fresh CPU profile
+    """import torch
+from torch.profiler import profile, ProfilerActivity, record_function, schedule
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+cpu_path = os.path.join(tempfile.mkdtemp(), 'fresh.pt.trace.json')
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True,
+             schedule=schedule(wait=0, warmup=1, active=3)) as prof:
+    for _ in range(4):
+        loss = model(torch.randn(32, 64)).square().mean(); opt.zero_grad(); loss.backward(); opt.step()
+        prof.step()
+prof.export_chrome_trace(cpu_path)
+CPU = nbprof.load(cpu_path)
+print('cpu events', len(CPU.events))""",
+    # 2..6: each view on the real GPU trace
+    "tl = viz.timeline(GPU)\ntl",
+    "viz.operators_view(GPU)",
+    "viz.memory_view(GPU)",
+    "viz.overview_view(GPU)",
+    "viz.dashboard(GPU, start='timeline')",
+    # 7: the corpus trace and the fresh CPU profile
+    "viz.timeline(CORPUS) if CORPUS is not None else print('corpus absent')",
+    "viz.timeline(CPU)",
+    "viz.operators_view(CPU)",
+    # 10: hostile strings through every view
+    "viz.dashboard(EVIL, start='operators')",
+    "viz.timeline(EVIL)",
+    "print('ALL CELLS DONE', tl.updates)",
+    # 13: re-run by the test after switching JupyterLab to its dark theme
+    "tl_dark = viz.timeline(GPU)\ntl_dark",
+]
+
+
+def _write_notebook(root: Path) -> Path:
+    import nbformat
+
+    evil = root / "evil.pt.trace.json"
+    _evil_trace_json(evil)
+    src = [c.format(gpu=str(GPU_TRACE), corpus=str(CORPUS_TRACE), evil=str(evil)) if "{" in c and "!r}" in c else c
+           for c in NB_CELLS]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in src]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    p = root / "views.ipynb"
+    nbformat.write(nb, p)
+    return p
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    _need_chromium()
+    pytest.importorskip("jupyterlab")
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "root"
+    root.mkdir()
+    settings = base / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    env = dict(os.environ)
+    for k, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"), ("JUPYTER_RUNTIME_DIR", "runtime"),
+                   ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "mpl"), ("XDG_CACHE_HOME", "cache"),
+                   ("XDG_CONFIG_HOME", "xdgconfig")):
+        (base / sub).mkdir()
+        env[k] = str(base / sub)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("JUPYTER_PATH", None)
+    port = _free_port()
+    token = uuid.uuid4().hex
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+           f"--LabApp.user_settings_dir={base / 'settings'}", f"--LabApp.workspaces_dir={base / 'workspaces'}",
+           "--LabApp.expose_app_in_browser=True", "--ServerApp.allow_root=True",
+           "--LabServerApp.news_url=", "--ServerApp.disable_check_xsrf=True"]
+    log = open(base / "lab.log", "w")
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                log.flush()
+                raise RuntimeError("JupyterLab did not start:\n" + (base / "lab.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield {"url": url, "token": token, "root": root, "base": base}
+    finally:
+        # stop the server (and its kernels) by pid: SIGTERM to its process group, then SIGKILL
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+VIEW_SHOTS = ("timeline", "operators", "memory", "overview", "dashboard")
+
+
+def _luminance(png: bytes) -> float:
+    """Mean luminance (0-255) of a PNG screenshot."""
+    import io
+
+    from PIL import Image
+
+    return float(sum(Image.open(io.BytesIO(png)).convert("L").getdata())) / max(
+        1, Image.open(io.BytesIO(png)).size[0] * Image.open(io.BytesIO(png)).size[1])
+
+
+def _errors_collector(page):
+    errors: list[str] = []
+
+    def on_console(msg):
+        if msg.type == "error" and not any(s in msg.text for s in BENIGN):
+            errors.append(f"console: {msg.text}")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    return errors
+
+
+def _status_text(cell) -> str:
+    return cell.get_by_text(re.compile(r"showing \d+ events individually")).first.inner_text()
+
+
+def test_views_in_jupyterlab(lab, browser, tmp_path):
+    nb = _write_notebook(lab["root"])
+    shots = _shot_dir(tmp_path)
+    page = browser.new_page(viewport={"width": 1700, "height": 1100})
+    errors = _errors_collector(page)
+    ws = uuid.uuid4().hex[:8]
+    page.goto(f"{lab['url']}/lab/workspaces/{ws}/tree/{nb.name}?token={lab['token']}", timeout=90_000)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
+    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_selector("text=ALL CELLS DONE", timeout=300_000)
+    cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")
+
+    # every view cell shows a Bokeh canvas with a real size
+    view_cells = {"timeline": 2, "operators": 3, "memory": 4, "overview": 5, "dashboard": 6, "cpu_timeline": 8,
+                  "cpu_operators": 9, "evil_dashboard": 10, "evil_timeline": 11}
+    if CORPUS_TRACE.exists():
+        view_cells["corpus_timeline"] = 7
+    for name, i in view_cells.items():
+        cell = cells.nth(i)
+        cell.scroll_into_view_if_needed()
+        canvas = cell.locator(".jp-OutputArea-output canvas").first
+        try:
+            canvas.wait_for(state="visible", timeout=60_000)
+        except Exception:  # noqa: BLE001 - report what the cell shows instead
+            cell.screenshot(path=str(shots / f"FAILED_{name}.png"))
+            pytest.fail(f"{name}: no visible canvas; cell text: {cell.inner_text()[:1500]!r}; errors: {errors}")
+        for _ in range(100):
+            box = canvas.bounding_box()
+            if box and box["width"] > 100 and box["height"] > 50:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"{name}: canvas never got a size ({box})")
+    # the operators view filled its table: the top operator of the GPU trace appears
+    assert cells.nth(3).get_by_text(re.compile(r"showing \d+ of \d+ name groups")).count() >= 1
+    # the memory view names the peak
+    assert cells.nth(4).get_by_text(re.compile(r"GPU 0 peak")).count() >= 1
+    # the overview's stacked bars and the dashboard's selector
+    assert cells.nth(6).get_by_text("overview", exact=True).count() >= 1
+
+    # screenshots of each view (light theme, before any interaction)
+    for name in VIEW_SHOTS:
+        out = cells.nth(view_cells[name]).locator(".jp-OutputArea").first
+        out.scroll_into_view_if_needed()
+        out.screenshot(path=str(shots / f"{name}.png"))
+        assert (shots / f"{name}.png").stat().st_size > 5000
+
+    # zoom the GPU timeline with the mouse wheel: the kernel re-aggregates and the browser redraws
+    tl_cell = cells.nth(2)
+    tl_cell.scroll_into_view_if_needed()
+    canvas = tl_cell.locator(".jp-OutputArea-output canvas").first
+    before_text = _status_text(tl_cell)
+    before_png = canvas.screenshot()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.45, box["y"] + box["height"] * 0.5)
+    for _ in range(6):
+        page.mouse.wheel(0, -300)
+        time.sleep(0.15)
+    for _ in range(100):
+        after_text = _status_text(tl_cell)
+        if after_text != before_text:
+            break
+        time.sleep(0.1)
+    assert after_text != before_text, "timeline did not re-aggregate after a wheel zoom"
+    time.sleep(0.5)
+    assert canvas.screenshot() != before_png, "timeline canvas did not change after zoom"
+    # Perfetto-style keys: W zooms in further (and re-aggregates)
+    page.keyboard.press("w")
+    for _ in range(100):
+        w_text = _status_text(tl_cell)
+        if w_text != after_text:
+            break
+        time.sleep(0.1)
+    assert w_text != after_text, "W key did not zoom the timeline"
+
+    # nothing from the hostile trace became markup or ran
+    assert page.evaluate("() => window.__nbprof_xss === undefined")
+    assert page.locator("img[src='x']").count() == 0
+    assert cells.nth(11).get_by_text(re.compile(r"showing \d+ events individually")).count() >= 1
+    assert not [e for e in errors if "nbprof" in e or "Bokeh" in e or "bokeh" in e or "pageerror" in e], errors
+    assert not errors, errors
+
+    tl_cell.locator(".jp-OutputArea").first.screenshot(path=str(shots / "timeline_zoomed.png"))
+
+    # JupyterLab dark theme: a timeline created now follows it (auto theme, browser side)
+    light_lum = _luminance(canvas.screenshot())
+    page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=60_000)
+    dark_cell = cells.nth(13)
+    dark_cell.scroll_into_view_if_needed()
+    dark_cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Shift+Enter")
+    dark_canvas = dark_cell.locator(".jp-OutputArea-output canvas").first
+    dark_lum = light_lum
+    for _ in range(200):
+        try:
+            if dark_canvas.is_visible():
+                dark_lum = _luminance(dark_canvas.screenshot())
+                if dark_lum < 90:
+                    break
+        except Exception:  # noqa: BLE001 - the output is being replaced
+            pass
+        time.sleep(0.2)
+    assert light_lum > 180 and dark_lum < 90, (light_lum, dark_lum)
+    dark_cell.locator(".jp-OutputArea").first.screenshot(path=str(shots / "timeline_dark.png"))
+    assert not errors, errors
+    if os.environ.get("NBPROF_UPDATE_DOCS"):
+        docs = ROOT / "docs"
+        docs.mkdir(exist_ok=True)
+        for name in VIEW_SHOTS + ("timeline_zoomed", "timeline_dark"):
+            shutil.copyfile(shots / f"{name}.png", docs / f"{name}.png")
+    page.close()
+
+
+def test_static_html_offline(browser, tmp_path):
+    import nbprof
+    from nbprof import viz
+
+    shots = _shot_dir(tmp_path)
+    trace = nbprof.load(GPU_TRACE)
+    path = viz.to_html(trace, tmp_path / "report.html")
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    blocked: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith("file:"):
+            r.continue_()
+        else:
+            blocked.append(r.request.url)
+            r.abort()
+
+    ctx.route("**/*", route)
+    page = ctx.new_page()
+    errors = _errors_collector(page)
+    page.goto(path.as_uri())
+    page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length > 0", timeout=60_000)
+    canv = page.locator("canvas")
+    canv.first.wait_for(state="visible", timeout=60_000)
+    assert canv.count() >= 4  # overview, operators chart, timeline, memory
+    assert not blocked, f"static page tried the network: {blocked[:5]}"
+    levels = """() => { const doc = Bokeh.documents[0];
+        return [...doc.all_models].filter((m) => m.data_source !== undefined && m.data_source.name
+                && m.data_source.name.startsWith('nbprof_level')).map((r) => r.visible); }"""
+    vis0 = page.evaluate(levels)
+    assert len(vis0) >= 2 and vis0[0] and not any(vis0[1:]), vis0
+    # zoom the timeline in the browser only (no kernel): a finer pre-aggregated level takes over
+    page.evaluate("""() => { const doc = Bokeh.documents[0];
+        const tl = [...doc.all_models].find((m) => m.name === 'nbprof_timeline');
+        const p = tl.children[0]; const xr = p.x_range; const mid = (xr.start + xr.end) / 2;
+        const span = (xr.end - xr.start) / 40; xr.setv({start: mid - span / 2, end: mid + span / 2}); }""")
+    vis1 = page.evaluate(levels)
+    assert vis1 != vis0 and not vis1[0], vis1
+    page.screenshot(path=str(shots / "static.png"), full_page=False)
+    assert not errors, errors
+    ctx.close()
