@@ -273,3 +273,16 @@ def test_advisor_findings_text(tmp_path):
     row = next(ln for ln in lines[2:] if ln.startswith(f"| {dl.severity} | dataloader | "))
     assert md_escape(dl.title) in row and md_escape(dl.where) in row
     assert "nbprof/advisor" in w.text_tags and "advisor" not in w.skipped
+
+
+def test_a_trace_with_nothing_to_analyse_still_gets_a_run_with_reasons(tmp_path):
+    src = tmp_path / "t.pt.trace.json"
+    src.write_text(json.dumps({"schemaVersion": 1, "traceEvents": [
+        {"ph": "i", "cat": "cpu_instant_event", "name": "x", "pid": 1, "tid": 1, "ts": 5.0, "s": "t"}]}))
+    w = write_run(src, tmp_path / "logs", "r")
+    assert w.scalar_tags == []
+    assert "nbprof/summary" in w.text_tags
+    for group in ("step_breakdown", "gpu_utilization", "memory_peak"):
+        assert w.skipped[group]  # each says why
+    assert "ProfilerStep" in w.skipped["step_breakdown"]
+    assert Path(w.trace_path).read_bytes() == src.read_bytes()

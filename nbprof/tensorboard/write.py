@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import MissingDependencyError, NbprofError
+from ..errors import EmptyProfileError, MissingDependencyError, NbprofError
 from ..trace.model import Trace
 
 __all__ = ["WrittenRun", "write_run", "write_trace", "write_scalars", "TAG_PREFIX", "STEP_CATEGORIES"]
@@ -369,8 +369,9 @@ def write_scalars(
     ``nbprof/summary`` (text)
         Source file, producer, rank, events, steps, duration, devices, load report.
 
-    A group whose analysis is not installed, or does not apply (no ``ProfilerStep`` ranges, no device),
-    is skipped and the reason recorded in ``WrittenRun.skipped``.
+    A group whose analysis is not installed, or does not apply (no ``ProfilerStep`` ranges, no device,
+    no ``[memory]`` events, ``EmptyProfileError`` from the analysis), is skipped and the reason recorded
+    in ``WrittenRun.skipped``; any other exception from an analysis propagates.
 
     Parameters
     ----------
@@ -396,108 +397,128 @@ def write_scalars(
     out = written or WrittenRun(os.fspath(logdir), run, rd)
     ev = _Events(rd)
     out.events_path = ev.path
-    P = TAG_PREFIX
+    groups = [
+        ("step_breakdown", _write_steps),
+        ("gpu_utilization", _write_gpu_utilization),
+        ("memory_peak", _write_memory_peak),
+        ("top_operators", lambda t, e: _write_top_operators(t, e, top_operators)),
+        ("advisor", _write_advisor),
+    ]
     try:
-        # ---- steps
-        step_breakdown = _analysis("steps", "step_breakdown")
-        if step_breakdown is None:
-            out.skipped["step_breakdown"] = "nbprof.analysis.steps.step_breakdown is not available"
-        elif not trace.steps:
-            out.skipped["step_breakdown"] = "no ProfilerStep#N ranges in the trace"
-        else:
-            df = step_breakdown(trace)
-            if df is None or len(df) == 0:
-                out.skipped["step_breakdown"] = "step_breakdown returned no steps"
-            else:
-                for _, r in df.iterrows():
-                    st = int(r["step"])
-                    ev.scalar(
-                        f"{P}/step_time_ms",
-                        r["step_ns"] / 1e6,
-                        st,
-                        "Step time (ms) per ProfilerStep#N: nbprof.analysis.steps.step_breakdown `step_ns`.",
-                    )
-                    for cat in STEP_CATEGORIES:
-                        col = f"{cat}_ns"
-                        if col in df.columns:
-                            ev.scalar(
-                                f"{P}/step_breakdown/{cat}_ms",
-                                r[col] / 1e6,
-                                st,
-                                f"Time of step spent in `{cat}` (ms), torch-tb-profiler Overview step-breakdown "
-                                "semantics (nbprof.analysis.steps.step_breakdown).",
-                            )
-        # ---- GPU utilisation
-        gpu_util = _analysis("utilization", "gpu_utilization")
-        if gpu_util is None:
-            out.skipped["gpu_utilization"] = "nbprof.analysis.utilization.gpu_utilization is not available"
-        elif not trace.has_device:
-            out.skipped["gpu_utilization"] = "no device (GPU) activity in the trace"
-        else:
-            df = gpu_util(trace)
-            for _, r in df.iterrows():
-                ev.scalar(
-                    f"{P}/gpu_utilization/{_device_label(r['device'])}",
-                    r["utilization_ratio"],
-                    0,
-                    "GPU busy time / profiled span (ratio 0..1), nbprof.analysis.utilization.gpu_utilization.",
-                )
-            if df.empty:
-                out.skipped["gpu_utilization"] = "gpu_utilization returned no devices"
-        # ---- memory peak
-        memory_peak = _analysis("memory", "memory_peak")
-        if memory_peak is None:
-            out.skipped["memory_peak"] = "nbprof.analysis.memory.memory_peak is not available"
-        elif trace.memory.empty:
-            out.skipped["memory_peak"] = "no [memory] events (profile_memory was off)"
-        else:
-            df = memory_peak(trace)
-            col = next(
-                (c for c in ("peak_allocated_bytes", "peak_bytes", "total_allocated", "allocated_bytes") if c in df),
-                None,
-            )
-            if col is None or df.empty:
-                out.skipped["memory_peak"] = f"memory_peak returned no peak column (columns: {list(df.columns)})"
-            else:
-                for _, r in df.iterrows():
-                    ev.scalar(
-                        f"{P}/memory_peak/{_device_label(r['device'], r.get('device_type'))}_mib",
-                        float(r[col]) / 2**20,
-                        0,
-                        "Peak allocated memory (MiB = 2^20 bytes), nbprof.analysis.memory.memory_peak.",
-                    )
-        # ---- top operators
-        op_summary = _analysis("operators", "operator_summary")
-        if op_summary is None:
-            out.skipped["top_operators"] = "nbprof.analysis.operators.operator_summary is not available"
-        else:
-            df = op_summary(trace)
-            if df.empty:
-                out.skipped["top_operators"] = "no operators (cpu_op events) in the trace"
-            else:
-                ev.text(
-                    f"{P}/top_operators",
-                    _operators_markdown(df, top_operators),
-                    0,
-                    "Top operators by total host time (nbprof.analysis.operators.operator_summary).",
-                )
-        # ---- advisor
-        advise = _analysis("advisor", "advise")
-        if advise is None:
-            out.skipped["advisor"] = "nbprof.analysis.advisor.advise is not available"
-        else:
-            ev.text(
-                f"{P}/advisor",
-                _findings_markdown(list(advise(trace))),
-                0,
-                "nbprof advisor findings (nbprof.analysis.advisor.advise).",
-            )
-        # ---- summary
-        ev.text(f"{P}/summary", _summary_markdown(trace, out), 0, "What this run's trace holds (Trace.summary()).")
+        for group, fn in groups:
+            try:
+                reason = fn(trace, ev)
+            except EmptyProfileError as exc:  # the analysis found nothing of the kind it needs
+                reason = f"{type(exc).__name__}: {exc}"
+            if reason:
+                out.skipped[group] = reason
+        ev.text(
+            f"{TAG_PREFIX}/summary", _summary_markdown(trace, out), 0, "What this run's trace holds (Trace.summary())."
+        )
     finally:
         ev.close()
     out.scalar_tags, out.text_tags = ev.scalar_tags, ev.text_tags
     return out
+
+
+# Each group writer returns None when it wrote its tags, else the reason it did not.
+
+
+def _write_steps(trace: Trace, ev: _Events) -> str | None:
+    step_breakdown = _analysis("steps", "step_breakdown")
+    if step_breakdown is None:
+        return "nbprof.analysis.steps.step_breakdown is not available"
+    if not trace.steps:
+        return "no ProfilerStep#N ranges in the trace"
+    df = step_breakdown(trace)
+    if df is None or len(df) == 0:
+        return "step_breakdown returned no steps"
+    for _, r in df.iterrows():
+        st = int(r["step"])
+        ev.scalar(
+            f"{TAG_PREFIX}/step_time_ms",
+            r["step_ns"] / 1e6,
+            st,
+            "Step time (ms) per ProfilerStep#N: nbprof.analysis.steps.step_breakdown `step_ns`.",
+        )
+        for cat in STEP_CATEGORIES:
+            col = f"{cat}_ns"
+            if col in df.columns:
+                ev.scalar(
+                    f"{TAG_PREFIX}/step_breakdown/{cat}_ms",
+                    r[col] / 1e6,
+                    st,
+                    f"Time of step spent in `{cat}` (ms), torch-tb-profiler Overview step-breakdown "
+                    "semantics (nbprof.analysis.steps.step_breakdown).",
+                )
+    return None
+
+
+def _write_gpu_utilization(trace: Trace, ev: _Events) -> str | None:
+    gpu_util = _analysis("utilization", "gpu_utilization")
+    if gpu_util is None:
+        return "nbprof.analysis.utilization.gpu_utilization is not available"
+    if not trace.has_device:
+        return "no device (GPU) activity in the trace"
+    df = gpu_util(trace)
+    if df.empty:
+        return "gpu_utilization returned no devices"
+    for _, r in df.iterrows():
+        ev.scalar(
+            f"{TAG_PREFIX}/gpu_utilization/{_device_label(r['device'])}",
+            r["utilization_ratio"],
+            0,
+            "GPU busy time / profiled span (ratio 0..1), nbprof.analysis.utilization.gpu_utilization.",
+        )
+    return None
+
+
+def _write_memory_peak(trace: Trace, ev: _Events) -> str | None:
+    memory_peak = _analysis("memory", "memory_peak")
+    if memory_peak is None:
+        return "nbprof.analysis.memory.memory_peak is not available"
+    if trace.memory.empty:
+        return "no [memory] events (profile_memory was off)"
+    df = memory_peak(trace)
+    if df.empty or "peak_allocated_bytes" not in df.columns:
+        return f"memory_peak returned no peak (columns: {list(df.columns)})"
+    for _, r in df.iterrows():
+        ev.scalar(
+            f"{TAG_PREFIX}/memory_peak/{_device_label(r['device'], r.get('device_type'))}_mib",
+            float(r["peak_allocated_bytes"]) / 2**20,
+            0,
+            "Peak allocated memory (MiB = 2^20 bytes), nbprof.analysis.memory.memory_peak `peak_allocated_bytes`.",
+        )
+    return None
+
+
+def _write_top_operators(trace: Trace, ev: _Events, top: int) -> str | None:
+    op_summary = _analysis("operators", "operator_summary")
+    if op_summary is None:
+        return "nbprof.analysis.operators.operator_summary is not available"
+    df = op_summary(trace)
+    if df.empty:
+        return "no operators (cpu_op events) in the trace"
+    ev.text(
+        f"{TAG_PREFIX}/top_operators",
+        _operators_markdown(df, top),
+        0,
+        "Top operators by total host time (nbprof.analysis.operators.operator_summary).",
+    )
+    return None
+
+
+def _write_advisor(trace: Trace, ev: _Events) -> str | None:
+    advise = _analysis("advisor", "advise")
+    if advise is None:
+        return "nbprof.analysis.advisor.advise is not available"
+    ev.text(
+        f"{TAG_PREFIX}/advisor",
+        _findings_markdown(list(advise(trace))),
+        0,
+        "nbprof advisor findings (nbprof.analysis.advisor.advise).",
+    )
+    return None
 
 
 def write_run(
