@@ -163,3 +163,19 @@ def test_viewer_methods(tmp_path):
     assert "aten::mm" in page.read_text()
     with pytest.raises(NotImplementedError, match="nbprof.viz.no_such_view is not available"):
         p._viz(("no_such_view",))
+
+
+def test_temporary_trace_file_lives_as_long_as_its_trace():
+    import gc
+
+    with nbprof.profile() as p:
+        torch.ones(3).sum()
+    f = p.trace_files[0]
+    assert p.paths == [] and f.exists()  # no output asked for: a temporary file
+    trace = p.trace
+    del p
+    gc.collect()
+    assert f.exists()
+    del trace
+    gc.collect()
+    assert not f.exists()

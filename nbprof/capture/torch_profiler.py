@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import warnings
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -354,6 +355,13 @@ def _quiet_torch_warnings() -> Iterator[None]:
         yield
 
 
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
 _TMP_ROOT: list[str] = []
 
 
@@ -446,6 +454,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
         self._worker = self.options.worker_name or f"{socket.gethostname()}_{os.getpid()}"
         self._steps = 0
         self._export_errors: list[str] = []
+        self._temp_files: list[Path] = []
 
     # ---------------------------------------------------------------- torch
     def _make_profiler(self) -> Any:
@@ -509,7 +518,9 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
         if targets:
             primary = targets[0]
         else:
-            primary = _tmp_dir() / f"{self._worker}.{ns}.pt.trace.json.gz"
+            # not compressed: a temporary file, removed with the result (or at exit)
+            primary = _tmp_dir() / f"{self._worker}.{ns}.pt.trace.json"
+            self._temp_files.append(primary)
         for t in targets + [primary]:
             self._taken.add(t.resolve())
         primary.parent.mkdir(parents=True, exist_ok=True)
@@ -589,6 +600,9 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
         for e in self._export_errors:
             r.notes.append(f"export failed for {e}")
         r.traces = [load(p) for p in self._cycle_files]
+        for path, trace in zip(self._cycle_files, r.traces):
+            if path in self._temp_files:  # the temporary file lives as long as the Trace read from it
+                weakref.finalize(trace, _unlink_quietly, path)
         if not self._cycle_files:
             sched = self.options.schedule_args()
             r.notes.append(
