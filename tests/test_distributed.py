@@ -110,6 +110,10 @@ def test_overlap_matches_hta_on_df_index_resolver():
     c = D.collectives(t)
     assert len(c) == 2020 and set(c["collective"]) == {"all_reduce"}
     assert c["msg_bytes"].isna().all()  # recorded without shapes: no size, no bandwidth, not zero
+    mem = D.memory_per_rank(t)  # profile_memory trace: peak Total Allocated/Reserved of GPU 1
+    gpu = mem[mem["device_type"] == 1].iloc[0]
+    assert (gpu["rank"], gpu["device"], gpu["peak_allocated_bytes"], gpu["peak_reserved_bytes"]) == (
+        1, 1, 6629508096, 12782141440)
 
 
 def test_skew_across_ranks_uses_absolute_clock():

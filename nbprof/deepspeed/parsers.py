@@ -546,7 +546,8 @@ class CommsLog:
         count, total_latency_ns, avg_latency_ns, algbw_gbps, busbw_gbps, table, rank``
         (``table`` = ``"summary"`` or ``"straggler"``, whose rows carry ``total_comm_latency_ns,
         total_straggler_ns, avg_comm_latency_ns, avg_straggler_ns`` instead). ``msg_bytes`` is
-        1024-based and approximate (DeepSpeed prints 2 decimals). Gbps = 1e9 bit/s (DeepSpeed's
+        1024-based and approximate (DeepSpeed prints 2 decimals); for all_gather it is the per-rank
+        input, for all_reduce/reduce_scatter the whole tensor. Gbps = 1e9 bit/s (DeepSpeed's
         ``calc_bw_log``: ``tput`` is algbw, for all_reduce ``2*size/t``, for all_gather/reduce_scatter
         ``n*size/t``).
     ops : pandas.DataFrame
