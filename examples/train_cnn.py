@@ -27,6 +27,17 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 
+def _nvtx_range(message: str, **kw):
+    """An NVTX range (nbprof.nvtx) when nbprof is importable, else a no-op context."""
+    try:
+        from nbprof.nvtx import range as nvtx_range
+    except ImportError:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return nvtx_range(message, **kw)
+
+
 class Digits(Dataset):
     """scikit-learn's 1797 8x8 digit images, upsampled to 16x16, with a synthetic per-sample CPU cost."""
 
@@ -101,18 +112,23 @@ def train(
     loader = make_loader(batch_size, num_workers, prefetch_factor, preprocess_ms)
     it = iter(loader)
     times = []
-    for _ in range(steps):
+    for i in range(steps):
         t0 = time.perf_counter()
-        try:
-            x, y = next(it)
-        except StopIteration:
-            it = iter(loader)
-            x, y = next(it)
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        with _nvtx_range(f"step {i}", payload=i):  # NVTX step marks: no-op unless run under nsys
+            with _nvtx_range("data"):
+                try:
+                    x, y = next(it)
+                except StopIteration:
+                    it = iter(loader)
+                    x, y = next(it)
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            opt.zero_grad(set_to_none=True)
+            with _nvtx_range("forward"):
+                loss = loss_fn(model(x), y)
+            with _nvtx_range("backward"):
+                loss.backward()
+            with _nvtx_range("optimizer"):
+                opt.step()
         if profiler is not None:
             profiler.step()
         if step_callback is not None:

@@ -125,7 +125,10 @@ class _Db:
         cols = [c for c in wanted if c in have]
         if not cols:
             return None
-        sql = f'SELECT {", ".join(chr(34) + c + chr(34) for c in cols)} FROM "{t}" {where}'
+        sel = ", ".join(chr(34) + c + chr(34) for c in cols)
+        if "rowid" in wanted and "rowid" not in have:
+            sel = "rowid AS rowid, " + sel
+        sql = f'SELECT {sel} FROM "{t}" {where}'
         try:
             return pd.read_sql_query(sql, self.con)
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
@@ -240,7 +243,7 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
         }))
         gp = _int_col(k, "globalPid", 0)
         tables["kernels"] = pd.DataFrame({
-            "ts_ns": start, "correlation": _int_col(k, "correlationId"), "device": dev, "stream": stream,
+            "ts_ns": start, "dur_ns": _int_col(k, "end") - start, "correlation": _int_col(k, "correlationId"), "device": dev, "stream": stream,
             "pid": decode_global_id(gp)[0], "demangled_name": dem, "short_name": short,
             "mangled_name": _names(k, "mangledName", strings), "context": _int_col(k, "contextId"),
             "static_shared_mem_bytes": _int_col(k, "staticSharedMemory"),
@@ -306,7 +309,7 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
         })
 
     # ------------------------------------------------------------------ NVTX
-    nv = db.read("NVTX_EVENTS", ["start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid",
+    nv = db.read("NVTX_EVENTS", ["rowid", "start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid",
                                  "endGlobalTid", "textId", "domainId", "uint64Value", "int64Value", "doubleValue",
                                  "uint32Value", "int32Value", "floatValue", "jsonText", "jsonTextId"])
     if nv is not None and len(nv):
@@ -454,7 +457,7 @@ def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
         "ts_ns": _int_col(nv, "start"), "end_ns": _int_col(nv, "end"), "name": name, "text": text,
         "domain": domain, "domain_id": dom, "style": style, "event_type": et, "range_id": _int_col(nv, "rangeId"),
         "category": _int_col(nv, "category"), "color": _int_col(nv, "color"), "pid": pid, "tid": tid,
-        "end_tid": end_tid, "global_tid": gtid, "payload": payload, "payload_type": ptype,
+        "end_tid": end_tid, "global_tid": gtid, "row_id": _int_col(nv, "rowid"), "payload": payload, "payload_type": ptype,
         "json_text": _names(nv, "jsonTextId", strings) if "jsonTextId" in nv else None,
     })
 

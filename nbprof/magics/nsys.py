@@ -1,0 +1,256 @@
+"""``%nsys`` / ``%%nsys``: Nsight Systems from a notebook (IPython glue only).
+
+- ``%nsys profile [options] -- python script.py args``: runs ``nsys profile`` on the command (an argv
+  list built with ``shlex``, never a shell; ``python``/``python3`` means this kernel's interpreter),
+  shows live progress (phase, elapsed time), exports SQLite, loads it and displays the summary
+  (``nsys stats``-equivalent tables, expert-rule findings, the timeline when ``nbprof.viz`` is there).
+- ``%%nsys [options]``: profiles the cell's code run as a script (saved next to the report).
+- ``%nsys load FILE``: a ``.nsys-rep`` (exported with the installed nsys) or ``.sqlite``.
+
+Options other than the ones below are passed to ``nsys profile`` as they are (e.g.
+``--cuda-memory-usage=true``, ``--capture-range=cudaProfilerApi``). ``-o`` returns the result (the
+IPython convention); the report name is ``--output``. ``NBPROF_NSYS`` overrides the nsys binary. A
+missing nsys raises ``CaptureError`` saying how to get one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+
+__all__ = ["NsysMagics", "NsysResult", "make_magics"]
+
+
+class NsysResult:
+    """A loaded Nsight Systems profile with its summaries (what ``%nsys`` displays / returns with ``-o``).
+
+    Attributes
+    ----------
+    trace : nbprof.Trace
+    run : nbprof.capture.nsys.NsysRun or None
+        The ``nsys profile`` run (None for ``%nsys load``).
+    summaries : dict of DataFrame
+        ``nbprof.analysis.nsys_stats.summaries(trace)``.
+    findings : list of Finding
+        ``nbprof.analysis.nsys_rules.nsys_findings(trace)``.
+    """
+
+    def __init__(self, trace, run=None) -> None:
+        from ..analysis import nsys_rules, nsys_stats
+
+        self.trace = trace
+        self.run = run
+        self.summaries = nsys_stats.summaries(trace)
+        self.findings = nsys_rules.nsys_findings(trace)
+
+    @property
+    def steps(self):
+        """The NVTX step ranges (``nvtx_pushpop_trace`` rows whose range is a step), or an empty frame."""
+        from ..sources.nsys import nsys_tables
+
+        nv = nsys_tables(self.trace).get("nvtx")
+        if nv is None:
+            import pandas as pd
+
+            return pd.DataFrame()
+        ev = self.trace.events
+        m = (ev["cat"].astype(str) == "nvtx") & (ev["step"] >= 0)
+        return ev.loc[m, ["step", "name", "ts_ns", "dur_ns", "pid", "tid"]].reset_index(drop=True)
+
+    def timeline(self, **kwargs):
+        """The interactive timeline (``nbprof.viz.timeline``)."""
+        from ..viz.timeline import timeline
+
+        return timeline(self.trace, **kwargs)
+
+    def _head(self) -> str:
+        t = self.trace
+        s = t.summary()
+        cats = ", ".join(f"{k} {v}" for k, v in sorted(s["categories"].items(), key=lambda kv: -kv[1]))
+        where = f"{self.run.report_path} ({self.run.elapsed_s:.1f} s)" if self.run else t.meta.source_path
+        return (f"Nsight Systems profile {where}: {s['events']} events ({cats}); {len(s['steps'])} NVTX steps; "
+                f"{s['duration_ns'] / 1e6:.1f} ms; {t.meta.producer}")
+
+    def __repr__(self) -> str:
+        lines = [self._head()]
+        for k, df in self.summaries.items():
+            lines.append(f"\n{k}:\n{df.head(15).to_string(max_colwidth=60)}")
+        for f in self.findings:
+            lines.append(f"\n[{f.severity}] {f.title} -- {f.next_step}")
+        return "\n".join(lines)
+
+    def to_html(self, max_rows: int = 15) -> str:
+        """The summary as escaped HTML (tables + findings)."""
+        parts = [f"<div class='nbprof-nsys'><p><b>{html.escape(self._head())}</b></p>"]
+        steps = self.steps
+        if len(steps):
+            st = steps.assign(dur_ms=(steps["dur_ns"] / 1e6).round(3))[["step", "name", "dur_ms"]]
+            parts.append(f"<details open><summary>NVTX steps ({len(st)})</summary>"
+                         f"{st.to_html(index=False, escape=True, max_rows=max_rows)}</details>")
+        for k, df in self.summaries.items():
+            parts.append(f"<details open><summary>{html.escape(k)} ({len(df)} rows)</summary>"
+                         f"{df.to_html(index=False, escape=True, max_rows=max_rows, float_format=lambda v: f'{v:.4g}')}"
+                         "</details>")
+        if self.findings:
+            items = "".join(f"<li><b>{html.escape(f.severity)}</b> {html.escape(f.title)} "
+                            f"<i>({html.escape(f.where)})</i>: {html.escape(f.next_step)}</li>" for f in self.findings)
+            parts.append(f"<p><b>Expert rules</b></p><ul>{items}</ul>")
+        if not self.trace.report.clean:
+            parts.append(self.trace.report._repr_html_())
+        parts.append("</div>")
+        return "".join(parts)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {"text/plain": repr(self), "text/html": self.to_html()}
+
+
+_COMMON = [
+    argument("-t", "--trace", default=None, help="nsys -t (default cuda,nvtx,osrt with a CUDA driver, else nvtx,osrt)."),
+    argument("--sample", default="none", help="nsys --sample (default none: CPU sampling hangs Debian's nsys 2022.4 on CPU-only machines)."),
+    argument("--cpuctxsw", default="none", help="nsys --cpuctxsw (default none, same reason)."),
+    argument("--results", default="results/nsys", metavar="DIR", help="Folder for reports (default results/nsys)."),
+    argument("--output", default=None, metavar="BASE", help="Report name (default: a unique name in --results)."),
+    argument("--force", action="store_true", help="Overwrite an existing --output report."),
+    argument("--timeout", type=float, default=None, metavar="S", help="End nsys and the program after S seconds."),
+    argument("--no-timeline", action="store_true", help="Do not show the timeline widget."),
+    argument("-o", dest="return_result", action="store_true", help="Return the NsysResult (r = %nsys -o ...)."),
+    argument("--var", default=None, metavar="NAME", help="Store the NsysResult in the variable NAME."),
+    argument("-q", "--quiet", action="store_true", help="Do not display the result."),
+]
+
+
+def _common(func):
+    for dec in reversed(_COMMON):
+        func = dec(func)
+    return func
+
+
+@magics_class
+class NsysMagics(Magics):
+    """The ``%nsys`` line/cell magic."""
+
+    @magic_arguments()
+    @argument("action", nargs="?", default="profile", help="profile (default) or load")
+    @_common
+    @no_var_expand
+    @line_cell_magic
+    def nsys(self, line: str, cell: str | None = None) -> Any:
+        """Profile a command or the cell with Nsight Systems, or load a report (see module docstring)."""
+        parser = self.nsys.parser
+        opts_part, sep, command = line.partition(" -- ")
+        if not sep and line.strip().startswith("--"):
+            opts_part, command = "", line.strip()[2:]
+        try:
+            tokens = shlex.split(opts_part)
+        except ValueError as exc:
+            raise UsageError(f"%nsys: {exc}") from exc
+        # positional load FILE
+        load_file = None
+        if tokens[:1] == ["load"]:
+            if len(tokens) < 2:
+                raise UsageError("%nsys load FILE: give a .nsys-rep or .sqlite file")
+            load_file, tokens = tokens[1], ["load"] + tokens[2:]
+        try:
+            args, unknown = parser.parse_known_args(tokens)
+        except SystemExit as exc:
+            raise UsageError(f"%nsys: bad options {opts_part!r}") from exc
+        if args.action not in ("profile", "load"):
+            if cell is None and not command:  # `%nsys python x.py` without `profile --`
+                raise UsageError("usage: %nsys profile [options] -- python script.py args | %nsys load FILE")
+        if args.action == "load":
+            if cell is not None:
+                raise UsageError("%%nsys load is not a cell magic; use %nsys load FILE")
+            from ..sources.nsys import load_nsys
+
+            trace = load_nsys(os.path.expanduser(load_file))
+            return self._publish(NsysResult(trace), args)
+        if cell is not None:
+            if command:
+                raise UsageError("%%nsys profiles the cell: no `-- command` on the first line")
+            res_dir = Path(args.results)
+            res_dir.mkdir(parents=True, exist_ok=True)
+            script = res_dir / f"cell-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.py"
+            n = 0
+            while script.exists():
+                n += 1
+                script = script.with_name(f"{script.stem}-{n}.py")
+            script.write_text(cell)
+            argv = [sys.executable, str(script)]
+        else:
+            if not command.strip():
+                raise UsageError("usage: %nsys profile [options] -- python script.py args")
+            try:
+                argv = shlex.split(command)
+            except ValueError as exc:
+                raise UsageError(f"%nsys: {exc}") from exc
+            if argv and argv[0] in ("python", "python3"):
+                argv[0] = sys.executable
+        return self._profile(argv, args, unknown)
+
+    def _profile(self, argv: list[str], args: Any, nsys_args: list[str]) -> Any:
+        from ..capture.nsys import profile
+        from ..errors import CaptureError
+
+        show = not args.quiet
+        handle = None
+        last = [0.0]
+        if show:
+            from IPython.display import HTML, display
+
+            handle = display(HTML("<code>nsys: starting</code>"), display_id=True)
+
+        def progress(phase: str, elapsed: float, line: str) -> None:
+            now = time.monotonic()
+            if handle is None or (now - last[0] < 0.5 and phase != "done"):
+                return
+            last[0] = now
+            from IPython.display import HTML
+
+            handle.update(HTML(f"<code>nsys: {html.escape(phase)} &middot; {elapsed:.1f} s</code>"
+                               f"<br><small>{html.escape(line[-160:])}</small>"))
+
+        run = profile(argv, results_dir=args.results, output=args.output, trace=args.trace, sample=args.sample,
+                      cpuctxsw=args.cpuctxsw, nsys_args=nsys_args, overwrite=args.force, timeout_s=args.timeout,
+                      progress=progress, cwd=os.getcwd())
+        if handle is not None:
+            from IPython.display import HTML
+
+            handle.update(HTML(f"<code>nsys: done in {run.elapsed_s:.1f} s &middot; "
+                               f"{html.escape(str(run.report_path))}</code>"))
+        result = NsysResult(run.load(), run)
+        self._publish(result, args, display_it=show and not args.return_result)
+        if run.returncode != 0:
+            raise CaptureError(f"the profiled program exited with status {run.returncode} (report kept: "
+                               f"{run.report_path}); its output:\n{run.output[-3000:]}")
+        return result if args.return_result else None
+
+    def _publish(self, result: NsysResult, args: Any, *, display_it: bool | None = None) -> Any:
+        if args.var:
+            self.shell.user_ns[args.var] = result
+        if display_it is None:
+            display_it = not (args.quiet or args.return_result)
+        if display_it:
+            from IPython.display import display
+
+            if not args.no_timeline:
+                try:
+                    display(result.timeline())
+                except ImportError:
+                    pass
+            display(result)
+        return result if args.return_result else None
+
+
+def make_magics(ipython: Any) -> NsysMagics:
+    """The ``Magics`` instance ``nbprof.magics.register`` adds to ``ipython``."""
+    return NsysMagics(ipython)
