@@ -226,3 +226,32 @@ def test_no_report_is_a_clear_error(tmp_path):
         P.parse_flops_profile(p)
     with pytest.raises(FileNotFoundError):
         P.parse_log(tmp_path / "missing.log")
+
+
+def test_straggler_block_of_log_summary():
+    # the exact layout of comms_logging.CommsLogger.log_all(show_straggler=True): 20-wide columns, where
+    # 'Total straggler(ms)' leaves a single space before the next header
+    def row(*cells):
+        return "".join(f"{c: <20}" for c in cells)
+
+    text = "\n".join([
+        row("Comm. Op", "Message Size", "Count", "Total Latency(ms)", "Avg Latency(ms)", "tput_avg (Gbps)",
+            "busbw_avg (Gbps)"),
+        "all_reduce",
+        row(" ", "332.04 KB", 6, "554.05", "100.06", "0.05", "0.03"),
+        "_______________________________",
+        "Breakdown with straggler effect",
+        "-------------------------------",
+        row("Comm. Op", "Message Size", "Count", "Total comm lat(ms)", "Total straggler(ms)", "Avg comm lat(ms)",
+            "Avg straggler(ms)"),
+        "all_reduce",
+        row(" ", "332.04 KB", 6, "12.50", "541.55", "2.08", "90.26"),
+    ])
+    s = P.parse_log(text).comms.summary
+    assert s["table"].tolist() == ["summary", "straggler"]
+    st = s.iloc[1]
+    assert (st["op"], st["count"], st["msg_bytes"]) == ("all_reduce", 6, pytest.approx(332.04 * 1024))
+    assert st["total_comm_latency_ns"] == pytest.approx(12.5e6)
+    assert st["total_straggler_ns"] == pytest.approx(541.55e6)
+    assert st["avg_straggler_ns"] == pytest.approx(90.26e6)
+    assert P.parse_log(text).comms.counts().to_dict() == {"all_reduce": 6}  # straggler rows not double-counted

@@ -314,8 +314,8 @@ def parse_flops_profiles(source: str | os.PathLike[str], *, zero_stage: int | No
     source : str or PathLike
         A path (``flops_profiler.output_file`` or a captured stdout log) or the text itself.
     zero_stage : int, optional
-        ZeRO stage of the run; with ``config`` (a DeepSpeed config dict/JSON/path) it enables the
-        ``zero3_doubled_macs`` flag. Stage 3 is also inferred when neither is given? No: unknown stays unknown.
+        ZeRO stage of the run (or give ``config``, the run's DeepSpeed config); stage 3 adds the
+        ``zero3_doubled_macs`` flag. Without either the stage is unknown and that flag is never set.
     config : dict, str or PathLike, optional
         The run's DeepSpeed config, used for the ZeRO stage.
 
@@ -568,8 +568,18 @@ class CommsLog:
         return s.groupby("op", observed=True)["count"].sum().astype("int64")
 
 
-def _split_cols(s: str) -> list[str]:
-    return [c for c in re.split(r"\s{2,}", s.strip()) if c]
+_HEADER_NAMES = re.compile("|".join(re.escape(k) for k in sorted(_COMMS_COLS, key=len, reverse=True)), re.I)
+#: a table row: indented, a convert_size message size ("332.04 KB", "0B"), then numbers
+_ROW = re.compile(r"^\s+(\d+(?:\.\d+)?\s?(?:B|KB|MB|GB|TB|PB))\s+([-\d.eE+\s]+?)\s*$")
+
+
+def _header_cols(s: str) -> list[str]:
+    """Column names of a comms table header (DeepSpeed pads each to 20 characters, but
+    'Total straggler(ms)' is 19 + 1 space, so splitting on runs of spaces would merge two)."""
+    found = [m.group(0).lower() for m in _HEADER_NAMES.finditer(s)]
+    chunks = [s[i:i + 20].strip().lower() for i in range(0, len(s.rstrip()), 20)]
+    chunks = [c for c in chunks if c]
+    return found if len(found) >= len(chunks) else chunks
 
 
 def parse_comms_summary(source: str | os.PathLike[str]) -> pd.DataFrame:
@@ -596,7 +606,7 @@ def _comms_tables(lines: list[tuple[int, int, str]], q: _Quirks) -> pd.DataFrame
     for ln, r, raw in lines:
         s = raw.rstrip()
         if s.strip().startswith("Comm. Op"):
-            hdr = [c.lower() for c in _split_cols(s)]
+            hdr = _header_cols(s)
             cols = [_COMMS_COLS.get(h, re.sub(r"[^a-z0-9]+", "_", h).strip("_")) for h in hdr]
             table = "straggler" if "total_straggler_ns" in cols else "summary"
             op = caller = None
@@ -614,9 +624,10 @@ def _comms_tables(lines: list[tuple[int, int, str]], q: _Quirks) -> pd.DataFrame
                 op, caller = s.strip(), ""
             # any other line (interleaved output of another rank, a log line) is skipped
             continue
-        vals = _split_cols(s)
-        if not vals or not _SIZE.match(vals[0]):
+        rm = _ROW.match(s)
+        if not rm:
             continue
+        vals = [rm.group(1), *rm.group(2).split()]
         if op is None or len(vals) != len(cols) - 1:
             q.add("unparsed_line", ln, f"comms table row not understood: {s.strip()[:80]!r}")
             continue
