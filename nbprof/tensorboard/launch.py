@@ -244,17 +244,17 @@ def start(
         rc = proc.poll()
         if rc is not None:
             msg = f"TensorBoard exited with code {rc} before serving {ld} on {HOST}:{port}"
-            raise TensorBoardStartError(msg, port=port, stderr=_read(err_path))
+            raise TensorBoardStartError(msg, port=port, stderr=_read(err_path, unlink=True))
         if _http_ok(port, timeout=1.0):
             _STARTED[proc.pid] = h
             return h
         time.sleep(0.2)
     _terminate(proc.pid, proc, 5.0)
     msg = f"TensorBoard (pid {proc.pid}) did not answer on {HOST}:{port} within {timeout_s:.0f} s; it was stopped"
-    raise TensorBoardStartError(msg, port=port, stderr=_read(err_path))
+    raise TensorBoardStartError(msg, port=port, stderr=_read(err_path, unlink=True))
 
 
-def _read(path: str | None) -> str:
+def _read(path: str | None, *, unlink: bool = False) -> str:
     if not path:
         return ""
     try:
@@ -262,6 +262,10 @@ def _read(path: str | None) -> str:
             return f.read()
     except OSError:
         return ""
+    finally:
+        if unlink:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def _terminate(pid: int, proc: subprocess.Popen | None, timeout_s: float) -> None:
