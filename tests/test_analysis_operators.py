@@ -164,3 +164,48 @@ def test_analyses_import_no_display_code():
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
     assert np.__name__ == "numpy"
+
+
+@pytest.mark.parametrize("tag", ["cnn", "lm"])
+def test_matches_key_averages_on_h200_gpu_profiles(tag):
+    """Real CUDA profiles (H200, torch 2.11) of the examples with torch's own key_averages() numbers.
+
+    Device time (kernels, memcpy, memset attributed to the launching op) and CUDA memory are
+    compared exactly: both sides read the same ns timestamps and the same [memory] records.
+    """
+    gpu = ROOT / "data" / "gpu"
+    with gzip.open(gpu / f"{tag}_h200.key_averages.json.gz", "rt") as f:
+        ka = json.load(f)
+    trace = nbprof.load(gpu / f"{tag}_h200.pt.trace.json.gz")
+    for mode in ("name", "shapes"):
+        theirs = pd.DataFrame(ka[mode])
+        theirs = theirs[theirs["device_type"] == "DeviceType.CPU"].copy()
+        ours = operator_summary(trace, group_by=mode)
+        if mode == "shapes":
+            theirs["key"] = [json.dumps(json.loads(x)) for x in theirs["shapes"]]
+            ours["key"] = [json.dumps(ast.literal_eval(x)) for x in ours["input_dims"]]
+        else:
+            theirs["key"] = ours["key"] = ""
+        m = theirs.merge(ours, on=["name", "key"], how="outer", indicator=True)
+        assert (m["_merge"] == "both").all(), m.loc[m["_merge"] != "both", ["name", "key"]]
+        assert (m["count_x"] == m["count_y"]).all()
+        for us, ns in (("self_cpu_us", "self_host_ns"), ("cpu_us", "total_host_ns"),
+                       ("self_device_us", "self_device_ns"), ("device_us", "total_device_ns")):
+            assert np.allclose(m[us] * 1000, m[ns], rtol=0.01, atol=1000), (tag, mode, us)
+        for theirs_col, ours_col in (("cpu_mem", "host_mem_bytes"), ("self_cpu_mem", "self_host_mem_bytes"),
+                                     ("device_mem", "device_mem_bytes"), ("self_device_mem", "self_device_mem_bytes")):
+            assert (m[theirs_col] == m[ours_col]).all(), (tag, mode, theirs_col)
+    s = operator_summary(trace).set_index("name")
+    assert s["self_device_ns"].sum() > 0
+    # the GEMMs' device time sits on aten::mm / aten::addmm, as in torch's table
+    assert s.loc["aten::addmm", "self_device_ns"] > 0
+    # torch's device rows (one per kernel/memcpy/memset name) are nbprof's kernel summary
+    from nbprof.analysis.kernels import kernel_summary
+
+    dev = pd.DataFrame(ka["name"])
+    dev = dev[dev["device_type"] == "DeviceType.CUDA"].set_index("name")
+    ks = kernel_summary(trace, categories=("kernel", "gpu_memcpy", "gpu_memset")).set_index("name")
+    common = dev.index.intersection(ks.index)
+    assert len(common) == len(ks) >= 10
+    assert (dev.loc[common, "count"] == ks.loc[common, "instances"]).all()
+    assert np.allclose(dev.loc[common, "device_us"] * 1000, ks.loc[common, "total_ns"], rtol=1e-6, atol=1)

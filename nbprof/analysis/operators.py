@@ -35,6 +35,8 @@ where ``key_averages()`` takes minutes (``benchmarks/bench_operators.py``).
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -442,7 +444,8 @@ def operator_summary(trace: Trace, *, group_by: str = "name", stack_depth: int =
         A loaded trace (``nbprof.load``).
     group_by : {"name", "shapes", "stack"}, default "name"
         ``"shapes"`` adds the ``input_dims`` key (``key_averages(group_by_input_shape=True)``;
-        needs ``record_shapes``); ``"stack"`` adds a ``stack`` key of the top ``stack_depth``
+        needs ``record_shapes``; JSON text of the argument shapes with TensorList arguments
+        as ``[]``, as torch keys them); ``"stack"`` adds a ``stack`` key of the top ``stack_depth``
         frames, innermost first, ``;``-joined (``key_averages(group_by_stack_n=N)``; needs
         ``with_stack``; taken from the ``Call stack`` args, else from the enclosing
         ``python_function`` events).
@@ -527,8 +530,12 @@ def operator_summary(trace: Trace, *, group_by: str = "name", stack_depth: int =
     )
     keys = ["name", "cat"]
     if group_by == "shapes":
-        dims = ev["input_dims"].to_numpy()[tree["event"].to_numpy()] if "input_dims" in ev else np.full(n, np.nan)
-        frame["input_dims"] = np.where(pd.isna(dims), "[]", dims.astype(object))
+        if "input_dims" in ev:
+            codes = ev["input_dims"].cat.codes.to_numpy()[tree["event"].to_numpy()]
+            keys_text = np.array([_torch_shapes_key(c) for c in ev["input_dims"].cat.categories] + ["[]"], dtype=object)
+            frame["input_dims"] = keys_text[codes]  # code -1 (no Input Dims) -> "[]"
+        else:
+            frame["input_dims"] = "[]"
         keys.append("input_dims")
     elif group_by == "stack":
         frame["stack"] = _stack_keys(trace, tree, stack_depth)
@@ -576,6 +583,22 @@ def operator_summary(trace: Trace, *, group_by: str = "name", stack_depth: int =
     out["avg_device_ns"] = out["total_device_ns"] / out["count"].clip(lower=1)
     out = out.sort_values(["total_host_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return out[[*keys[:1], *keys[2:], "cat", *_COLUMNS, "avg_host_ns", "avg_device_ns"]]
+
+
+def _torch_shapes_key(text: str) -> str:
+    """'Input Dims' text -> torch's ``input_shapes`` as ``key_averages`` groups them.
+
+    torch records shapes of Tensor arguments only: a TensorList argument (a list of shapes
+    in the trace) is ``[]`` in ``FunctionEvent.input_shapes``.
+    """
+    try:
+        dims = json.loads(text)
+    except (TypeError, ValueError):
+        return str(text)
+    if not isinstance(dims, list):
+        return str(text)
+    out = [[] if isinstance(d, list) and any(isinstance(x, list) for x in d) else d for d in dims]
+    return json.dumps(out)
 
 
 def _covered(points: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
