@@ -1,0 +1,133 @@
+"""Operator summary: torch's ``prof.key_averages()`` vs nbprof load + ``operator_summary``.
+
+One process, one profile: ``examples/train_cnn.py``'s ``train()`` is profiled for ``--steps``
+steps with stacks (``with_stack`` + ``_ExperimentalConfig(verbose=True)``, so the trace
+carries ``Call stack`` args and ``python_function`` events), shapes and memory; the Chrome
+trace is exported; then, side by side:
+
+* torch: the first ``prof.key_averages()`` after the profile, as a user pays it: torch
+  processes its results lazily, so this call parses the Kineto results into
+  ``FunctionEvent`` objects (``_parse_kineto_results``), builds the call tree and
+  aggregates (``export_chrome_trace`` does not trigger that processing);
+* nbprof: ``nbprof.load(trace)`` + ``operator_summary(trace)`` from the exported file.
+
+Both results are checked to agree (counts exactly, times within 1%) before the ratio is
+printed, so the speed is not bought with wrong numbers.
+
+Usage::
+
+    python benchmarks/bench_operators.py --steps 1000
+    python benchmarks/bench_operators.py --steps 100 --num-workers 2 --keep /tmp/t.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=1000, help="profiled (active) steps")
+    p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--keep", default=None, help="write the trace here instead of a temporary file")
+    a = p.parse_args(argv)
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    from train_cnn import train
+
+    import nbprof
+    from nbprof.analysis.operators import operator_summary
+
+    torch.set_num_threads(1)
+    tmp = None
+    if a.keep:
+        path = Path(a.keep)
+    else:
+        tmp = tempfile.TemporaryDirectory()
+        path = Path(tmp.name) / "bench_operators.pt.trace.json"
+    t0 = time.perf_counter()
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=True,
+        experimental_config=torch._C._profiler._ExperimentalConfig(verbose=True),
+        schedule=schedule(wait=1, warmup=1, active=a.steps, repeat=1),
+    ) as prof:
+        train(a.steps + 2, num_workers=a.num_workers, profiler=prof)
+    t_prof = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    prof.export_chrome_trace(str(path))
+    t_export = time.perf_counter() - t0
+    size = os.path.getsize(path)
+
+    # torch processes its results lazily: the first key_averages() parses the Kineto results
+    # into FunctionEvents, builds the call tree and aggregates; that is what a user waits for
+    gc.collect()
+    t0 = time.perf_counter()
+    ka = prof.key_averages()
+    t_torch = time.perf_counter() - t0
+    n_function_events = len(prof.events())
+
+    gc.collect()
+    t0 = time.perf_counter()
+    trace = nbprof.load(path)
+    t_load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    summary = operator_summary(trace)
+    t_summary = time.perf_counter() - t0
+    t_nbprof = t_load + t_summary
+
+    # the two must agree before the speed means anything
+    ours = summary.set_index("name")
+    checked = 0
+    for e in ka:
+        row = ours.loc[e.key]
+        assert int(row["count"]) == e.count, (e.key, int(row["count"]), e.count)
+        for theirs, col in ((e.cpu_time_total * 1e3, "total_host_ns"), (e.self_cpu_time_total * 1e3, "self_host_ns")):
+            if abs(theirs) >= 10_000:
+                assert abs(row[col] - theirs) <= 0.01 * abs(theirs), (e.key, col, row[col], theirs)
+                checked += 1
+    assert len(ka) == len(summary), (len(ka), len(summary))
+
+    res = {
+        "steps": a.steps,
+        "num_workers": a.num_workers,
+        "trace_events": len(trace.events) + len(trace.memory),
+        "function_events": n_function_events,
+        "trace_mb": size / 1e6,
+        "profile_s": t_prof,
+        "export_s": t_export,
+        "key_averages_s": t_torch,
+        "nbprof_load_s": t_load,
+        "nbprof_summary_s": t_summary,
+        "nbprof_total_s": t_nbprof,
+        "ratio": t_torch / t_nbprof,
+        "rows": len(summary),
+        "checked_values": checked,
+    }
+    print(
+        f"steps={a.steps} num_workers={a.num_workers} events={res['trace_events']} "
+        f"(torch FunctionEvents {n_function_events}) trace={res['trace_mb']:.1f} MB\n"
+        f"torch key_averages(): {t_torch:.2f} s\n"
+        f"nbprof load {t_load:.2f} s + operator_summary {t_summary:.2f} s = {t_nbprof:.2f} s\n"
+        f"ratio {res['ratio']:.1f}x  ({len(summary)} rows agree: counts exact, {checked} times within 1%)"
+    )
+    if tmp is not None:
+        tmp.cleanup()
+    return res
+
+
+if __name__ == "__main__":
+    main()
