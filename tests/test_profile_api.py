@@ -179,3 +179,11 @@ def test_temporary_trace_file_lives_as_long_as_its_trace():
     del trace
     gc.collect()
     assert not f.exists()
+
+
+def test_a_profile_is_entered_once():
+    prof = nbprof.profile()
+    with prof:
+        torch.ones(2).sum()
+    with pytest.raises(RuntimeError, match="entered once"), prof:
+        pass

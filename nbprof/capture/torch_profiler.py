@@ -79,7 +79,8 @@ class ProfileOptions:
     repeat : int
         Number of cycles (0 = until the end). Each cycle is exported to its own file.
     steps : int
-        How many times the magic runs the cell body, stepping the profiler between runs.
+        How many times the magic runs the cell body, stepping the profiler between runs
+        (with ``nbprof.profile``: how many steps the block will take; it sets the default ``active``).
     sort_by : str
         torch ``key_averages().table`` sort key (``cpu_time_total``, ``self_cuda_time_total``...);
         see ``nbprof.result.resolve_sort_key``.
@@ -547,6 +548,9 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
     def __enter__(self) -> Any:
         from ..errors import CaptureError
 
+        if self._prof is not None:
+            msg = "an nbprof.profile can be entered once; create a new one for another profile"
+            raise RuntimeError(msg)
         self._prof = self._make_profiler()
         self.result._session = self
         self.result.running = True

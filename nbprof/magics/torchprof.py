@@ -98,7 +98,25 @@ class TorchProfMagics(Magics):
     @no_var_expand
     @line_cell_magic
     def torchprof(self, line: str, cell: str | None = None) -> Any:
-        """Profile a cell (``%%torchprof``) or a statement (``%torchprof [options] stmt``) with torch.profiler."""
+        """Profile a cell (``%%torchprof``) or a statement (``%torchprof [options] stmt``) with torch.profiler.
+
+        Shows a summary (wall time, steps, top operators, files written) and the operator table
+        (self/total host and device time, memory, FLOPs), computed by nbprof from the exported
+        Kineto trace. If the code raises, the partial profile is saved and shown, then the
+        exception propagates. Existing files are never overwritten without --force.
+
+        Examples::
+
+            %%torchprof --steps 5 --record-shapes --profile-memory
+            train_one_step()
+
+            %%torchprof --activities cpu,cuda --wait 1 --warmup 1 --active 3 --tensorboard runs/prof
+            for batch in loader:
+                train_step(batch)
+                nbprof.step()
+
+            r = %torchprof -o --sort-by self_cuda_time_total model(x).sum().backward()
+        """
         from ..capture.torch_profiler import ProfileOptions, profile
 
         if cell is None:
