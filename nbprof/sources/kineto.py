@@ -48,7 +48,7 @@ import os
 import re
 import zlib
 from contextlib import contextmanager
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Iterator
 
 import msgspec
@@ -189,10 +189,19 @@ class _Ctx:
         self.fast = True  # events decoded in one pass: event index == position in traceEvents
         self.array_start: int | None = None
 
+    def release(self) -> None:
+        """Drop the file bytes (re-read on demand by ``event_offset``)."""
+        self.data = None
+
     def event_offset(self, k: int | None) -> int | None:
         """Byte offset of event ``k`` of ``traceEvents`` (fast path only; used for strict errors)."""
         if k is None or not self.fast or self.array_start is None:
             return None
+        if self.data is None:
+            try:
+                self.data = read_bytes(self.path)
+            except (OSError, TraceFormatError):
+                return None
         try:
             end = _array_end(self.data, self.array_start)
             raws = _RAW_LIST_DECODER.decode(memoryview(self.data)[self.array_start - 1 : end])
@@ -679,9 +688,34 @@ def _compact_json_text(s: Any) -> str | None:
     return s
 
 
+def _take(objs: list[Any], idx: np.ndarray) -> list[Any]:
+    """``[objs[i] for i in idx]`` at C speed."""
+    n = len(idx)
+    if n == 0:
+        return []
+    if n == 1:
+        return [objs[int(idx[0])]]
+    if n == len(objs):
+        return objs
+    return list(itemgetter(*idx.tolist())(objs))
+
+
+_GETTERS: dict[str, Any] = {}
+
+
 def _col(objs: list[Any], attr: str) -> list[Any]:
-    """One attribute of every Struct, as a list (C-level map; ~3x a list comprehension)."""
-    return list(map(attrgetter(attr), objs))
+    """One attribute of every Struct, as a list.
+
+    A list comprehension with the attribute name in its code (compiled once per name) uses
+    CPython's specialised attribute access: ~30 ns per element, about half of
+    ``map(attrgetter(name), objs)``.
+    """
+    f = _GETTERS.get(attr)
+    if f is None:
+        if not attr.isidentifier():
+            raise ValueError(attr)
+        f = _GETTERS[attr] = eval(f"lambda xs: [x.{attr} for x in xs]")  # noqa: S307 - attr is one of our field names
+    return f(objs)
 
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.I)
@@ -771,8 +805,10 @@ def load_kineto(
     with _gc_paused():
         ctx = _Ctx(spath, report, strict, data)
         events, meta, exact_ts = _decode(data, ctx)
-        data = None  # noqa: F841 - let the bytes go as soon as the events no longer reference them
-        trace = _build(events, meta, ctx, rank, exact_ts)
+        data = None  # noqa: F841 - the bytes go once the events no longer reference them
+        holder = [events]  # _build frees the decoded events half-way; hold no other reference
+        del events
+        trace = _build(holder, meta, ctx, rank, exact_ts)
     return trace
 
 
@@ -942,25 +978,30 @@ def _cat_of(values: list[Any], transform: Any = None) -> pd.Categorical:
 def _ints(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None = None) -> np.ndarray:
     """Attribute ``attr`` of every object as int64 (-1 missing), C-level when all are ints."""
     try:
-        return np.fromiter(map(attrgetter(attr), objs), dtype=np.int64, count=len(objs))
+        vals = _col(objs, attr)
+        return np.fromiter(vals, dtype=np.int64, count=len(objs))
     except (TypeError, ValueError, OverflowError):
-        return _to_int_array(_col(objs, attr), name, ctx, rows)
+        return _to_int_array(vals, name, ctx, rows)
 
 
 def _floats(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None) -> np.ndarray:
     try:
-        return np.fromiter(map(attrgetter(attr), objs), dtype=np.float64, count=len(objs))
+        vals = _col(objs, attr)
+        return np.fromiter(vals, dtype=np.float64, count=len(objs))
     except (TypeError, ValueError):
-        return _to_float(_col(objs, attr), name, ctx, rows)
+        return _to_float(vals, name, ctx, rows)
 
 
 def _canon_cat(c: Any) -> str | None:
     return None if c is None else schema.canonical_category(c if isinstance(c, str) else str(c))
 
 
-def _build(evs: list[_Event], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
+def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
            exact_ts: np.ndarray | None) -> Trace:
+    """Decoded events -> Trace. Small tables first; the decoded events are freed before the events
+    table is assembled and sorted, which keeps the peak memory near that of the decode."""
     report = ctx.report
+    evs = holder.pop()
     n_all = len(evs)
     ph_col = _CatColumn(n_all)
     ph_col.put(None, _col(evs, "ph"))
@@ -985,14 +1026,14 @@ def _build(evs: list[_Event], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
     is_mem = np.zeros(n_all, dtype=bool)
     is_global = np.zeros(n_all, dtype=bool)
     if inst.size:
-        ins = [evs[i] for i in inst.tolist()]
+        ins = _take(evs, inst)
         mem_i = np.array([n == "[memory]" for n in _col(ins, "name")], dtype=bool)
         is_mem[inst] = mem_i
         is_global[inst] = np.array([s == "g" for s in _col(ins, "s")], dtype=bool) & ~mem_i
     # global instants ("Iteration Start", "Record Window End") are viewer markers, not activity:
     # left out of the events table (torch-tb-profiler drops them too).
     rows_e = np.flatnonzero((is_x | is_i) & ~is_mem & ~is_global)
-    E = [evs[i] for i in rows_e.tolist()]
+    E = _take(evs, rows_e)
     nE = len(E)
 
     # --- time: float64 µs (exact ns below 2**40 µs) or exact integer ns for big fractional ts
@@ -1047,6 +1088,14 @@ def _build(evs: list[_Event], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
     dur_f[neg] = 0
     del dur_us
 
+    flows = _build_flows(_take(evs, np.flatnonzero(is_flow)), t_all[is_flow], ctx)
+    mrows = np.flatnonzero(is_mem)
+    memory = _build_memory(_take(evs, mrows), t_all[mrows], ctx, mrows)
+    crows = np.flatnonzero(is_c)
+    counters = _build_counters(_take(evs, crows), t_all[crows], ctx, crows)
+    threads = _build_threads(_take(evs, np.flatnonzero(is_m)), ctx)
+    ctx.release()
+
     # --- categories, names
     cat = _cat_of(_col(E, "cat"), _canon_cat)
     name = _cat_of(_col(E, "name"))
@@ -1075,7 +1124,7 @@ def _build(evs: list[_Event], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
         rows = np.flatnonzero(mask)
         if not rows.size:
             continue
-        args = [args_e[i] for i in rows.tolist()] if rows.size < nE else args_e
+        args = _take(args_e, rows)
         for attr, col, kind in _FIELDS[what]:
             if kind == "int":
                 v = _ints(args, attr, col, ctx, rows_e[rows])
@@ -1084,18 +1133,12 @@ def _build(evs: list[_Event], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
                     v = np.where((v == -1) & (old != -1), old, v)
                 cols[col][rows] = v
             elif kind == "intish":
-                try:
-                    cols[col][rows] = np.fromiter(map(attrgetter(attr), args), dtype=np.int64, count=len(args))
-                except (TypeError, ValueError, OverflowError):
-                    cols[col][rows] = _intish(_col(args, attr), col, ctx)
+                cols[col][rows] = _intish(_col(args, attr), col, ctx)
             elif kind == "float":
-                try:
-                    cols[col][rows] = np.fromiter(map(attrgetter(attr), args), dtype=np.float64, count=len(args))
-                except (TypeError, ValueError):
-                    cols[col][rows] = _num_or_nan(_col(args, attr))
+                cols[col][rows] = _num_or_nan(_col(args, attr))
             elif kind == "raw":
                 vals = _col(args, attr)
-                if any(map(len, vals)):
+                if any(map(len, vals)):  # Raw() of an absent key has length 0
                     cols[col].put(rows, _raw_texts(vals))
             else:
                 vals = _col(args, attr)
@@ -1106,7 +1149,7 @@ def _build(evs: list[_Event], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
 
     pid = _ints(E, "pid", "pid", ctx, rows_e)
     tid = _ints(E, "tid", "tid", ctx, rows_e)
-    del E
+    del E, evs  # the decoded events (and the file bytes their Raw values point into) go here
     dev_arg, stream_arg = cols["device"], cols["stream"]
     device = np.where(is_dev, np.where(dev_arg >= 0, dev_arg, pid), -1)
     stream = np.where(is_dev, np.where(stream_arg >= 0, stream_arg, tid), -1)
@@ -1159,17 +1202,12 @@ def _build(evs: list[_Event], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
         sel = np.flatnonzero(keep)
         order = sel if order is None else sel[order]
     if order is not None:
-        data = {k: (v.take(order) if isinstance(v, pd.Categorical) else v[order]) for k, v in data.items()}
+        for k in list(data):  # one column at a time: the old array is freed right away
+            v = data[k]
+            data[k] = v.take(order) if isinstance(v, pd.Categorical) else v[order]
     events = pd.DataFrame(data, copy=False)
     del data
 
-    flows = _build_flows([evs[i] for i in np.flatnonzero(is_flow).tolist()], t_all[is_flow], ctx)
-    mrows = np.flatnonzero(is_mem)
-    memory = _build_memory([evs[i] for i in mrows.tolist()], t_all[mrows], ctx, mrows)
-    crows = np.flatnonzero(is_c)
-    counters = _build_counters([evs[i] for i in crows.tolist()], t_all[crows], ctx, crows)
-    threads = _build_threads([evs[i] for i in np.flatnonzero(is_m).tolist()], ctx)
-    del evs
 
     tmeta = _build_meta(meta, ctx.path, report, origin_abs, rank, events)
     events["rank"] = np.int32(tmeta.rank)
@@ -1193,10 +1231,11 @@ def _build_flows(F: list[_Event], ts_ns: np.ndarray, ctx: _Ctx) -> pd.DataFrame:
     """
     if not F:
         return schema.empty_frame(schema.FLOW_COLUMNS)
+    ids = _col(F, "id")
     try:
-        fid = np.fromiter(map(attrgetter("id"), F), dtype=np.int64, count=len(F))
+        fid = np.fromiter(ids, dtype=np.int64, count=len(F))
     except (TypeError, ValueError, OverflowError):
-        ids = [int(v) if isinstance(v, float) and np.isfinite(v) else v for v in _col(F, "id")]
+        ids = [int(v) if isinstance(v, float) and np.isfinite(v) else v for v in ids]
         fid = _to_int_array(ids, "flow id", ctx)
     cat = _cat_of(_col(F, "cat"), lambda c: "ac2g" if c in ("async", "async_cpu_to_gpu") else str(c or ""))
     ccode = np.asarray(cat.codes).astype(np.int64)
