@@ -36,9 +36,11 @@ CUDA = torch.cuda.is_available()
 
 @pytest.fixture(scope="module")
 def ip():
-    from IPython.testing.globalipapp import start_ipython
+    from IPython.testing import globalipapp
 
-    shell = start_ipython()
+    globalipapp.start_ipython()  # once per process; other test modules may have started it
+    shell = globalipapp.get_ipython()
+    loaded_here = "nbprof" not in shell.extension_manager.loaded
     shell.run_line_magic("load_ext", "nbprof")
     res = shell.run_cell(
         f"import sys; sys.path.insert(0, {str(ROOT / 'examples')!r})\n"
@@ -54,7 +56,8 @@ def ip():
     )
     res.raise_error()
     yield shell
-    shell.run_line_magic("unload_ext", "nbprof")
+    if loaded_here:
+        shell.run_line_magic("unload_ext", "nbprof")
 
 
 def tb_parse(path: Path):
