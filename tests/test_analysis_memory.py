@@ -127,3 +127,24 @@ def test_leak_is_suspected_on_a_real_leaking_loop(tmp_path):
     assert leaks.loc[0, "growth_per_step_bytes"] == pytest.approx(256 * 256 * 4, rel=0.05)
     big = M.largest_allocations(tr, 8)
     assert (~big["freed"]).sum() >= 3  # the kept results are never freed
+
+
+def test_h200_lm_profile_peak_fraction_and_steady_state():
+    """A real H200 profile of the example LM (data/gpu, made by this project)."""
+    path = DATA / "gpu" / "lm_mem.pt.trace.json.gz"
+    d, mem = _mem_events(path)
+    tr = nbprof.load(path)
+    cuda = [e for e in mem if e["args"]["Device Type"] == 1]
+    peak = M.memory_peak(tr).set_index(["device_type", "device"]).loc[(1, 0)]
+    want = max(e["args"]["Total Allocated"] for e in cuda)
+    total = d["deviceProperties"][0]["totalGlobalMem"]
+    assert total > 140e9  # an H200
+    assert peak["peak_allocated_bytes"] == want
+    assert peak["peak_ratio"] == pytest.approx(want / total)
+    assert peak["reserved_ratio"] == pytest.approx(max(e["args"]["Total Reserved"] for e in cuda) / total)
+    # a training loop in steady state: after the first step nothing is left behind
+    g = M.growth_by_step(tr)
+    cuda_g = g[g["device_type"] == 1]
+    assert list(cuda_g["step"]) == tr.steps
+    assert (cuda_g["growth_bytes"].iloc[1:] == 0).all()
+    assert M.suspected_leaks(tr).empty
