@@ -1,0 +1,288 @@
+"""``nbprof report``: run the four-step workflow notebooks with papermill and write one offline HTML page.
+
+Glue only: capture goes through ``nbprof.capture``, numbers through ``nbprof.analysis``, views
+through ``nbprof.viz``; this module runs a workload (optional), executes
+``notebooks/01_system_nsys.ipynb`` … ``04_distributed_deepspeed.ipynb`` with parameters, and converts
+the executed notebooks to a single HTML file with BokehJS inline (the views are static Bokeh
+components, ``nbprof.viz.embed``), so the report opens with no network.
+
+Nothing the user made is overwritten: every report goes to a new timestamped folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from .errors import NbprofError
+
+__all__ = ["NOTEBOOKS", "ReportError", "Artefacts", "notebooks_dir", "run_workload", "build_report", "combine_html"]
+
+#: The workflow notebooks, in order, with the artefact each one reads.
+NOTEBOOKS = (
+    ("01_system_nsys.ipynb", "Step 1 - System view (Nsight Systems)"),
+    ("02_operators_pytorch.ipynb", "Step 2 - Operators and kernels (PyTorch Profiler)"),
+    ("03_visualize_tensorboard.ipynb", "Step 3 - Visualise and compare (TensorBoard)"),
+    ("04_distributed_deepspeed.ipynb", "Step 4 - Distributed (DeepSpeed)"),
+)
+
+
+class ReportError(NbprofError, RuntimeError):
+    """Raised when a report notebook fails; ``notebook`` is the executed notebook kept for inspection."""
+
+    def __init__(self, msg: str, notebook: str | None = None) -> None:
+        super().__init__(msg)
+        self.notebook = notebook
+
+
+@dataclass
+class Artefacts:
+    """Inputs of the workflow notebooks (any may be empty: the notebook then says what is missing)."""
+
+    trace: str = ""
+    compare_trace: str = ""
+    nsys_report: str = ""
+    logdir: str = ""
+    ds_log: str = ""
+    ds_traces: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def parameters(self) -> dict[str, Any]:
+        """Papermill parameters shared by all notebooks."""
+        return {
+            "trace": self.trace,
+            "compare_trace": self.compare_trace,
+            "nsys_report": self.nsys_report,
+            "logdir": self.logdir,
+            "ds_log": self.ds_log,
+            "ds_traces": list(self.ds_traces),
+        }
+
+
+def notebooks_dir() -> Path:
+    """Where the workflow notebooks are: ``$NBPROF_NOTEBOOKS``, the source checkout's ``notebooks/``,
+    or ``<prefix>/share/nbprof/notebooks`` of an installed wheel.
+
+    Raises
+    ------
+    ReportError
+        When none of them holds the notebooks.
+    """
+    cands = []
+    if os.environ.get("NBPROF_NOTEBOOKS"):
+        cands.append(Path(os.environ["NBPROF_NOTEBOOKS"]))
+    cands.append(Path(__file__).resolve().parent.parent / "notebooks")
+    cands.append(Path(sys.prefix) / "share" / "nbprof" / "notebooks")
+    for c in cands:
+        if (c / NOTEBOOKS[0][0]).exists():
+            return c
+    msg = "workflow notebooks not found in " + ", ".join(str(c) for c in cands) + "; hint: set NBPROF_NOTEBOOKS"
+    raise ReportError(msg)
+
+
+def _supports_profile_flag(script: str) -> bool:
+    try:
+        return "--profile" in Path(script).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+def run_workload(
+    script: str,
+    script_args: Sequence[str] = (),
+    out_dir: str | os.PathLike[str] = "results",
+    *,
+    steps: int | None = None,
+    use_nsys: bool = True,
+    tensorboard: bool = True,
+    python: str | None = None,
+    log=print,
+) -> Artefacts:
+    """Profile ``script`` for the workflow: a Kineto trace (torch.profiler), an nsys report when Nsight
+    Systems is available, and a TensorBoard run. Commands are argv lists, never a shell.
+
+    Parameters
+    ----------
+    script : str
+        A training script. Scripts with a ``--profile PATH`` option (the bundled examples) profile
+        themselves with a step schedule; others run under ``python -m nbprof.capture.script``.
+    script_args : sequence of str
+    out_dir : path
+    steps : int, optional
+        Passed as ``--steps N`` to scripts that take it.
+    use_nsys : bool, default True
+    tensorboard : bool, default True
+    python : str, optional
+        Interpreter (default: this one).
+
+    Returns
+    -------
+    Artefacts
+
+    Raises
+    ------
+    ReportError
+        When the script fails (its exit status and the last output lines are in the message).
+    """
+    py = python or sys.executable
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    args = list(script_args)
+    if steps is not None and "--steps" not in args:
+        args += ["--steps", str(steps)]
+    art = Artefacts()
+    trace = out / "workload.pt.trace.json.gz"
+    if _supports_profile_flag(script):
+        argv = [py, script, *args, "--profile", str(trace), "--profile-memory"]
+    else:
+        argv = [py, "-m", "nbprof.capture.script", "--trace", str(trace), "--", script, *args]
+    log("profiling with torch.profiler: " + " ".join(argv))
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
+        raise ReportError(f"the workload failed (exit {r.returncode}): {' '.join(argv)}\n{tail}")
+    art.trace = str(trace)
+    if use_nsys:
+        try:
+            from .capture import nsys as nsys_cap
+
+            rep = nsys_cap.profile_for_report([py, script, *args], out / "workload", log=log)
+            art.nsys_report = str(rep) if rep else ""
+        except (ImportError, AttributeError):
+            art.notes.append("nsys step skipped: this nbprof has no Nsight Systems runner")
+        except NbprofError as exc:
+            art.notes.append(f"nsys step skipped: {exc}")
+            log(f"nsys step skipped: {exc}")
+    if tensorboard:
+        try:
+            from .tensorboard import write_run
+
+            logdir = out / "tb"
+            write_run(str(trace), str(logdir), run=Path(script).stem)
+            art.logdir = str(logdir)
+        except Exception as exc:  # noqa: BLE001 - the report still runs without the TensorBoard run
+            art.notes.append(f"TensorBoard run not written: {exc}")
+    return art
+
+
+def build_report(
+    art: Artefacts,
+    out_dir: str | os.PathLike[str] = "results",
+    *,
+    notebooks: Sequence[str] | None = None,
+    kernel_name: str | None = None,
+    progress: bool = True,
+    title: str = "nbprof report",
+    extra_parameters: dict[str, Any] | None = None,
+) -> Path:
+    """Execute the workflow notebooks on ``art`` and write ``<out_dir>/report-<time>/report.html``.
+
+    Parameters
+    ----------
+    art : Artefacts
+    out_dir : path
+        A new ``report-<YYYYmmdd-HHMMSS>`` folder is made inside it for the executed notebooks and the HTML.
+    notebooks : sequence of str, optional
+        Subset of the workflow notebook file names (default all four).
+    kernel_name : str, optional
+        Jupyter kernel (default: the current interpreter via ipykernel's ``python3``).
+    progress : bool, default True
+        Papermill's per-cell progress bar.
+
+    Returns
+    -------
+    pathlib.Path
+        The HTML report.
+
+    Raises
+    ------
+    ReportError
+        A notebook failed; ``.notebook`` is the executed copy with the traceback in it.
+    """
+    import papermill as pm
+
+    src = notebooks_dir()
+    folder = Path(out_dir) / time.strftime("report-%Y%m%d-%H%M%S")
+    n = 0
+    while folder.exists():
+        n += 1
+        folder = Path(out_dir) / (time.strftime("report-%Y%m%d-%H%M%S") + f"-{n}")
+    folder.mkdir(parents=True)
+    names = list(notebooks or [nb for nb, _ in NOTEBOOKS])
+    params = art.parameters() | {"use_examples": False} | (extra_parameters or {})
+    executed: list[tuple[Path, str]] = []
+    titles = dict(NOTEBOOKS)
+    old = os.environ.get("NBPROF_STATIC_VIEWS")
+    os.environ["NBPROF_STATIC_VIEWS"] = "1"  # the kernels inherit it: views become static components
+    try:
+        for nb in names:
+            dst = folder / nb
+            try:
+                pm.execute_notebook(
+                    str(src / nb), str(dst), parameters=params, kernel_name=kernel_name or "python3",
+                    progress_bar=progress, cwd=str(src.parent), report_mode=False,
+                )
+            except pm.PapermillExecutionError as exc:
+                msg = f"{nb} failed at cell {exc.exec_count}: {exc.ename}: {exc.evalue}; executed notebook kept at {dst}"
+                raise ReportError(msg, notebook=str(dst)) from exc
+            executed.append((dst, titles.get(nb, nb)))
+    finally:
+        if old is None:
+            os.environ.pop("NBPROF_STATIC_VIEWS", None)
+        else:
+            os.environ["NBPROF_STATIC_VIEWS"] = old
+    html = combine_html(executed, title=title, notes=art.notes)
+    out = folder / "report.html"
+    out.write_text(html, encoding="utf-8")
+    return out
+
+
+_EXTERNAL = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>|<link[^>]*\bhref=[\"']https?://[^>]*>", re.I)
+
+
+def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof report", notes: Sequence[str] = ()) -> str:
+    """Merge executed notebooks into one HTML page that needs no network.
+
+    nbconvert's ``lab`` template renders each notebook (inputs hidden, outputs kept); references to
+    CDNs (require.js, MathJax) are removed and BokehJS is inlined once in ``<head>``.
+    """
+    import html as _html
+
+    import nbformat
+    from bokeh.resources import INLINE
+    from nbconvert import HTMLExporter
+
+    merged = nbformat.v4.new_notebook()
+    toc = []
+    for i, (path, heading) in enumerate(executed):
+        nb = nbformat.read(str(path), as_version=4)
+        anchor = f"step-{i + 1}"
+        toc.append(f'<li><a href="#{anchor}">{_html.escape(heading)}</a></li>')
+        merged.cells.append(nbformat.v4.new_markdown_cell(f'<a id="{anchor}"></a>\n\n# {heading}'))
+        for c in nb.cells:
+            if "parameters" in c.get("metadata", {}).get("tags", []) or "injected-parameters" in c.get("metadata", {}).get("tags", []):
+                continue
+            merged.cells.append(c)
+    exp = HTMLExporter(template_name="lab")
+    exp.exclude_input = True
+    exp.exclude_input_prompt = True
+    exp.exclude_output_prompt = True
+    body, _ = exp.from_notebook_node(merged)
+    body = _EXTERNAL.sub("", body)
+    body = re.sub(r"<title>.*?</title>", f"<title>{_html.escape(title)}</title>", body, count=1, flags=re.S)
+    head = INLINE.render_js() + INLINE.render_css()
+    note_html = "".join(f"<li>{_html.escape(n)}</li>" for n in notes)
+    banner = (
+        f'<div style="margin:1em 2em"><h1>{_html.escape(title)}</h1><ol>{"".join(toc)}</ol>'
+        + (f"<p>Notes:</p><ul>{note_html}</ul>" if notes else "")
+        + "</div>"
+    )
+    body = body.replace("</head>", head + "\n</head>", 1)
+    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1)
+    return body
