@@ -117,7 +117,7 @@ _COLUMNS = [
 ]
 
 
-def _display_names(names: pd.Series) -> np.ndarray:
+def _display_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Category codes -> names as torch aggregates them (``ProfilerStep#N`` -> ``ProfilerStep*``)."""
     cats = names.cat.categories
     disp = np.array(
@@ -179,7 +179,7 @@ def host_call_tree(trace: Trace) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Sorted by (pid, tid, ts_ns, -end). Columns: ``event`` (row label in
+        Sorted by (pid, tid, ts_ns, -end). Columns: ``event`` (row position in
         ``trace.events``), ``name`` (display name, ``ProfilerStep*`` for steps), ``cat``,
         ``pid``, ``tid``, ``ts_ns``, ``dur_ns``, ``parent`` (position of the parent row in
         this frame, -1 for roots), ``effective_parent`` (the parent after torch's merge of
@@ -192,10 +192,13 @@ def host_call_tree(trace: Trace) -> pd.DataFrame:
     ``_remove_dup_nodes`` (torch 2.13).
     """
     ev = trace.events
-    cat = ev["cat"].astype(object).to_numpy()
-    is_tree = np.isin(cat, list(HOST_TREE_CATEGORIES)) & (ev["device"].to_numpy() < 0)
+    cat_cats = np.array([str(c) for c in ev["cat"].cat.categories] + [""], dtype=object)
+    cat_codes = ev["cat"].cat.codes.to_numpy()
+    cat_ok = np.array([c in HOST_TREE_CATEGORIES for c in cat_cats], dtype=bool)
+    is_tree = cat_ok[cat_codes] & (ev["device"].to_numpy() < 0)  # code -1 (no cat) -> "" -> False
     if "ph" in ev:
-        is_tree &= ev["ph"].astype(object).to_numpy() == "X"
+        ph_x = np.array([str(c) == "X" for c in ev["ph"].cat.categories] + [False], dtype=bool)
+        is_tree &= ph_x[ev["ph"].cat.codes.to_numpy()]
     disp, codes = _display_names(ev["name"])
     keep_code = np.array([d not in _FILTERED_NAMES for d in disp] + [False], dtype=bool)
     is_tree &= keep_code[codes]  # code -1 (missing name) -> last entry, False
@@ -215,14 +218,15 @@ def host_call_tree(trace: Trace) -> pd.DataFrame:
     nchild = np.bincount(parent[has_p], minlength=n)
     merged = np.zeros(n, dtype=bool)
     pp = parent[has_p]
-    merged[has_p] = (disp[c[has_p]] == disp[c[pp]]) & (nchild[pp] == 1)
+    disp_id = np.unique(disp, return_inverse=True)[1].ravel() if len(disp) else np.zeros(0, np.int64)
+    merged[has_p] = (disp_id[c[has_p]] == disp_id[c[pp]]) & (nchild[pp] == 1)
     eff = parent.copy()
     while True:
         m = (eff >= 0) & merged[np.clip(eff, 0, None)]
         if not m.any():
             break
         eff[m] = parent[eff[m]]
-    # depth: ancestors count (vectorised pointer doubling)
+    # depth: number of ancestors (one vectorised pass per tree level)
     depth = np.zeros(n, dtype=np.int64)
     anc = parent.copy()
     while True:
@@ -233,9 +237,9 @@ def host_call_tree(trace: Trace) -> pd.DataFrame:
         anc[live] = parent[anc[live]]
     return pd.DataFrame(
         {
-            "event": ev.index.to_numpy()[idx],
+            "event": idx,
             "name": pd.Categorical(disp[c]),
-            "cat": pd.Categorical(cat[idx]),
+            "cat": pd.Categorical(cat_cats[cat_codes[idx]]),
             "pid": pid,
             "tid": tid,
             "ts_ns": ts,
