@@ -223,7 +223,7 @@ def _array_end(data: bytes, start: int) -> int:
     except msgspec.DecodeError as exc:
         m = re.search(r"trailing characters \(byte (\d+)\)", str(exc))
         if m:
-            return start - 1 + int(m.group(1))
+            return data.rindex(b"]", start - 1, start - 1 + int(m.group(1))) + 1
         raise
 
 
@@ -275,7 +275,7 @@ _NONFINITE = re.compile(rb"(?<=[:\[,\s])-?(?:NaN|nan|Infinity|inf)(?=\s*[,}\]])"
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
 _CTRL = re.compile(rb"[\x00-\x1f]")
 _VALUE_START = re.compile(rb'"[^"\\\n]*"\s*:\s*"')
-_VALUE_END = re.compile(rb'"(?=\s*(?:,\s*"[^"\\\n]*"\s*:|\}|\]|,\s*$))')
+_VALUE_END = re.compile(rb'"(?=\s*(?:,\s*"([^"\\\n]*)"\s*:|\}|\]|,\s*$))')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")
 _NON_ASCII = re.compile(rb"[\x80-\xff]+")
@@ -290,29 +290,50 @@ def _escape_ctrl_in_strings(chunk: bytes) -> bytes:
     return _STRING.sub(fix, chunk)
 
 
-def _escape_inner_quotes(chunk: bytes) -> bytes:
-    """Escape double quotes inside ``"key": "value"`` strings.
+_KINETO_KEYS = frozenset({b"ph", b"cat", b"name", b"pid", b"tid", b"ts", b"dur", b"args", b"id", b"bp", b"s"})
 
-    A value's real closing quote is the first ``"`` followed by ``,"key":``, ``}`` or ``]``
-    (Kineto writes one event per object with simple keys); quotes before it are escaped.
+
+def _escape_inner_quotes(chunk: bytes) -> bytes:
+    """Escape double quotes inside ``"key": "value"`` strings (kineto#1459: frame names with ``"``).
+
+    For each string value, the candidate closing quotes are those followed by ``,"key":``, ``}``
+    or ``]``; the first candidate that makes the whole event decodable wins, else the first one
+    followed by a Kineto event key (``"pid":``...), else the first one. Quotes before it are escaped.
     """
-    out = []
+    out = chunk
     pos = 0
-    while True:
-        m = _VALUE_START.search(chunk, pos)
+    for _ in range(64):
+        m = _VALUE_START.search(out, pos)
         if m is None:
             break
-        e = _VALUE_END.search(chunk, m.end())
-        if e is None:
+        vstart = m.end()
+        first_quote = re.compile(rb'(?<!\\)"').search(out, vstart)
+        if first_quote is None:
             break
-        value = chunk[m.end() : e.start()]
-        out.append(chunk[pos : m.end()])
-        out.append(re.sub(rb'(?<!\\)"', rb'\\"', value))
-        pos = e.start()
-        out.append(chunk[pos : pos + 1])
-        pos += 1
-    out.append(chunk[pos:])
-    return b"".join(out)
+        if _VALUE_END.match(out, first_quote.start()):  # a well-formed value: keep it
+            pos = first_quote.end()
+            continue
+        cands = list(_VALUE_END.finditer(out, vstart))[:16]
+        if not cands:
+            break
+        chosen: tuple[int, bytes] | None = None
+        for c in cands:
+            fixed = re.sub(rb'(?<!\\)"', rb'\\"', out[vstart : c.start()])
+            trial = out[:vstart] + fixed + out[c.start() :]
+            try:
+                _ONE_EVENT_DECODER.decode(trial)
+                return trial
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+            if chosen is None and c.group(1) in _KINETO_KEYS:
+                chosen = (c.start(), fixed)
+        if chosen is None:
+            c = cands[0]
+            chosen = (c.start(), re.sub(rb'(?<!\\)"', rb'\\"', out[vstart : c.start()]))
+        end, fixed = chosen
+        out = out[:vstart] + fixed + out[end:]
+        pos = vstart + len(fixed) + 1
+    return out
 
 
 def _fix_utf8(data: bytes) -> tuple[bytes, list[int]]:
@@ -433,7 +454,8 @@ def _tolerant_decode(
             msg = str(exc)
             m = _MALFORMED_AT.search(msg)
             if "trailing characters" in msg and m:
-                end = seg + int(m.group(1))
+                # msgspec reports the byte after the first trailing character: the ']' is before it
+                end = buf.rindex(b"]", seg, seg + int(m.group(1))) + 1
                 events.extend(_EVENT_DECODER.decode(mv[seg:end]))  # the array itself is fine now
                 break
             if "truncated" in msg:
@@ -620,7 +642,8 @@ def _to_int_array(
 def _to_float(values: list[Any], what: str, ctx: _Ctx, rows: np.ndarray | None) -> np.ndarray:
     """float|int|str|None values -> float64 with NaN for missing; string-typed values parsed and reported."""
     try:
-        return np.fromiter(values, dtype=np.float64, count=len(values))
+        if str not in set(map(type, values)):  # np.fromiter would parse "12.5" silently
+            return np.fromiter(values, dtype=np.float64, count=len(values))
     except (TypeError, ValueError):
         pass
     out = np.empty(len(values), dtype=np.float64)
@@ -987,6 +1010,8 @@ def _ints(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | N
 def _floats(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None) -> np.ndarray:
     try:
         vals = _col(objs, attr)
+        if str in set(map(type, vals)):  # np.fromiter would parse "12.5" silently: report it
+            raise TypeError
         return np.fromiter(vals, dtype=np.float64, count=len(objs))
     except (TypeError, ValueError):
         return _to_float(vals, name, ctx, rows)
@@ -1097,7 +1122,19 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
     ctx.release()
 
     # --- categories, names
-    cat = _cat_of(_col(E, "cat"), _canon_cat)
+    cats_raw = _col(E, "cat")
+    if cats_raw.count(None):
+        # legacy autograd-profiler traces (bare array) have no "cat"; CPU ops sit in pid "CPU functions"
+        pids = _col(E, "pid")
+        legacy = [i for i, (c, p) in enumerate(zip(cats_raw, pids)) if c is None and p == "CPU functions"]
+        for i in legacy:
+            cats_raw[i] = schema.CPU_OP
+        if legacy:
+            report.add("legacy_cpu_functions", "assumed", len(legacy),
+                       f"{len(legacy)} events without a category in pid \"CPU functions\" (legacy autograd "
+                       "profiler export) read as cpu_op")
+    cat = _cat_of(cats_raw, _canon_cat)
+    del cats_raw
     name = _cat_of(_col(E, "name"))
     cat_codes = np.asarray(cat.codes)
     cat_list = list(cat.categories)
@@ -1213,7 +1250,7 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
     events["rank"] = np.int32(tmeta.rank)
     if events.empty and memory.empty:
         raise TraceFormatError(
-            ctx.path, ctx.array_start,
+            ctx.path, None if ctx.array_start is None else ctx.array_start - 1,
             f"the trace holds no events (traceEvents has {n_all} entries, none of them a duration, instant, "
             "or [memory] event): nothing was profiled",
         )
@@ -1470,7 +1507,7 @@ def _check_overlaps(events: pd.DataFrame, report: LoadReport) -> None:
     ov = same & (t[1:] < run_end[:-1])
     n = int(ov.sum())
     if n:
-        over_ns = int(np.clip(run_end[:-1] - t[1:], 0, None)[ov].sum())
+        over_ns = int(np.clip(np.minimum(end[1:], run_end[:-1]) - t[1:], 0, None)[ov].sum())
         report.add(
             "overlapping_device_ops",
             "flagged",
