@@ -123,7 +123,7 @@ _COMMON = [
     argument("--force", action="store_true", help="Overwrite an existing --output report."),
     argument("--timeout", type=float, default=None, metavar="S", help="End nsys and the program after S seconds."),
     argument("--no-timeline", action="store_true", help="Do not show the timeline widget."),
-    argument("-o", dest="return_result", action="store_true", help="Return the NsysResult (r = %nsys -o ...)."),
+    argument("-o", dest="return_result", action="store_true", help="Return the NsysResult (r = %%nsys -o ...)."),
     argument("--var", default=None, metavar="NAME", help="Store the NsysResult in the variable NAME."),
     argument("-q", "--quiet", action="store_true", help="Do not display the result."),
 ]
