@@ -165,6 +165,7 @@ class ProfileResult:
         self.paths: list[Path] = []
         self.activities: list[str] = []
         self.notes: list[str] = []
+        self.memory_snapshot: Path | None = None  # CUDA allocator snapshot (memory_snapshot option)
         self.wall_ns: int | None = None
         self.steps_run = 0
         self.exception: BaseException | None = None

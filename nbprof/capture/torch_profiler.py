@@ -91,7 +91,12 @@ class ProfileOptions:
     trace : str or None
         Chrome-trace output path ending in ``.json`` or ``.json.gz``.
     tensorboard : str or None
-        Log directory for the ``tensorboard_trace_handler`` layout.
+        Log directory for the ``tensorboard_trace_handler`` layout; nbprof's scalars and text
+        (step time, breakdown, top operators...) are written beside the traces
+        (``nbprof.tensorboard.write_scalars``).
+    memory_snapshot : str or None
+        Also record CUDA allocator history and write a snapshot pickle here (protocol 4; needs CUDA,
+        otherwise a one-line note). See ``nbprof.capture.memory_snapshot``.
     worker_name : str or None
         Worker part of TensorBoard file names; default ``<hostname>_<pid>`` as torch.
     gzip : bool
@@ -118,6 +123,7 @@ class ProfileOptions:
     group_by: str = "name"
     trace: str | None = None
     tensorboard: str | None = None
+    memory_snapshot: str | None = None
     worker_name: str | None = None
     gzip: bool = False
     force: bool = False
@@ -552,6 +558,14 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
             msg = "an nbprof.profile can be entered once; create a new one for another profile"
             raise RuntimeError(msg)
         self._prof = self._make_profiler()
+        self._snapshot_cm = None
+        if self.options.memory_snapshot:
+            from .memory_snapshot import record
+
+            self._snapshot_cm = record(self.options.memory_snapshot, force=self.options.force, quiet=True)
+            self._snapshot_cap = self._snapshot_cm.__enter__()
+            if self._snapshot_cap.note:
+                self.result.notes.append(self._snapshot_cap.note)
         self.result._session = self
         self.result.running = True
         self._t0 = time.perf_counter_ns()
@@ -583,6 +597,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
                 with _quiet_torch_warnings():
                     self._prof.__exit__(None, None, None)
             finally:
+                if getattr(self, "_snapshot_cm", None) is not None:
+                    try:
+                        self._snapshot_cm.__exit__(None, None, None)
+                        r.memory_snapshot = self._snapshot_cap.path
+                    except Exception as err:  # noqa: BLE001 - never hide the user's exception
+                        r.notes.append(f"memory snapshot failed: {type(err).__name__}: {err}")
                 r.wall_ns = time.perf_counter_ns() - self._t0
                 r.steps_run = self._steps + 1
                 r.running = False
@@ -607,6 +627,16 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
         for path, trace in zip(self._cycle_files, r.traces):
             if path in self._temp_files:  # the temporary file lives as long as the Trace read from it
                 weakref.finalize(trace, _unlink_quietly, path)
+        if self.options.tensorboard and r.traces:
+            # nbprof's scalars/text beside the traces: <logdir> = <parent>/<run>
+            try:
+                from ..tensorboard.write import write_scalars
+
+                logdir = Path(self.options.tensorboard).resolve()
+                for trace in r.traces:
+                    write_scalars(trace, str(logdir.parent), logdir.name)
+            except Exception as err:  # noqa: BLE001 - the traces are written; scalars are extra
+                r.notes.append(f"TensorBoard scalars not written: {type(err).__name__}: {err}")
         if not self._cycle_files:
             sched = self.options.schedule_args()
             r.notes.append(

@@ -89,6 +89,8 @@ class TorchProfMagics(Magics):
         metavar="LOGDIR",
         help="Write <LOGDIR>/<worker>.<time_ns>.pt.trace.json (tensorboard_trace_handler layout).",
     )
+    @argument("--memory-snapshot", default=None, metavar="PATH",
+              help="Record CUDA allocator history and write a snapshot pickle to PATH (needs CUDA).")
     @argument("--worker-name", default=None, metavar="NAME", help="Worker part of TensorBoard file names (default <host>_<pid>).")
     @argument("--gzip", action="store_true", help="Write TensorBoard files gzip-compressed (.pt.trace.json.gz).")
     @argument("--force", action="store_true", help="Overwrite an existing --trace file (default: write a new name).")
@@ -145,6 +147,7 @@ class TorchProfMagics(Magics):
             group_by=args.group_by,
             trace=args.trace,
             tensorboard=args.tensorboard,
+            memory_snapshot=args.memory_snapshot,
             worker_name=args.worker_name,
             gzip=args.gzip,
             force=args.force,
