@@ -29,6 +29,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import CORPUS, ROOT
@@ -215,8 +216,7 @@ def _luminance(png: bytes) -> float:
 
     from PIL import Image
 
-    return float(sum(Image.open(io.BytesIO(png)).convert("L").getdata())) / max(
-        1, Image.open(io.BytesIO(png)).size[0] * Image.open(io.BytesIO(png)).size[1])
+    return float(np.asarray(Image.open(io.BytesIO(png)).convert("L")).mean())
 
 
 def _errors_collector(page):
@@ -283,6 +283,10 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
         out.scroll_into_view_if_needed()
         out.screenshot(path=str(shots / f"{name}.png"))
         assert (shots / f"{name}.png").stat().st_size > 5000
+    if CORPUS_TRACE.exists():
+        out = cells.nth(view_cells["corpus_timeline"]).locator(".jp-OutputArea").first
+        out.scroll_into_view_if_needed()
+        out.screenshot(path=str(shots / "timeline_corpus.png"))
 
     # zoom the GPU timeline with the mouse wheel: the kernel re-aggregates and the browser redraws
     tl_cell = cells.nth(2)
@@ -311,6 +315,9 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
             break
         time.sleep(0.1)
     assert w_text != after_text, "W key did not zoom the timeline"
+
+    # the hostile names are shown as text in the operators table (dashboard cell)
+    assert cells.nth(10).get_by_text(re.compile(r"onerror=")).count() >= 1
 
     # nothing from the hostile trace became markup or ran
     assert page.evaluate("() => window.__nbprof_xss === undefined")
@@ -346,8 +353,9 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
     if os.environ.get("NBPROF_UPDATE_DOCS"):
         docs = ROOT / "docs"
         docs.mkdir(exist_ok=True)
-        for name in VIEW_SHOTS + ("timeline_zoomed", "timeline_dark"):
-            shutil.copyfile(shots / f"{name}.png", docs / f"{name}.png")
+        for name in VIEW_SHOTS + ("timeline_zoomed", "timeline_dark", "timeline_corpus"):
+            if (shots / f"{name}.png").exists():
+                shutil.copyfile(shots / f"{name}.png", docs / f"{name}.png")
     page.close()
 
 
@@ -387,8 +395,56 @@ def test_static_html_offline(browser, tmp_path):
         const tl = [...doc.all_models].find((m) => m.name === 'nbprof_timeline');
         const p = tl.children[0]; const xr = p.x_range; const mid = (xr.start + xr.end) / 2;
         const span = (xr.end - xr.start) / 40; xr.setv({start: mid - span / 2, end: mid + span / 2}); }""")
-    vis1 = page.evaluate(levels)
+    for _ in range(50):
+        vis1 = page.evaluate(levels)
+        if vis1 != vis0:
+            break
+        time.sleep(0.1)
     assert vis1 != vis0 and not vis1[0], vis1
+    # select a GPU kernel (as a click does): the flow to its launch appears and its CPU op is named
+    res = page.evaluate("""() => { const doc = Bokeh.documents[0];
+        const srcs = [...doc.all_models].filter((m) => m.name && m.name.startsWith('nbprof_level'));
+        const src = srcs[srcs.length - 1]; const d = src.data;
+        let i = -1; for (let k = 0; k < d.lx.length; k++) { if (!Number.isNaN(d.lx[k])) { i = k; break; } }
+        if (i < 0) return null;
+        src.selected.indices = [i]; return d.lx[i]; }""")
+    assert res is not None
+    page.wait_for_function("""() => [...Bokeh.documents[0].all_models].find((m) => m.name === 'nbprof_flow')
+        .data.x0.length === 1""", timeout=10_000)
+    res = page.evaluate("""(lx) => { const doc = Bokeh.documents[0];
+        const flow = [...doc.all_models].find((m) => m.name === 'nbprof_flow');
+        const info = [...doc.all_models].find((m) => m.name === 'nbprof_info');
+        return {segments: flow.data.x0.length, text: info.text, x0: flow.data.x0[0], lx: lx}; }""", res)
+    assert res is not None and res["segments"] == 1 and res["x0"] == res["lx"], res
+    assert "launched by CPU op: aten::" in res["text"], res
     page.screenshot(path=str(shots / "static.png"), full_page=False)
+    assert not errors, errors
+    ctx.close()
+
+
+def test_static_tooltip_shows_hostile_names_as_text(browser, tmp_path):
+    import nbprof
+    from nbprof import viz
+
+    evil = tmp_path / "evil.pt.trace.json"
+    _evil_trace_json(evil)
+    out = viz.to_html(nbprof.load(evil), tmp_path / "evil.html", views=["timeline"])
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900}, offline=True)
+    page = ctx.new_page()
+    errors = _errors_collector(page)
+    page.goto(out.as_uri())
+    canvas = page.locator("canvas").first
+    canvas.wait_for(state="visible", timeout=60_000)
+    box = canvas.bounding_box()
+    shown = False
+    for fy in np.arange(0.1, 0.8, 0.05):
+        page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * fy, steps=2)
+        time.sleep(0.1)
+        if page.get_by_text(re.compile(r"aten::</script><img src=x onerror=")).count():
+            shown = True
+            break
+    assert shown, "no tooltip showed the hostile operator name as text"
+    assert page.evaluate("() => window.__nbprof_xss === undefined")
+    assert page.locator("img[src='x']").count() == 0
     assert not errors, errors
     ctx.close()
