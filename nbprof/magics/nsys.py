@@ -154,16 +154,16 @@ class NsysMagics(Magics):
             tokens = shlex.split(opts_part)
         except ValueError as exc:
             raise UsageError(f"%nsys: {exc}") from exc
-        # positional load FILE
-        load_file = None
-        if tokens[:1] == ["load"]:
-            if len(tokens) < 2:
-                raise UsageError("%nsys load FILE: give a .nsys-rep or .sqlite file")
-            load_file, tokens = tokens[1], ["load"] + tokens[2:]
         try:
             args, unknown = parser.parse_known_args(tokens)
         except SystemExit as exc:
             raise UsageError(f"%nsys: bad options {opts_part!r}") from exc
+        load_file = None
+        if args.action == "load":  # %nsys load [options] FILE
+            files = [u for u in unknown if not u.startswith("-")]
+            if len(files) != 1:
+                raise UsageError("%nsys load [options] FILE: give one .nsys-rep or .sqlite file")
+            load_file = files[0]
         if args.action not in ("profile", "load"):
             if cell is None and not command:  # `%nsys python x.py` without `profile --`
                 raise UsageError("usage: %nsys profile [options] -- python script.py args | %nsys load FILE")
