@@ -844,6 +844,12 @@ def _decode(data: bytes, ctx: _Ctx) -> tuple[list[_Event], dict[str, Any], np.nd
             meta: dict[str, Any] = {}
             raw_events: Any = data
         else:
+            quick = _split_top(data)
+            if quick is not None:  # one pass over the events instead of two
+                ctx.array_start, end, meta = quick
+                raw_events = memoryview(data)[ctx.array_start - 1 : end]
+                events = _EVENT_DECODER.decode(raw_events)
+                return events, meta, _maybe_exact_ts(data, raw_events, events)
             top = _TOP_DECODER.decode(data)
             raw_events = top.pop("traceEvents", None)
             if raw_events is None:
@@ -867,6 +873,39 @@ def _decode(data: bytes, ctx: _Ctx) -> tuple[list[_Event], dict[str, Any], np.nd
         return events, meta, None
 
 
+def _split_top(data: bytes) -> tuple[int, int, dict[str, Any]] | None:
+    """Locate the ``traceEvents`` array and read the metadata around it without parsing the events.
+
+    The array's closing ``]`` is the earliest ``]`` in the file's last 64 KiB for which
+    "head + [] + tail" is a JSON object (a later ``]`` may close an array inside trailing
+    metadata; an earlier one, inside the last event, leaves unbalanced braces). The caller
+    decodes exactly that span, so a wrong guess only costs the fallback to a full parse.
+    """
+    m = re.search(rb'"traceEvents"\s*:\s*\[', data[: 1 << 24])
+    if m is None:
+        return None
+    start = m.end()
+    head = data[: start - 1]
+    lo = max(start - 1, len(data) - (1 << 16))
+    p = len(data)
+    found: tuple[int, dict[str, Any]] | None = None
+    for _ in range(256):
+        p = data.rfind(b"]", lo, p)
+        if p < 0:
+            break
+        try:
+            meta = _ANY_DECODER.decode(head + b"[]" + data[p + 1 :])
+        except msgspec.DecodeError:
+            continue
+        if isinstance(meta, dict) and meta.get("traceEvents") == []:
+            found = (p, meta)
+    if found is None:
+        return None
+    p, meta = found
+    del meta["traceEvents"]
+    return start, p + 1, meta
+
+
 def _strict_offset(data: bytes, msg: str, ctx: _Ctx) -> int | None:
     """Byte offset for a strict-mode decode error."""
     if "UTF-8" in msg:
@@ -880,14 +919,15 @@ def _strict_offset(data: bytes, msg: str, ctx: _Ctx) -> int | None:
     m = _MALFORMED_AT.search(msg)
     if m:
         off = int(m.group(1))
-        # errors inside traceEvents decoded from a Raw are relative to the array start
-        if ctx.array_start is not None and _first_char(data) == b"{":
-            try:
-                _TOP_DECODER.decode(data)
-                return ctx.array_start - 1 + off
-            except msgspec.DecodeError:
-                return off
-        return off
+        if _first_char(data) != b"{":
+            return off  # the bare array was decoded from byte 0
+        try:  # a syntax error anywhere: the whole-file parse gives its absolute offset
+            _TOP_DECODER.decode(data)
+        except msgspec.DecodeError as exc:
+            m2 = _MALFORMED_AT.search(str(exc))
+            return int(m2.group(1)) if m2 else (len(data) if "truncated" in str(exc) else None)
+        # the file parses: the error came from decoding the events span alone
+        return off if ctx.array_start is None else ctx.array_start - 1 + off
     return None
 
 
