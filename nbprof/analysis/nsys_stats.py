@@ -224,7 +224,6 @@ def _parents(r: pd.DataFrame) -> np.ndarray:
     pos = {rid: i for i, rid in enumerate(r["row_id"].to_numpy())}
     for _, g in r.groupby("global_tid", sort=False):
         s, e, ids = g["ts_ns"].to_numpy(), g["end_eff"].to_numpy(), g["row_id"].to_numpy()
-        order = np.lexsort((-e, s))  # outer first
         for ci in range(len(g)):
             best, best_t = -1, None
             cand = np.flatnonzero((s <= s[ci]) & (e >= e[ci]) & (ids != ids[ci]))
@@ -233,7 +232,6 @@ def _parents(r: pd.DataFrame) -> np.ndarray:
                 if best_t is None or t < best_t:
                     best, best_t = int(ids[pi]), t
             parent[pos[ids[ci]]] = best
-        del order
     return parent
 
 
