@@ -209,3 +209,28 @@ def test_matches_key_averages_on_h200_gpu_profiles(tag):
     assert len(common) == len(ks) >= 10
     assert (dev.loc[common, "count"] == ks.loc[common, "instances"]).all()
     assert np.allclose(dev.loc[common, "device_us"] * 1000, ks.loc[common, "total_ns"], rtol=1e-6, atol=1)
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        RESNET_NW0,
+        "AMD-AGI__TraceLens/tests/traces/mi300/ddp_resnet18_no_pool/train_resnet18.json.gz",
+        "facebookresearch__HolisticTraceAnalysis/tests/data/trace_diff/control/control.json.gz",
+    ],
+)
+def test_vectorised_tree_equals_torch_stack_sweep(rel):
+    """The vectorised parent/subtree search gives exactly the tree of torch's stack loop."""
+    from nbprof.analysis.operators import _sweep_reference, _tree_links
+
+    tree = host_call_tree(nbprof.load(corpus_path(rel)))
+    pid, tid = tree["pid"].to_numpy(), tree["tid"].to_numpy()
+    ts = tree["ts_ns"].to_numpy()
+    end = ts + tree["dur_ns"].to_numpy()
+    thread = np.concatenate([[0], np.cumsum((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1]))])
+    p_ref, last_ref = _sweep_reference(thread, ts, end)
+    p_vec, last_vec = _tree_links(thread, ts, end)
+    assert (p_ref >= 0).sum() > 1000  # a real, deep tree
+    assert (p_ref == p_vec).all()
+    assert (last_ref == last_vec).all()
+    assert (tree["parent"].to_numpy() == p_ref).all()

@@ -127,8 +127,11 @@ def _display_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return disp, codes
 
 
-def _sweep(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Stack sweep over events sorted by (thread, start, -end).
+def _sweep_reference(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Stack sweep over events sorted by (thread, start, -end): the loop torch runs.
+
+    Kept as the reference that ``_tree_links`` (vectorised, used by the analyses) is tested
+    against.
 
     Returns ``parent`` (index or -1) and ``last`` (index of the last event of the subtree).
     The pop rule is torch's (``_populate_cpu_children``): an open event stops being a
@@ -167,6 +170,88 @@ def _sweep(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.n
     for j in stack:
         last[j] = n - 1
     return np.array(parent, dtype=np.int64), np.array(last, dtype=np.int64)
+
+
+def _sparse_max(e: np.ndarray) -> list[np.ndarray]:
+    """Sparse table: level k holds max(e[p : p + 2**k]) for every p with p + 2**k <= n."""
+    levels = [e]
+    k = 1
+    while (1 << k) <= len(e):
+        prev = levels[-1]
+        h = 1 << (k - 1)
+        levels.append(np.maximum(prev[:-h], prev[h:]))
+        k += 1
+    return levels
+
+
+def _tree_links(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Parent and subtree end of events sorted by (thread, start, -end), without a Python loop.
+
+    torch's stack sweep (``_sweep_reference``) makes the parent of event i the latest event
+    before it (same thread) that still contains it: ``end_j > start_i`` and
+    ``end_j >= end_i - 1`` (1 ns slack). An event popped by some k < i because k ends after
+    it leaves k (or an event popping k) as a later container, so no popped event can be the
+    latest container. That turns the sweep into two range-maximum queries answered by binary
+    lifting over a sparse table of ends: the parent is the nearest j < i with
+    ``end_j >= max(end_i - 1, start_i + 1)``; the subtree of i ends before the first k > i
+    with ``start_k >= end_i`` or ``end_k > end_i + 1``.
+
+    Returns ``parent`` (position or -1) and ``last`` (position of the subtree's last event).
+    """
+    n = len(start)
+    if n == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    pos = np.arange(n, dtype=np.int64)
+    new_thread = np.ones(n, dtype=bool)
+    new_thread[1:] = thread[1:] != thread[:-1]
+    first = np.maximum.accumulate(np.where(new_thread, pos, 0))
+    stop = np.empty(n, dtype=np.int64)  # one past the thread's last event
+    bounds = np.flatnonzero(new_thread)
+    stop_b = np.append(bounds[1:], n)
+    stop[:] = np.repeat(stop_b, np.diff(np.append(bounds, n)))
+    table = _sparse_max(end)
+    # parent: walk left over blocks whose max end is below the threshold
+    need = np.maximum(end - 1, start + 1)
+    cur = pos.copy()  # exclusive right edge of the skipped range
+    for k in range(len(table) - 1, -1, -1):
+        w = 1 << k
+        cand = cur - w
+        ok = cand >= first
+        idx = np.flatnonzero(ok)
+        if len(idx):
+            skip = table[k][cand[idx]] < need[idx]
+            cur[idx[skip]] = cand[idx[skip]]
+    parent = np.where(cur - 1 >= first, cur - 1, -1)
+    # subtree end: first later event not contained (start at/after our end, or ending > end + 1)
+    lim = end + 1
+    cur = pos + 1  # inclusive left edge of the unskipped range
+    for k in range(len(table) - 1, -1, -1):
+        w = 1 << k
+        ok = cur + w <= stop
+        idx = np.flatnonzero(ok)
+        if len(idx):
+            skip = table[k][cur[idx]] <= lim[idx]
+            cur[idx[skip]] = cur[idx[skip]] + w
+    # events starting at or after our end are not ours either (starts are sorted per thread)
+    first_after = _first_start_at_or_after(thread, start, end, first, stop)
+    last = np.minimum(cur, first_after) - 1
+    return parent.astype(np.int64), last.astype(np.int64)
+
+
+def _first_start_at_or_after(
+    thread: np.ndarray, start: np.ndarray, end: np.ndarray, first: np.ndarray, stop: np.ndarray
+) -> np.ndarray:
+    """Per event i, the first position k (same thread, k > i) with start_k >= end_i, else the thread's stop."""
+    n = len(start)
+    # starts are sorted within a thread: search in (thread, start) order with a combined key
+    tcode = np.cumsum(np.append(True, thread[1:] != thread[:-1])) - 1
+    base = int(start.min())
+    span = int(end.max()) - base + 2
+    key_start = tcode.astype(np.int64) * span + (start - base)
+    key_query = tcode.astype(np.int64) * span + (end - base)
+    k = np.searchsorted(key_start, key_query, side="left")
+    return np.clip(np.maximum(k, np.arange(n) + 1), None, stop)
 
 
 def host_call_tree(trace: Trace) -> pd.DataFrame:
@@ -212,7 +297,7 @@ def host_call_tree(trace: Trace) -> pd.DataFrame:
     idx, pid, tid, ts, dur, end = idx[order], pid[order], tid[order], ts[order], dur[order], end[order]
     c = codes[idx]
     thread = np.concatenate([[0], np.cumsum((pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1]))]) if len(idx) else pid
-    parent, last = _sweep(thread, ts, end)
+    parent, last = _tree_links(thread, ts, end)
     n = len(idx)
     has_p = parent >= 0
     nchild = np.bincount(parent[has_p], minlength=n)
@@ -226,15 +311,18 @@ def host_call_tree(trace: Trace) -> pd.DataFrame:
         if not m.any():
             break
         eff[m] = parent[eff[m]]
-    # depth: number of ancestors (one vectorised pass per tree level)
-    depth = np.zeros(n, dtype=np.int64)
+    # depth: number of ancestors, by pointer jumping (about log2(depth) vectorised passes)
+    depth = (parent >= 0).astype(np.int64)
     anc = parent.copy()
     while True:
-        live = anc >= 0
-        if not live.any():
+        live = np.flatnonzero(anc >= 0)
+        if not len(live):
             break
-        depth[live] += 1
-        anc[live] = parent[anc[live]]
+        up = anc[live]
+        depth_up = depth[up]
+        anc_up = anc[up]
+        depth[live] += depth_up
+        anc[live] = anc_up
     return pd.DataFrame(
         {
             "event": idx,
@@ -336,7 +424,7 @@ def _python_parents(tree: pd.DataFrame) -> np.ndarray:
     ts = tree["ts_ns"].to_numpy()
     end = ts + tree["dur_ns"].to_numpy()
     tkey = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)[1].ravel()
-    ppar, _ = _sweep(tkey[py], ts[py], end[py])
+    ppar, _ = _tree_links(tkey[py], ts[py], end[py])
     out[py] = np.where(ppar >= 0, py[np.clip(ppar, 0, None)], -1)
     rest = np.flatnonzero(~is_py)
     if len(rest):
