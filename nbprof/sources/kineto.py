@@ -1118,10 +1118,12 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
     else:
         origin_us = float(ts_all[pool].min()) if pool.size else 0.0
         t_all = np.rint((np.where(ok_all, ts_all, origin_us) - origin_us) * 1000.0).astype(np.int64)
+        whole = int(origin_us)  # integer arithmetic: origin_us * 1000 would round above 2**53
+        origin_rel_ns = whole * 1000 + int(round((origin_us - whole) * 1000.0))
         if has_base:
-            origin_abs = int(base_ns) + int(round(origin_us * 1000.0))
+            origin_abs = int(base_ns) + origin_rel_ns
         elif origin_us > 1e15:  # absolute µs since the epoch (old traces)
-            origin_abs = int(round(origin_us * 1000.0))
+            origin_abs = origin_rel_ns
         else:
             origin_abs = None
     del ts_all
