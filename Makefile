@@ -32,10 +32,11 @@ nsys: $(VENV)/.setup-core
 	$(BIN)/python -m nbprof.capture.nsys_fetch || echo "nsys not obtained: nsys tests will skip"
 
 demo: setup
-	$(BIN)/nbprof demo
+	$(BIN)/nbprof report --script examples/train_cnn.py --steps 8 --out results --script-args --num-workers 0 --preprocess-ms 0.2
 
 test: setup-test browser nsys
 	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks
 
 clean:
 	rm -rf $(VENV) results

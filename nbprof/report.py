@@ -152,10 +152,12 @@ def run_workload(
         try:
             from .capture import nsys as nsys_cap
 
-            rep = nsys_cap.profile_for_report([py, script, *args], out / "workload", log=log)
-            art.nsys_report = str(rep) if rep else ""
-        except (ImportError, AttributeError):
-            art.notes.append("nsys step skipped: this nbprof has no Nsight Systems runner")
+            log("profiling with Nsight Systems (nsys profile -t " + nsys_cap.default_trace() + ")")
+            run = nsys_cap.profile([py, script, *args], results_dir=out / "nsys", timeout_s=1800)
+            if run.sqlite_path:
+                art.nsys_report = run.sqlite_path
+            else:
+                art.notes.append("nsys produced no SQLite export: step 1 uses the PyTorch trace")
         except NbprofError as exc:
             art.notes.append(f"nsys step skipped: {exc}")
             log(f"nsys step skipped: {exc}")

@@ -99,6 +99,15 @@ if nsys_report:
     sys_trace = nbprof.load(nsys_report)
     print(repr(sys_trace))
     print(sys_trace.report)
+    from nbprof.analysis import nsys_stats, nsys_rules
+    # the nsys stats reports (same rows and numbers as `nsys stats`): NVTX ranges, OS runtime, CUDA API, kernels, copies
+    for name, df in nsys_stats.summaries(sys_trace).items():
+        if len(df):
+            print(name)
+            display(df.head(10))
+    # the nsys analyze expert rules as findings (GPU gaps, low utilisation, synchronous APIs, pageable copies)
+    from nbprof.analysis import advisor
+    display(advisor.findings_frame(nsys_rules.nsys_findings(sys_trace)))
 else:
     sys_trace = None
     print("No Nsight Systems report: the system view below comes from the PyTorch profiler trace.")'''),
