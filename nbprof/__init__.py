@@ -20,12 +20,14 @@ from .errors import (
     TraceFormatError,
 )
 from .capture.torch_profiler import profile, step
+from .scale import load_ranks
 from .sources import load
 from .trace import LoadReport, Trace, TraceMeta
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "load_ranks",
     "load",
     "profile",
     "step",
