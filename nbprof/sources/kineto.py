@@ -989,6 +989,9 @@ _RT_GROUP = schema.RUNTIME_CATEGORIES | {schema.CUDA_SYNC}
 _KNOWN_PHASES = frozenset({"X", "i", "I", "s", "f", "t", "M", "C"})
 
 
+_NO_CATEGORIES = pd.Index([], dtype="float64")
+
+
 class _CatColumn:
     """Builds a categorical column from per-group value lists without an n-sized object array."""
 
@@ -1015,7 +1018,9 @@ class _CatColumn:
     def finish(self, transform: Any = None) -> pd.Categorical:
         """``transform`` maps each unique value to its text (None = missing); default str()."""
         if self.codes is None:
-            return pd.Categorical.from_codes(np.full(self.n, -1, dtype=np.int8), categories=pd.Index([], dtype="str"))
+            # an all-missing column has float64 (empty) categories, as pd.Categorical([None, ...]) and
+            # a parquet round trip give
+            return pd.Categorical.from_codes(np.full(self.n, -1, dtype=np.int8), categories=_NO_CATEGORIES)
         uniq = list(self.lut)
         if transform is not None:
             texts = [transform(u) for u in uniq]
@@ -1029,7 +1034,8 @@ class _CatColumn:
         codes = self.codes if bool((remap[:-1] == np.arange(len(texts))).all()) else remap[self.codes]
         k = len(final)
         dtype = np.int8 if k < 127 else (np.int16 if k < 32767 else np.int32)
-        return pd.Categorical.from_codes(codes.astype(dtype), categories=pd.Index(list(final), dtype="str"))
+        cats = pd.Index(list(final)) if final else _NO_CATEGORIES
+        return pd.Categorical.from_codes(codes.astype(dtype), categories=cats)
 
 
 def _cat_of(values: list[Any], transform: Any = None) -> pd.Categorical:
