@@ -182,3 +182,20 @@ def test_memory_timeline_curve_form():
 def test_load_dispatches_by_suffix():
     assert type(nbprof.load(SNAP)).__name__ == "MemorySnapshot"
     assert type(nbprof.load(DATA / "gpu" / "lm_memory_timeline.raw.json.gz")).__name__ == "MemoryTimeline"
+
+
+def test_capture_made_snapshot_from_h200():
+    """data/gpu/torchprof_lm_snapshot.pickle was written by nbprof.profile(memory_snapshot=...) on an H200
+    (scripts/gpu_verify.py): protocol 4 (MemoryViz.js reads <= 4), and the deliberate leak on its line 41
+    (a 1 MiB logits copy kept each of 6 steps) is the one leak suspect, while optimizer state, cuBLAS
+    workspaces and frame-less autograd-thread allocations are not."""
+    path = DATA / "gpu" / "torchprof_lm_snapshot.pickle"
+    assert path.read_bytes()[:2] == b"\x80\x04"
+    s = load_memory_snapshot(path)
+    leaks = ms.leak_suspects(s)
+    assert list(leaks["top_user_frame"]) == ["<module> (gpu_verify.py:41)"]
+    assert leaks.iloc[0]["count"] == 6 and leaks.iloc[0]["bytes"] == 6 * 2**20
+    assert leaks.attrs["unattributed_bytes"] > 0  # stacks="python": backward allocations carry no frames
+    tr = nbprof.load(DATA / "gpu" / "torchprof_lm.pt.trace.json.gz")
+    assert (tr.events["cat"] == "kernel").sum() == 580
+    assert tr.steps == [2, 3, 4, 5, 6]  # wait=1, warmup=1: steps 2.. recorded (the last, opened by p.step(), is empty)

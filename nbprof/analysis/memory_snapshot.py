@@ -148,7 +148,24 @@ def allocations(snap: MemorySnapshot, device: int = 0) -> pd.DataFrame:
 
 
 def live_at(snap: MemorySnapshot, idx: int, device: int = 0, *, allocs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Allocations (from ``allocations``) live just after trace entry ``idx``."""
+    """Allocations (from ``allocations``) live just after trace entry ``idx``.
+
+    Parameters
+    ----------
+    snap : MemorySnapshot
+    idx : int
+        Index of a trace entry (``snap.events["idx"]``).
+    device : int, default 0
+    allocs : pandas.DataFrame, optional
+        A precomputed ``allocations(snap, device)`` (saves pairing again when called in a loop).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The rows of ``allocations`` allocated at or before ``idx`` and not freed by then, with its
+        columns: ``addr``, ``size_bytes``, ``stream``, ``alloc_idx``, ``alloc_ts_ns``, ``free_idx``,
+        ``free_ts_ns``, ``lifetime_ns``, ``frames_id``, ``top_user_frame``, ``op``, ``stack``.
+    """
     a = allocations(snap, device) if allocs is None else allocs
     return a[(a["alloc_idx"] <= idx) & ((a["free_idx"] < 0) | (a["free_idx"] > idx))].reset_index(drop=True)
 
@@ -223,32 +240,59 @@ def snapshot_peak(snap: MemorySnapshot, device: int = 0, *, by: str = "top_user_
     return SnapshotPeak(device, int(row["idx"]), int(row["ts_ns"]), peak, int(row["reserved_bytes"]), base, g.reset_index(drop=True))
 
 
-def leak_suspects(snap: MemorySnapshot, device: int = 0, *, min_count: int = 2, by: str = "top_user_frame") -> pd.DataFrame:
-    """Allocation sites whose allocations are never freed within the recorded history.
+def leak_suspects(
+    snap: MemorySnapshot,
+    device: int = 0,
+    *,
+    min_count: int = 2,
+    min_windows: int = 2,
+    windows: int = 10,
+    by: str = "top_user_frame",
+) -> pd.DataFrame:
+    """Allocation sites that keep allocating memory that is never freed within the recorded history.
 
-    A leak shows as one site allocating again and again without a free (e.g. a tensor appended to a
-    Python list every step); one never-freed allocation is usually a parameter or a cache.
+    A leak shows as one site allocating the same size again and again *over time* without a free (e.g. a
+    tensor appended to a Python list every step). Memory allocated once and kept (parameters, optimizer
+    state, library workspaces) is never freed either, but in one burst or in sizes that do not repeat. So a
+    site qualifies when its most repeated never-freed size occurs at least ``min_count`` times
+    (``repeats``) and its never-freed allocations fall in at least ``min_windows`` of ``windows`` equal
+    slices of the history; sites are ranked by ``repeats``, then bytes. Allocations without frames (e.g. from the autograd thread when only Python stacks were
+    recorded) cannot be attributed and are left out (``attrs["unattributed_bytes"]`` sums them).
 
     Returns
     -------
     pandas.DataFrame
-        ``<by>, count, bytes, first_ts_ns, last_ts_ns, sizes`` (distinct sizes, text), ``stack`` (one
-        example), sorted by bytes; only sites with at least ``min_count`` never-freed allocations.
+        ``<by>, count, bytes, windows, first_ts_ns, last_ts_ns, sizes`` (distinct sizes, text), ``stack``
+        (one example), ``repeats``; only the qualifying sites.
     """
     a = allocations(snap, device)
     nf = a[a["free_idx"] < 0]
+    cols = [by, "count", "bytes", "repeats", "windows", "first_ts_ns", "last_ts_ns", "sizes", "stack"]
+    unattributed = nf["frames_id"] < 0
+    out_empty = pd.DataFrame(columns=cols)
+    out_empty.attrs["unattributed_bytes"] = int(nf.loc[unattributed, "size_bytes"].sum())
+    nf = nf[~unattributed]
     if nf.empty:
-        return pd.DataFrame(columns=[by, "count", "bytes", "first_ts_ns", "last_ts_ns", "sizes", "stack"])
+        return out_empty
+    t = snap.events.loc[snap.events["device"] == device, "ts_ns"]
+    t0, t1 = int(t[t >= 0].min()) if (t >= 0).any() else 0, int(t.max()) if len(t) else 0
+    span = max(t1 - t0, 1)
+    win = np.minimum(((nf["alloc_ts_ns"].to_numpy() - t0) * windows) // span, windows - 1)
+    nf = nf.assign(_win=win)
     g = nf.groupby(by, observed=True).agg(
         count=("size_bytes", "size"),
         bytes=("size_bytes", "sum"),
+        windows=("_win", "nunique"),
         first_ts_ns=("alloc_ts_ns", "min"),
         last_ts_ns=("alloc_ts_ns", "max"),
         sizes=("size_bytes", lambda s: ", ".join(str(x) for x in sorted(set(s.tolist()))[:5])),
         stack=("stack", "first"),
     )
-    g = g[g["count"] >= min_count].sort_values("bytes", ascending=False)
-    return g.reset_index()
+    g["repeats"] = nf.groupby([by, "size_bytes"], observed=True).size().groupby(level=0, observed=True).max()
+    g = g[(g["repeats"] >= min_count) & (g["windows"] >= min_windows)].sort_values(["repeats", "bytes"], ascending=False)
+    out = g.reset_index()[cols]
+    out.attrs["unattributed_bytes"] = out_empty.attrs["unattributed_bytes"]
+    return out
 
 
 def growth(snap: MemorySnapshot, device: int = 0, *, windows: int = 10, boundaries_ns: list[int] | None = None) -> pd.DataFrame:
@@ -322,8 +366,9 @@ def timeline_by_category(tl: MemoryTimeline) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Index ``ts_ns`` (pre-existing rows at -1 come first), one int64 column per category
-        (``TIMELINE_CATEGORIES``) plus ``total_bytes``.
+        Index ``ts_ns`` (pre-existing rows at -1 come first), one int64 column of bytes per category
+        (``TIMELINE_CATEGORIES``: ``parameter``, ``optimizer_state``, ``input``, ``temporary``,
+        ``activation``, ``gradient``, ``autograd_detail``, ``unknown``) plus ``total_bytes``.
     """
     ev = tl.events.sort_values("ts_ns", kind="stable")
     wide = ev.pivot_table(index="ts_ns", columns="category", values="bytes", aggfunc="sum", observed=False).fillna(0)
