@@ -1,0 +1,56 @@
+"""The `nbprof report` page renders in headless Chromium with the network cut off (issue: report opens offline)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import DATA
+from nbprof.report import Artefacts, build_report
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = os.environ.get("NBPROF_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+
+
+def test_report_renders_offline(tmp_path):
+    if not (os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        pytest.skip(f"Chromium not found at {CHROMIUM} (run `make browser`, i.e. apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (pip) not installed")
+    art = Artefacts(trace=str(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"))
+    html = build_report(art, tmp_path, progress=False, notebooks=["01_system_nsys.ipynb", "02_operators_pytorch.ipynb"])
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+            blocked: list[str] = []
+
+            def route(r):
+                if r.request.url.startswith(("file:", "data:", "blob:")):
+                    r.continue_()
+                else:
+                    blocked.append(r.request.url)
+                    r.abort()
+
+            ctx.route("**/*", route)
+            page = ctx.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.goto(html.as_uri())
+            # step 1 shows overview + timeline, step 2 operators + memory: one Bokeh document each
+            page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length >= 2", timeout=90_000)
+            canv = page.locator("canvas")
+            canv.first.wait_for(state="visible", timeout=60_000)
+            assert canv.count() >= 3
+            box = canv.first.bounding_box()
+            assert box and box["width"] > 100 and box["height"] > 50
+            assert page.get_by_text("Step 2 - Operators and kernels (PyTorch Profiler)").count() >= 1
+            page.screenshot(path=str(tmp_path / "report.png"))
+            assert not blocked, f"the report tried the network: {blocked[:5]}"
+            assert not errors, errors
+        finally:
+            browser.close()
