@@ -129,7 +129,12 @@ def run_workload(
     ------
     ReportError
         When the script fails (its exit status and the last output lines are in the message).
+    FileNotFoundError
+        When ``script`` does not exist (before anything runs).
     """
+    if not os.path.isfile(script):
+        msg = f"training script not found: {os.fspath(script)!r}"
+        raise FileNotFoundError(msg)
     py = python or sys.executable
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -266,7 +271,8 @@ def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof r
         nb = nbformat.read(str(path), as_version=4)
         anchor = f"step-{i + 1}"
         toc.append(f'<li><a href="#{anchor}">{_html.escape(heading)}</a></li>')
-        merged.cells.append(nbformat.v4.new_markdown_cell(f'<a id="{anchor}"></a>\n\n# {heading}'))
+        # each notebook opens with its own title; the page's table of contents links here
+        merged.cells.append(nbformat.v4.new_markdown_cell(f'<a id="{anchor}"></a>'))
         for c in nb.cells:
             if "parameters" in c.get("metadata", {}).get("tags", []) or "injected-parameters" in c.get("metadata", {}).get("tags", []):
                 continue

@@ -33,7 +33,8 @@ def test_report_on_existing_artefacts(tmp_path):
     html = html_path.read_text(encoding="utf-8")
     assert html_path.parent.parent == tmp_path and html_path.parent.name.startswith("report-")
     # one page, four steps, offline: BokehJS inline, no script/style from a CDN
-    for title in ("Step 1 - System view", "Step 2 - Operators", "Step 3 - Visualise", "Step 4 - Distributed"):
+    for title in ("Step 1 - System view", "Step 2 - Operators", "Step 3 - Visualise", "Step 4 - Distributed",
+                  "Step 1 — The system view", "Step 4 — Distributed jobs (DeepSpeed)"):
         assert title in html
     assert "Bokeh" in html and not EXTERNAL.search(html)
     assert len(html) < 12 * 2**20  # BokehJS once (~4 MB) + the views' data
