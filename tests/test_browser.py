@@ -316,8 +316,28 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
         time.sleep(0.1)
     assert w_text != after_text, "W key did not zoom the timeline"
 
-    # the hostile names are shown as text in the operators table (dashboard cell)
+    # the hostile names are shown as text in the operators table (dashboard cell) and in the tooltips
     assert cells.nth(10).get_by_text(re.compile(r"onerror=")).count() >= 1
+    evil_cell = cells.nth(11)
+    evil_cell.scroll_into_view_if_needed()
+    time.sleep(0.5)
+    eb = evil_cell.locator(".jp-OutputArea-output canvas").first.bounding_box()
+    # (JupyterLab renders Bokeh tooltips outside the cell: count page-wide, before vs during the hover)
+    evil_text = re.compile(r"aten::</script><img src=x onerror=")
+    page.mouse.move(5, 5)
+    time.sleep(0.3)
+    before = page.get_by_text(evil_text).count()
+    shown_as_text = False
+    for fy in np.arange(0.2, 0.75, 0.05):
+        page.mouse.move(eb["x"] + eb["width"] * 0.3, eb["y"] + eb["height"] * fy, steps=3)
+        time.sleep(0.4)
+        if page.get_by_text(evil_text).count() > before:
+            shown_as_text = True
+            break
+    if not shown_as_text:
+        evil_cell.screenshot(path=str(shots / "FAILED_hover.png"))
+    assert shown_as_text, f"no tooltip showed the hostile name as text (canvas {eb})"
+    page.mouse.move(5, 5)
 
     # nothing from the hostile trace became markup or ran
     assert page.evaluate("() => window.__nbprof_xss === undefined")
