@@ -12,13 +12,16 @@ Format facts (``libkineto/src/output_json.cpp``; ../shared/notes/formats.md §4.
 
 Speed and memory
 ----------------
-Decoding is typed and column-selective: one msgspec pass decodes every event into a small
-``gc=False`` Struct whose ``args`` stay undecoded (``msgspec.Raw``, a view of the input);
-then the args of each category group are decoded in one call into a Struct holding only
-the fields that category carries (cpu_op: shapes/stack/sequence; runtime: correlation;
-kernel/memcpy: device/stream/grid/...); ``python_function`` args are never decoded. Columns
-are built with list comprehensions and ``np.fromiter``, categoricals by factorizing once
-and mapping the few uniques. The cyclic GC is paused for the whole load.
+Decoding is typed and column-selective: one msgspec pass (cyclic GC paused) decodes every
+event into ``gc=False`` Structs holding only the fields nbprof keeps (``_Event``/``_Args``;
+unknown keys are skipped by the decoder, the metadata around ``traceEvents`` is read without
+a second parse of the events). Columns are then read per category group, only the fields that
+group carries (host ops: shapes/stack/sequence/collective; runtime calls: correlation and
+ROCm launch geometry; device ops: device/stream/grid/block/registers/...; ``python_function``:
+none), with list comprehensions compiled per field name and ``np.fromiter``; categoricals are
+coded with ``dict.fromkeys`` over the values and built from codes. The decoded events (and
+the file bytes) are freed before the events table is assembled and sorted, which keeps the
+peak memory near the decode's. Measured numbers: ``benchmarks/README.md``.
 
 Time precision
 --------------
