@@ -55,8 +55,14 @@ class LoadReport:
 
     @property
     def clean(self) -> bool:
-        """True when nothing was repaired, dropped or assumed."""
-        return not self.issues
+        """True when nothing was repaired or dropped (assumptions and flags may still be listed:
+        e.g. "rank assumed 0" for a single-process profile, "no ProfilerStep")."""
+        return not any(i.action in ("repaired", "dropped") for i in self.issues)
+
+    @property
+    def notes(self) -> list[LoadIssue]:
+        """Issues that changed nothing in the data: assumptions and flags."""
+        return [i for i in self.issues if i.action not in ("repaired", "dropped")]
 
     def kinds(self) -> set[str]:
         """The set of issue kinds recorded."""
@@ -223,7 +229,8 @@ class Trace:
         return (
             f"<nbprof.Trace {s['path']!s}: {s['events']} events ({cats}), rank {s['rank']}, "
             f"{len(s['steps'])} steps, {s['duration_ns'] / 1e6:.3f} ms, "
-            f"{'clean load' if s['clean_load'] else str(len(self.report.issues)) + ' load issues'}>"
+            f"{'clean load' if s['clean_load'] else str(len(self.report.issues) - len(self.report.notes)) + ' load repairs'}"
+            f"{', ' + str(len(self.report.notes)) + ' load notes' if self.report.notes else ''}>"
         )
 
     def validate(self) -> None:
