@@ -92,83 +92,96 @@ class TimelineModel:
         ev = trace.events
         colors, self._cat_base = palette()
         self.palette = colors
-        keep = (ev["cat"].astype(object) != schema.TRACE_SPAN).to_numpy()
-        if not include_python:
-            keep &= (ev["cat"].astype(object) != schema.PYTHON_FUNCTION).to_numpy()
-        ev = ev.loc[keep]
-        self._ev_index = ev.index.to_numpy()
-        ts = ev["ts_ns"].to_numpy(np.int64)
-        dur = np.maximum(ev["dur_ns"].to_numpy(np.int64), 0)
+        cat_col = ev["cat"]
+        if not isinstance(cat_col.dtype, pd.CategoricalDtype):
+            cat_col = cat_col.astype("category")
+        cat_names = [str(c) for c in cat_col.cat.categories]
+        all_cat_codes = cat_col.cat.codes.to_numpy()
+
+        def cat_mask(codes: np.ndarray, wanted) -> np.ndarray:
+            lut = np.array([c in wanted for c in cat_names] + [False], dtype=bool)  # code -1 -> last
+            return lut[codes]
+
+        drop = {schema.TRACE_SPAN} | (set() if include_python else {schema.PYTHON_FUNCTION})
+        keep = ~cat_mask(all_cat_codes, drop)
+        self._keep = keep
+        self._ev_index = ev.index.to_numpy()[keep]
+        cat_codes = all_cat_codes[keep]
+
+        def col(name, dtype=np.int64):
+            return ev[name].to_numpy(dtype)[keep]
+
+        ts = col("ts_ns")
+        dur = np.maximum(col("dur_ns"), 0)
         end = ts + dur
         name_cat = ev["name"]
         if not isinstance(name_cat.dtype, pd.CategoricalDtype):
             name_cat = name_cat.astype("category")
-        nid = name_cat.cat.codes.to_numpy(np.int32)
+        nid = name_cat.cat.codes.to_numpy(np.int32)[keep]
         self.names = [truncate(str(x), _NAME_LIMIT) for x in name_cat.cat.categories]
         dims = ev["input_dims"]
         if not isinstance(dims.dtype, pd.CategoricalDtype):
             dims = dims.astype("category")
-        sid = dims.cat.codes.to_numpy(np.int32)
+        sid = dims.cat.codes.to_numpy(np.int32)[keep]
         self.shapes = [truncate(str(x), _NAME_LIMIT) for x in dims.cat.categories]
-        cats = ev["cat"].astype(object).to_numpy()
-        cat_codes, cat_uniques = pd.factorize(cats)
-        cat_base_arr = np.array([self._cat_base.get(str(c), self._cat_base["other"]) for c in cat_uniques]
+        cat_base_arr = np.array([self._cat_base.get(c, self._cat_base["other"]) for c in cat_names]
                                 + [self._cat_base["other"]], dtype=np.int16)
         cidx = cat_base_arr[cat_codes] + (nid % 2).astype(np.int16)
-        names_arr = np.asarray(name_cat.cat.categories.astype(str))
-        is_step = np.zeros(len(ev), dtype=bool)
-        annot_mask = np.isin(cats, list(_ANNOT_CATS))
+        is_step = np.zeros(len(ts), dtype=bool)
+        annot_mask = cat_mask(cat_codes, _ANNOT_CATS)
         if annot_mask.any():
-            step_names = np.char.startswith(names_arr.astype(str), _STEP_PREFIX)
-            is_step = annot_mask & step_names[np.maximum(nid, 0)] & (nid >= 0)
+            step_names = np.array([str(n).startswith(_STEP_PREFIX) for n in name_cat.cat.categories] + [False])
+            is_step = annot_mask & step_names[nid]
         cidx[is_step] = self._cat_base["step"] + (np.arange(is_step.sum()) % 2)
-        device = ev["device"].to_numpy(np.int64)
-        pid = ev["pid"].to_numpy(np.int64)
-        tid = ev["tid"].to_numpy(np.int64)
+        device = col("device")
+        pid = col("pid")
+        tid = col("tid")
         is_dev = device >= 0
-        is_dev_annot = is_dev & np.isin(cats, list(_DEVICE_ANNOT_CATS))
+        is_dev_annot = is_dev & cat_mask(cat_codes, _DEVICE_ANNOT_CATS)
         is_host_annot = ~is_dev & annot_mask & ~is_step
+        self._cat_names = cat_names
+        self._cat_codes = cat_codes
 
         # ------------------------------------------------------------------ lanes
         proc_names, thread_names = self._thread_labels(trace.threads)
-        lane_key = np.full(len(ev), -1, dtype=np.int64)
+        # one lane per (group, a, b, sub): group 0 steps, 1 host (pid, tid), 2 device (device, stream);
+        # sub 0 = annotations, 1 = the rest. One lexsort orders all lanes and, inside each lane, the
+        # events by (ts asc, end desc) for the depth computation - no per-lane scan of the whole trace.
+        n_ev = len(ts)
+        group = np.where(is_step, 0, np.where(is_dev, 2, 1)).astype(np.int64)
+        ka = np.where(is_step, 0, np.where(is_dev, device, pid))
+        kb = np.where(is_step, 0, tid)
+        sub = np.where(is_host_annot | is_dev_annot, 0, 1)
+        lane_id = pd.DataFrame({"g": group, "a": ka, "b": kb, "s": sub}).groupby(
+            ["g", "a", "b", "s"], sort=True).ngroup().to_numpy(np.int64)
+        order = np.lexsort((-end, ts, lane_id))
+        lid = lane_id[order]
+        if n_ev:
+            brk = np.flatnonzero(lid[1:] != lid[:-1]) + 1
+            starts = np.r_[0, brk]
+            stops = np.r_[brk, n_ev]
+        else:
+            starts = stops = np.zeros(0, dtype=np.int64)
+        lane_order = order
+        lane_key = np.full(n_ev, -1, dtype=np.int64)
+        row = np.zeros(n_ev, dtype=np.int32)
         lanes: list[Lane] = []
-        lane_specs: list[tuple[str, str, np.ndarray]] = []
-        if is_step.any():
-            lane_specs.append(("steps", "step", is_step))
-        host = ~is_dev & ~is_step
-        if host.any():
-            pt = pd.DataFrame({"pid": pid[host], "tid": tid[host]}).drop_duplicates().sort_values(["pid", "tid"])
-            for p, t in pt.itertuples(index=False):
-                sel = host & (pid == p) & (tid == t)
-                label = f"{proc_names.get(p, f'process {p}')} / {thread_names.get((p, t), f'thread {t}')}"
-                a = sel & is_host_annot
-                if a.any():
-                    lane_specs.append((label + " annotations", "host_annotation", a))
-                o = sel & ~is_host_annot
-                if o.any():
-                    lane_specs.append((label, "host", o))
-        if is_dev.any():
-            ds = pd.DataFrame({"d": device[is_dev], "s": tid[is_dev]}).drop_duplicates().sort_values(["d", "s"])
-            for d, s in ds.itertuples(index=False):
-                sel = is_dev & (device == d) & (tid == s)
-                label = f"GPU {d} / stream {s}"
-                a = sel & is_dev_annot
-                if a.any():
-                    lane_specs.append((label + " annotations", "device_annotation", a))
-                o = sel & ~is_dev_annot
-                if o.any():
-                    lane_specs.append((label, "device", o))
-
-        row = np.zeros(len(ev), dtype=np.int32)
         next_row = 0
-        for li, (label, kind, sel) in enumerate(lane_specs):
-            idx = np.flatnonzero(sel)
-            order = np.lexsort((-end[idx], ts[idx]))
-            idx = idx[order]
+        for li, (a0, a1) in enumerate(zip(starts, stops)):
+            f = order[a0]
+            g, ka_, kb_, sb = int(group[f]), int(ka[f]), int(kb[f]), int(sub[f])
+            if g == 0:
+                label, kind = "steps", "step"
+            elif g == 1:
+                label = f"{proc_names.get(ka_, f'process {ka_}')} / {thread_names.get((ka_, kb_), f'thread {kb_}')}"
+                kind = "host_annotation" if sb == 0 else "host"
+            else:
+                label, kind = f"GPU {ka_} / stream {kb_}", ("device_annotation" if sb == 0 else "device")
+            if sb == 0 and g != 0:
+                label += " annotations"
+            idx = order[a0:a1]
             depth = _depths(ts[idx], end[idx])
-            limit = 1 if kind == "step" else max_depth
-            depth = np.minimum(depth, limit - 1)
+            depth = np.minimum(depth, (1 if kind == "step" else max_depth) - 1)
             n_rows = int(depth.max()) + 1 if len(depth) else 1
             row[idx] = next_row + depth
             lane_key[idx] = li
@@ -178,9 +191,9 @@ class TimelineModel:
         self.n_rows = next_row
 
         # ------------------------------------------------------ arrays sorted by (row, ts)
-        valid = lane_key >= 0
-        order = np.lexsort((ts, row))
-        order = order[valid[order]]
+        # lane_order is sorted by (lane, ts); rows of a lane are contiguous, so a stable sort on row
+        # gives (row, ts) order
+        order = lane_order[np.argsort(row[lane_order], kind="stable")]
         self.row = row[order]
         self.ts = ts[order]
         self.end = end[order]
@@ -207,6 +220,7 @@ class TimelineModel:
         if self.t1_ns <= self.t0_ns:
             self.t1_ns = self.t0_ns + 1
         self._build_launch_links(ev, order)
+        self.cat_names = cat_names
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
@@ -239,11 +253,14 @@ class TimelineModel:
         self.op_pos = np.full(n, -1, dtype=np.int64)
         if n == 0:
             return
-        cats = ev["cat"].astype(object).to_numpy()[order]
-        corr = ev["correlation"].to_numpy(np.int64)[order]
-        ext = ev["external_id"].to_numpy(np.int64)[order]
-        dev = ev["device"].to_numpy(np.int64)[order]
-        is_rt = np.isin(cats, list(schema.RUNTIME_CATEGORIES)) & (corr >= 0)
+        keep = self._keep
+        codes = self._cat_codes[order]
+        corr = ev["correlation"].to_numpy(np.int64)[keep][order]
+        ext = ev["external_id"].to_numpy(np.int64)[keep][order]
+        dev = ev["device"].to_numpy(np.int64)[keep][order]
+        rt_lut = np.array([c in schema.RUNTIME_CATEGORIES for c in self._cat_names] + [False])
+        op_lut = np.array([c == schema.CPU_OP for c in self._cat_names] + [False])
+        is_rt = rt_lut[codes] & (corr >= 0)
         is_devop = (dev >= 0) & (corr >= 0)
         if is_rt.any() and is_devop.any():
             rt_pos = np.flatnonzero(is_rt)
@@ -253,7 +270,7 @@ class TimelineModel:
             m = s.reindex(corr[dpos]).to_numpy()
             ok = ~np.isnan(m)
             self.launch_pos[dpos[ok]] = m[ok].astype(np.int64)
-        is_op = (cats == schema.CPU_OP) & (ext >= 0)
+        is_op = op_lut[codes] & (ext >= 0)
         if is_op.any():
             op_pos = np.flatnonzero(is_op)
             s = pd.Series(op_pos, index=ext[op_pos])
