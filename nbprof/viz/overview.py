@@ -9,7 +9,6 @@ text: they are escaped before they become HTML.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ._base import NbprofView, fmt_ns
 from ._escape import escape_html, truncate

@@ -20,7 +20,7 @@ VIEWS = ("overview", "operators", "timeline", "memory")
 
 def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int = 1100):
     """A Bokeh layout (tabs when several views) of ``trace_or_view`` for static embedding."""
-    from bokeh.models import Div, TabPanel, Tabs
+    from bokeh.models import Div
 
     from ..trace.model import Trace
     from ._base import NbprofView
@@ -54,13 +54,13 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
         panels.append((name, lay))
     if len(panels) == 1:
         return panels[0][1]
-    # the views stack vertically (all visible): Bokeh tabs would hide all but one at first
+    # the views stack vertically, all visible: plots in initially hidden tabs render at zero size
+    # (bokeh/bokeh#8655)
     from bokeh.layouts import column
 
     items = []
     for name, lay in panels:
         items += [Div(text=f"<h2>{escape_html(name.capitalize())}</h2>"), lay]
-    _ = (TabPanel, Tabs)
     return column(*items, name="nbprof_static")
 
 
