@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -38,6 +40,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--steps", type=int, default=1000, help="profiled (active) steps")
     p.add_argument("--num-workers", type=int, default=0)
     p.add_argument("--keep", default=None, help="write the trace here instead of a temporary file")
+    p.add_argument("--torch-timeout", type=float, default=None,
+                   help="stop key_averages() after this many seconds; the ratio is then a lower bound")
+    p.add_argument("--json", default=None, help="also write the numbers to this JSON file")
+    p.add_argument("--no-python-functions", action="store_true",
+                   help="operator_summary(python_functions=False): torch <= 2.11 semantics (no python frames as ops)")
     a = p.parse_args(argv)
 
     import torch
@@ -75,32 +82,56 @@ def main(argv: list[str] | None = None) -> dict:
     # torch processes its results lazily: the first key_averages() parses the Kineto results
     # into FunctionEvents, builds the call tree and aggregates; that is what a user waits for
     gc.collect()
+    if a.torch_timeout:
+        def _stop(signum, frame):
+            raise TimeoutError
+        signal.signal(signal.SIGALRM, _stop)
+        signal.setitimer(signal.ITIMER_REAL, a.torch_timeout)
     t0 = time.perf_counter()
-    ka = prof.key_averages()
+    try:
+        ka = prof.key_averages()
+        torch_done = True
+    except TimeoutError:
+        ka = None
+        torch_done = False
     t_torch = time.perf_counter() - t0
-    n_function_events = len(prof.events())
-    theirs = [(e.key, e.count, e.cpu_time_total * 1e3, e.self_cpu_time_total * 1e3) for e in ka]
+    if a.torch_timeout:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    if torch_done:
+        n_function_events = len(prof.events())
+        theirs = [(e.key, e.count, e.cpu_time_total * 1e3, e.self_cpu_time_total * 1e3) for e in ka]
+    else:
+        n_function_events, theirs = -1, []
     del ka, prof  # free torch's events before nbprof loads the file (peak memory)
     gc.collect()
     t0 = time.perf_counter()
     trace = nbprof.load(path)
     t_load = time.perf_counter() - t0
     t0 = time.perf_counter()
-    summary = operator_summary(trace)
+    summary = operator_summary(trace, python_functions=not a.no_python_functions)
     t_summary = time.perf_counter() - t0
     t_nbprof = t_load + t_summary
 
     # the two must agree before the speed means anything
     ours = summary.set_index("name")
     checked = 0
+    mismatches = []
     for key, count, total_ns, self_ns in theirs:
+        if key not in ours.index:
+            mismatches.append((key, "missing", None, count))
+            continue
         row = ours.loc[key]
-        assert int(row["count"]) == count, (key, int(row["count"]), count)
+        if int(row["count"]) != count:
+            mismatches.append((key, "count", int(row["count"]), count))
         for want, col in ((total_ns, "total_host_ns"), (self_ns, "self_host_ns")):
             if abs(want) >= 10_000:
-                assert abs(row[col] - want) <= 0.01 * abs(want), (key, col, row[col], want)
                 checked += 1
-    assert len(theirs) == len(summary), (len(theirs), len(summary))
+                if abs(row[col] - want) > 0.01 * abs(want):
+                    mismatches.append((key, col, int(row[col]), want))
+    if torch_done and len(theirs) != len(summary):
+        mismatches.append(("<rows>", "rows", len(summary), len(theirs)))
+    for m in mismatches[:20]:
+        print("MISMATCH", m)
 
     res = {
         "steps": a.steps,
@@ -115,16 +146,24 @@ def main(argv: list[str] | None = None) -> dict:
         "nbprof_summary_s": t_summary,
         "nbprof_total_s": t_nbprof,
         "ratio": t_torch / t_nbprof,
+        "torch_finished": torch_done,
         "rows": len(summary),
         "checked_values": checked,
+        "mismatches": [list(map(str, m)) for m in mismatches],
     }
     print(
         f"steps={a.steps} num_workers={a.num_workers} events={res['trace_events']} "
         f"(torch FunctionEvents {n_function_events}) trace={res['trace_mb']:.1f} MB\n"
-        f"torch key_averages(): {t_torch:.2f} s\n"
+        f"torch key_averages(): {t_torch:.2f} s{'' if torch_done else ' (stopped: still running)'}\n"
         f"nbprof load {t_load:.2f} s + operator_summary {t_summary:.2f} s = {t_nbprof:.2f} s\n"
-        f"ratio {res['ratio']:.1f}x  ({len(summary)} rows agree: counts exact, {checked} times within 1%)"
+        f"ratio {'>= ' if not torch_done else ''}{res['ratio']:.1f}x  "
+        + (
+            f"({len(summary)} rows; {checked} times checked; {len(mismatches)} mismatches)"
+            if torch_done else "(not cross-checked)"
+        )
     )
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
     if tmp is not None:
         tmp.cleanup()
     return res

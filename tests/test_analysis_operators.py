@@ -234,3 +234,33 @@ def test_vectorised_tree_equals_torch_stack_sweep(rel):
     assert (p_ref == p_vec).all()
     assert (last_ref == last_vec).all()
     assert (tree["parent"].to_numpy() == p_ref).all()
+
+
+def test_torch_211_profile_without_python_functions():
+    """torch 2.11's key_averages() leaves python_function events out; python_functions=False matches it.
+
+    The profile (CNN example, with_stack + verbose, shapes, memory) and torch 2.11's own
+    key_averages() numbers were recorded together (data/cpu/make_cnn_stack_torch211.py).
+    """
+    base = ROOT / "data" / "cpu"
+    with gzip.open(base / "cnn_stack_torch211.key_averages.json.gz", "rt") as f:
+        theirs = pd.DataFrame(json.load(f)["key_averages"])
+    trace = nbprof.load(base / "cnn_stack_torch211.pt.trace.json.gz")
+    assert (trace.events["cat"] == "python_function").sum() > 3000
+    ours = operator_summary(trace, python_functions=False)
+    assert not (ours["cat"] == "python_function").any()
+    m = theirs.merge(ours, on="name", how="outer", indicator=True)
+    assert (m["_merge"] == "both").all(), m.loc[m["_merge"] != "both", "name"].tolist()
+    assert (m["count_x"] == m["count_y"]).all()
+    for us, ns in (("cpu_us", "total_host_ns"), ("self_cpu_us", "self_host_ns")):
+        assert np.allclose(m[us] * 1000, m[ns], rtol=0.01, atol=1000), us
+    assert (m["cpu_mem"] == m["host_mem_bytes"]).all()
+    assert (m["self_cpu_mem"] == m["self_host_mem_bytes"]).all()
+    # with the python frames as operators (torch 2.13's view) ProfilerStep* keeps less self time
+    both = operator_summary(trace).set_index("name")
+    step_self_211 = theirs.set_index("name").loc["ProfilerStep*", "self_cpu_us"] * 1000
+    assert both.loc["ProfilerStep*", "self_host_ns"] < 0.5 * step_self_211
+    # stacks still come from the python frames when they are not operators
+    st = operator_summary(trace, group_by="stack", python_functions=False)
+    conv = st[st["name"] == "aten::conv2d"]
+    assert conv["stack"].str.contains("forward").all()

@@ -254,12 +254,15 @@ def _first_start_at_or_after(
     return np.clip(np.maximum(k, np.arange(n) + 1), None, stop)
 
 
-def host_call_tree(trace: Trace) -> pd.DataFrame:
+def host_call_tree(trace: Trace, *, python_functions: bool = True) -> pd.DataFrame:
     """The host call tree torch's profiler builds, one row per host event.
 
     Parameters
     ----------
     trace : Trace
+    python_functions : bool, default True
+        Whether ``python_function`` events (``with_stack``) are nodes of the tree; see
+        ``operator_summary``.
 
     Returns
     -------
@@ -279,7 +282,8 @@ def host_call_tree(trace: Trace) -> pd.DataFrame:
     ev = trace.events
     cat_cats = np.array([str(c) for c in ev["cat"].cat.categories] + [""], dtype=object)
     cat_codes = ev["cat"].cat.codes.to_numpy()
-    cat_ok = np.array([c in HOST_TREE_CATEGORIES for c in cat_cats], dtype=bool)
+    wanted = HOST_TREE_CATEGORIES if python_functions else HOST_TREE_CATEGORIES - {schema.PYTHON_FUNCTION}
+    cat_ok = np.array([c in wanted for c in cat_cats], dtype=bool)
     is_tree = cat_ok[cat_codes] & (ev["device"].to_numpy() < 0)  # code -1 (no cat) -> "" -> False
     if "ph" in ev:
         ph_x = np.array([str(c) == "X" for c in ev["ph"].cat.categories] + [False], dtype=bool)
@@ -527,7 +531,9 @@ def _stack_keys(trace: Trace, tree: pd.DataFrame, depth: int) -> np.ndarray:
     return out
 
 
-def operator_summary(trace: Trace, *, group_by: str = "name", stack_depth: int = 5) -> pd.DataFrame:
+def operator_summary(
+    trace: Trace, *, group_by: str = "name", stack_depth: int = 5, python_functions: bool = True
+) -> pd.DataFrame:
     """Per-operator statistics, as ``torch.profiler`` ``key_averages()`` computes them.
 
     Parameters
@@ -542,6 +548,11 @@ def operator_summary(trace: Trace, *, group_by: str = "name", stack_depth: int =
         ``with_stack``; taken from the ``Call stack`` args, else from the enclosing
         ``python_function`` events).
     stack_depth : int, default 5
+    python_functions : bool, default True
+        Treat ``python_function`` events (recorded with ``with_stack``) as operators, with
+        their own rows and as parents of the ops they call, as torch 2.13's
+        ``key_averages()`` does. ``False`` reproduces torch 2.11, whose ``key_averages()``
+        leaves them out (measured on the same workload: ``tests/test_analysis_operators.py``).
 
     Returns
     -------
@@ -570,7 +581,7 @@ def operator_summary(trace: Trace, *, group_by: str = "name", stack_depth: int =
     if group_by not in ("name", "shapes", "stack"):
         msg = f"group_by must be 'name', 'shapes' or 'stack', not {group_by!r}"
         raise ValueError(msg)
-    tree = host_call_tree(trace)
+    tree = host_call_tree(trace, python_functions=python_functions)
     n = len(tree)
     kept = ~tree["merged"].to_numpy()
     effp = tree["effective_parent"].to_numpy()
@@ -630,7 +641,12 @@ def operator_summary(trace: Trace, *, group_by: str = "name", stack_depth: int =
             frame["input_dims"] = "[]"
         keys.append("input_dims")
     elif group_by == "stack":
-        frame["stack"] = _stack_keys(trace, tree, stack_depth)
+        if python_functions:
+            frame["stack"] = _stack_keys(trace, tree, stack_depth)
+        else:  # frames still come from the python_function events
+            full = host_call_tree(trace)
+            by_event = pd.Series(_stack_keys(trace, full, stack_depth), index=full["event"].to_numpy())
+            frame["stack"] = by_event.reindex(tree["event"].to_numpy()).fillna("").to_numpy()
         keys.append("stack")
     frame = frame[kept]
 
