@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> dict:
     static_html = file_html(m.static_layout(), INLINE, title="bench")
     static_s = time.perf_counter() - t
     static_bytes = len(static_html.encode())
-    js_bytes = len(file_html(figure(), INLINE, title="empty").encode())
+    empty = figure()
+    empty.line([0, 1], [0, 1])
+    js_bytes = len(file_html(empty, INLINE, title="empty").encode())
 
     res = {
         "events": n, "load_s": load_s, "first_view_s": first_s, "first_view_bytes": first_bytes,

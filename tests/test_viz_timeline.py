@@ -145,3 +145,21 @@ def test_static_levels_get_finer(model):
     single_last = int((np.asarray(levels[-1].data["ev"]) >= 0).sum())
     assert single_last > int((np.asarray(levels[0].data["ev"]) >= 0).sum())
     _ = pd  # pandas used by fixtures above
+
+
+def test_many_threads_scroll_vertically(tmp_path):
+    import json
+
+    ev = [{"ph": "X", "cat": "cpu_op", "name": f"op{t}", "pid": 1, "tid": 100 + t, "ts": t, "dur": 10}
+          for t in range(60)]
+    p = tmp_path / "threads.pt.trace.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    v = timeline(nbprof.load(p))
+    assert len(v.model.lanes) == 60 and v.model.n_rows == 60
+    yr = v.figure.y_range
+    assert (yr.start, yr.end, yr.bounds) == (48, 0, (0, 60))
+    from bokeh.models import PanTool
+
+    assert [t.dimensions for t in v.figure.tools if isinstance(t, PanTool)] == ["both"]
+    # lanes are ordered by (pid, tid)
+    assert [ln.label for ln in v.model.lanes[:2]] == ["process 1 / thread 100", "process 1 / thread 101"]

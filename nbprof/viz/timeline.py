@@ -445,19 +445,21 @@ class TimelineModel:
     # ------------------------------------------------------------------ bokeh
     def _figure(self, *, width: int, height: int | None, theme: str):
         from bokeh.models import (BoxZoomTool, ColumnDataSource, CustomJSHover, HoverTool, PanTool, Range1d,
-                                  ResetTool, SaveTool, TapTool, WheelZoomTool)
+                                  ResetTool, SaveTool, Span, TapTool, WheelZoomTool)
         from bokeh.plotting import figure
 
         rows = max(self.n_rows, 1)
+        # at most 48 rows at first; drag vertically to see the others (the y-range is bounded)
+        visible_rows = min(rows, 48)
         if height is None:
-            height = int(min(900, max(220, 60 + 18 * rows)))
+            height = int(min(900, max(220, 60 + 18 * visible_rows)))
         pad = (self.t1_ns - self.t0_ns) * 0.01
         x_range = Range1d(start=(self.t0_ns - pad) / 1e6, end=(self.t1_ns + pad) / 1e6)
-        y_range = Range1d(start=rows, end=0, bounds=(0, rows))
+        y_range = Range1d(start=visible_rows, end=0, bounds=(0, rows))
         wheel = WheelZoomTool(dimensions="width")
         p = figure(width=width, height=height, x_range=x_range, y_range=y_range,
-                   tools=[PanTool(dimensions="width"), wheel, BoxZoomTool(dimensions="width"),
-                          ResetTool(), SaveTool()],
+                   tools=[PanTool(dimensions="both" if rows > visible_rows else "width"), wheel,
+                          BoxZoomTool(dimensions="width"), ResetTool(), SaveTool()],
                    active_scroll=wheel, output_backend="canvas", x_axis_label="time (ms)",
                    lod_threshold=None, title="Timeline")
         p.ygrid.grid_line_color = None
@@ -466,10 +468,9 @@ class TimelineModel:
                                          for ln in self.lanes}
         p.yaxis.major_label_text_font_size = "8pt"
         # lane separators
-        if self.lanes:
-            seps = [ln.first_row for ln in self.lanes[1:]]
-            p.segment(x0=[x_range.start] * len(seps), x1=[x_range.end] * len(seps), y0=seps, y1=seps,
-                      line_color="#999999", line_alpha=0.4, line_width=1)
+        for ln in self.lanes[1:]:
+            p.add_layout(Span(location=ln.first_row, dimension="width", line_color="#999999", line_alpha=0.4,
+                              line_width=1))
         names = ColumnDataSource({"name": self.names}, name="nbprof_names")
         shapes = ColumnDataSource({"shape": self.shapes}, name="nbprof_shapes")
         name_fmt = CustomJSHover(args=dict(names=names), code="""
