@@ -10,10 +10,33 @@ import sys
 import time
 
 
-def _cmd_summary(args: argparse.Namespace) -> int:
-    from . import load
+def _fail(cmd: str, msg: str, rc: int = 1) -> int:
+    """Print ``nbprof <cmd>: error: <msg>`` on stderr (no traceback) and return ``rc``."""
+    print(f"nbprof {cmd}: error: {msg}", file=sys.stderr)
+    return rc
 
-    tr = load(args.trace, strict=args.strict)
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    """Load one trace and print its summary (JSON) and load report."""
+    from . import load
+    from .errors import TraceFormatError
+
+    try:
+        # only the Kineto loader has a strict mode: other loaders get no such argument
+        tr = load(args.trace, **({"strict": True} if args.strict else {}))
+    except FileNotFoundError as exc:
+        return _fail("summary", str(exc), 2)
+    except TypeError as exc:
+        if args.strict and "strict" in str(exc):
+            return _fail("summary", f"--strict applies to Kineto JSON traces only, not to {args.trace!r}", 2)
+        raise
+    except OSError as exc:  # a directory, no permission, ...
+        return _fail("summary", f"cannot read {args.trace!r}: {exc.strerror or exc}", 2)
+    except TraceFormatError as exc:
+        hint = ""
+        if args.strict:
+            hint = "\nhint: without --strict nbprof repairs what it can and lists the repairs in the load report"
+        return _fail("summary", f"cannot read the trace: {exc}{hint}")
     print(json.dumps(tr.summary(), indent=1, default=str))
     print(str(tr.report))
     return 0
@@ -23,13 +46,33 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     """Profile the bundled CNN example on this machine and print the trace summary."""
     from . import load
 
+    import importlib.util
+
+    # a source checkout's examples/, else the copy an installed wheel puts in <prefix>/share/nbprof/examples
+    cands = [
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "train_cnn.py"),
+        os.path.join(sys.prefix, "share", "nbprof", "examples", "train_cnn.py"),
+    ]
+    script = next((c for c in cands if os.path.exists(c)), "")
+    if not script:
+        return _fail(
+            "demo",
+            f"the example script train_cnn.py is not in {' or '.join(os.path.dirname(c) for c in cands)}\n"
+            "hint: reinstall nbprof (pip install --force-reinstall nbprof), run from a clone "
+            "(pip install -e '.[examples]'), or profile your own script with `nbprof report --script your_script.py`",
+            2,
+        )
+    if importlib.util.find_spec("torch") is None:
+        return _fail("demo", f"the demo trains a small CNN with PyTorch, which is not installed in {sys.executable}\n"
+                     "hint: pip install 'nbprof[examples]'", 2)
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     trace_path = os.path.join(out, f"demo_cnn.{time.strftime('%Y%m%d-%H%M%S')}.pt.trace.json.gz")
-    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "train_cnn.py")
     argv = [sys.executable, script, "--steps", str(args.steps), "--profile", trace_path, "--profile-memory"]
     print("running:", " ".join(argv), flush=True)
-    subprocess.run(argv, check=True)
+    done = subprocess.run(argv, check=False)
+    if done.returncode != 0:
+        return _fail("demo", f"{script} exited with status {done.returncode} (its output is above)")
     tr = load(trace_path)
     print(repr(tr))
     print(json.dumps(tr.summary(), indent=1, default=str))
@@ -41,6 +84,16 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from .report import Artefacts, ReportError, build_report, run_workload
 
     out = os.path.abspath(args.out)
+    # every given path is checked before anything runs (a workload can take minutes)
+    given = [("script", args.script)] + [(f, getattr(args, f)) for f in ("trace", "compare_trace", "nsys_report", "logdir", "ds_log")]
+    given += [("ds_trace", p) for p in args.ds_trace]
+    for field, val in given:
+        if val and not os.path.exists(val):
+            flag = "--nsys" if field == "nsys_report" else "--" + field.replace("_", "-")
+            return _fail("report", f"{flag} {val!r} does not exist", 2)
+    if not (args.script or args.trace or args.nsys_report or args.logdir or args.ds_log or args.ds_trace):
+        return _fail("report", "nothing to report on: give --script or at least one of "
+                     "--trace/--nsys/--logdir/--ds-log/--ds-trace", 2)
     try:
         if args.script:
             art = run_workload(args.script, args.script_args, os.path.join(out, time.strftime("run-%Y%m%d-%H%M%S")),
@@ -50,19 +103,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
         for field in ("trace", "compare_trace", "nsys_report", "logdir", "ds_log"):
             val = getattr(args, field)
             if val:
-                if not os.path.exists(val):
-                    print(f"nbprof report: --{field.replace('_', '-')} {val!r} does not exist", file=sys.stderr)
-                    return 2
                 setattr(art, field, os.path.abspath(val))
         art.ds_traces += [os.path.abspath(p) for p in args.ds_trace]
-        if not (art.trace or art.nsys_report or art.logdir or art.ds_log or art.ds_traces):
-            print("nbprof report: give --script or at least one of --trace/--nsys/--logdir/--ds-log/--ds-trace", file=sys.stderr)
-            return 2
         for n in art.notes:
             print("note:", n)
         html = build_report(art, out, progress=not args.no_progress)
     except ReportError as exc:
-        print(f"nbprof report failed: {exc}", file=sys.stderr)
+        print(f"nbprof report: error: {exc}", file=sys.stderr)
         if exc.notebook:
             print(f"the executed notebook with the error is kept at {exc.notebook}", file=sys.stderr)
         return 1
@@ -72,15 +119,30 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``nbprof`` console script."""
-    p = argparse.ArgumentParser(prog="nbprof", description="Notebook-first performance workbench for AI training.")
+    p = argparse.ArgumentParser(
+        prog="nbprof",
+        description="Notebook-first performance workbench for AI training.",
+        epilog=(
+            "examples:\n"
+            "  nbprof summary run.pt.trace.json.gz          # what a trace holds, and what the loader repaired\n"
+            "  nbprof report --trace run.pt.trace.json.gz   # one offline HTML report from an existing trace\n"
+            "  nbprof report --script train.py --steps 20   # profile a script, then report\n"
+            "in Jupyter: %load_ext nbprof, then %%torchprof or %nsys (see README.md)"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("summary", help="load a trace and print its summary and load report")
-    s.add_argument("trace")
-    s.add_argument("--strict", action="store_true", help="fail on the first defect instead of repairing")
+    s.add_argument(
+        "trace",
+        help="a trace file: Kineto JSON (.json, .json.gz), Nsight Systems (.sqlite, .nsys-rep), "
+        "CUDA allocator snapshot (.pickle), export_memory_timeline rows (.raw.json.gz)",
+    )
+    s.add_argument("--strict", action="store_true", help="Kineto JSON only: fail on the first defect instead of repairing")
     s.set_defaults(func=_cmd_summary)
     d = sub.add_parser("demo", help="profile the bundled example CNN and summarise it")
-    d.add_argument("--steps", type=int, default=8)
-    d.add_argument("--out", default="results")
+    d.add_argument("--steps", type=int, default=8, help="training steps to run (default 8)")
+    d.add_argument("--out", default="results", help="folder for the trace (default ./results; files are never overwritten)")
     d.set_defaults(func=_cmd_demo)
     r = sub.add_parser("report", help="run the four-step workflow notebooks and write one offline HTML report")
     r.add_argument("--script", help="training script to profile first (e.g. examples/train_cnn.py)")
@@ -93,11 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--ds-log", help="existing DeepSpeed log (flops profiler / comms logger output)")
     r.add_argument("--ds-trace", action="append", default=[], help="per-rank trace of a distributed job (repeatable)")
     r.add_argument("--no-nsys", action="store_true", help="do not run Nsight Systems on --script")
-    r.add_argument("--no-progress", action="store_true")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar while the notebooks run")
     r.add_argument("--out", default="results", help="output folder (a new report-<time> folder is made inside)")
     r.set_defaults(func=_cmd_report)
     args = p.parse_args(argv)
-    return int(args.func(args) or 0)
+    from .errors import NbprofError
+
+    try:
+        return int(args.func(args) or 0)
+    except NbprofError as exc:  # nbprof's own errors carry the file and where: no traceback needed
+        return _fail(args.cmd, str(exc))
 
 
 if __name__ == "__main__":

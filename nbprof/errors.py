@@ -20,7 +20,16 @@ __all__ = [
 
 
 class NbprofError(Exception):
-    """Base class of every error nbprof raises on purpose."""
+    """Base class of every error nbprof raises on purpose.
+
+    Examples
+    --------
+    >>> try:
+    ...     raise EmptyProfileError("no events")
+    ... except NbprofError as err:
+    ...     print(type(err).__name__)
+    EmptyProfileError
+    """
 
 
 class TraceFormatError(NbprofError, ValueError):
@@ -82,29 +91,64 @@ def _rebuild_trace_format_error(path, offset, reason, table, event_index):
 
 
 class SchemaError(NbprofError, ValueError):
-    """Raised when a table does not match the trace schema (a bug in a source)."""
+    """Raised when a table does not match the trace schema (a bug in a source).
+
+    Examples
+    --------
+    >>> SchemaError("events.ts_ns: dtype float64, expected int64")
+    SchemaError('events.ts_ns: dtype float64, expected int64')
+    """
 
 
 class EmptyProfileError(NbprofError, ValueError):
     """Raised when an analysis needs events of a kind the trace does not hold.
 
-    Example: a kernel summary asked for on a CPU-only profile is *not* an error
-    (it returns an empty frame); a step breakdown on a trace with no events at
-    all is.
+    A kernel summary asked for on a CPU-only profile is *not* an error (it
+    returns an empty frame); a step breakdown on a trace with no events at all is.
+
+    Examples
+    --------
+    >>> EmptyProfileError("the trace holds no events")
+    EmptyProfileError('the trace holds no events')
     """
 
 
 class CaptureError(NbprofError, RuntimeError):
-    """Raised when running a profiler (torch.profiler, nsys) fails."""
+    """Raised when running a profiler (torch.profiler, nsys) fails.
+
+    Examples
+    --------
+    >>> CaptureError("torch.profiler could not start: RuntimeError: ...")
+    CaptureError('torch.profiler could not start: RuntimeError: ...')
+    """
 
 
 class MissingDependencyError(NbprofError, ModuleNotFoundError):
-    """Raised when an optional package is needed; the message names the pip extra."""
+    """Raised when an optional package is needed; the message names the pip extra.
+
+    Also a ``ModuleNotFoundError``, so ``except ImportError`` keeps working.
+
+    Examples
+    --------
+    >>> err = MissingDependencyError("profiling needs PyTorch; hint: pip install 'nbprof[torch]'", name="torch")
+    >>> isinstance(err, ModuleNotFoundError), err.name
+    (True, 'torch')
+    """
 
 
 class NbprofWarning(UserWarning):
-    """Base class of nbprof's warnings."""
+    """Base class of nbprof's warnings (``warnings.simplefilter("error", NbprofWarning)`` makes them errors)."""
 
 
 class LoadRepairWarning(NbprofWarning):
-    """Issued when a loader repaired or dropped something (see ``Trace.report``)."""
+    """Issued when a loader repaired or dropped something (see ``Trace.report``).
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warnings.warn("t.json: truncated at byte 80", LoadRepairWarning)
+    >>> caught[0].category.__name__
+    'LoadRepairWarning'
+    """

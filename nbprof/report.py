@@ -34,7 +34,19 @@ NOTEBOOKS = (
 
 
 class ReportError(NbprofError, RuntimeError):
-    """Raised when a report notebook fails; ``notebook`` is the executed notebook kept for inspection."""
+    """Raised when a report notebook (or the profiled workload) fails.
+
+    Attributes
+    ----------
+    notebook : str or None
+        The executed notebook with the error, kept for inspection (None when no notebook ran).
+
+    Examples
+    --------
+    >>> err = ReportError("02_operators_pytorch.ipynb failed", notebook="out/02_operators_pytorch.ipynb")
+    >>> err.notebook
+    'out/02_operators_pytorch.ipynb'
+    """
 
     def __init__(self, msg: str, notebook: str | None = None) -> None:
         super().__init__(msg)

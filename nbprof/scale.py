@@ -97,9 +97,11 @@ class TraceCache:
 
     # -- entries
     def entry(self, digest: str) -> str:
+        """Directory of the cache entry for the content digest ``digest`` (it may not exist yet)."""
         return os.path.join(self.dir, digest)
 
     def has(self, digest: str) -> bool:
+        """True when the entry for ``digest`` exists (entries appear whole: ``put`` renames a finished folder)."""
         return os.path.exists(os.path.join(self.entry(digest), "meta.json"))
 
     def put(self, digest: str, trace: Trace) -> None:

@@ -13,17 +13,28 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the script's exit status."""
+    """Entry point; returns the script's exit status (2 when the script or torch is missing)."""
     ap = argparse.ArgumentParser(prog="python -m nbprof.capture.script", description=__doc__.splitlines()[0])
     ap.add_argument("--trace", required=True, help="Chrome-trace output (.json or .json.gz); never overwritten")
-    ap.add_argument("--activities", default="cpu,gpu")
+    ap.add_argument("--activities", default="cpu,gpu", help="comma-separated: cpu, cuda, gpu (default cpu,gpu)")
     ap.add_argument("--no-memory", action="store_true", help="do not record [memory] events")
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     args = a.args[1:] if a.args[:1] == ["--"] else a.args
-    from .torch_profiler import profile
+    import os
 
+    from ..errors import MissingDependencyError
+    from .torch_profiler import _import_torch, profile
+
+    if not os.path.isfile(a.script):
+        print(f"{ap.prog}: error: script {a.script!r}: no such file", file=sys.stderr)
+        return 2
+    try:
+        _import_torch()
+    except MissingDependencyError as exc:
+        print(f"{ap.prog}: error: {exc}", file=sys.stderr)
+        return 2
     sys.argv = [a.script, *args]
     code = 0
     with profile(a.activities, trace=a.trace, record_shapes=True, profile_memory=not a.no_memory, quiet=True):

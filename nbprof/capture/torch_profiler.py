@@ -198,6 +198,28 @@ class ProfileOptions:
 # --------------------------------------------------------------------------- helpers
 
 
+def _import_torch() -> Any:
+    """Import torch, or raise :class:`~nbprof.errors.MissingDependencyError` naming ``nbprof[torch]``.
+
+    Raises
+    ------
+    MissingDependencyError
+        When torch is not importable in this environment (``sys.executable``).
+    """
+    try:
+        import torch
+        import torch.profiler  # noqa: F401 - the profiler sub-package is what capture needs
+    except ImportError as exc:
+        from ..errors import MissingDependencyError
+
+        msg = (
+            f"profiling needs PyTorch, which is not importable in this environment ({sys.executable}): {exc}\n"
+            "hint: pip install 'nbprof[torch]' (or install torch for your platform from https://pytorch.org)"
+        )
+        raise MissingDependencyError(msg, name="torch") from exc
+    return torch
+
+
 def resolve_activities(names: Iterable[str]) -> tuple[list[Any], list[str]]:
     """Map activity names to ``torch.profiler.ProfilerActivity`` members.
 
@@ -218,8 +240,13 @@ def resolve_activities(names: Iterable[str]) -> tuple[list[Any], list[str]]:
     ``ProfilerActivity.GPU`` does not exist (torch 2.13: ``CPU, XPU, MTIA, CUDA, HPU,
     PrivateUse1``); ``"gpu"`` means the accelerator ``torch.accelerator.current_accelerator()``
     reports, mapped to the activity of that device type.
+
+    Raises
+    ------
+    MissingDependencyError
+        When torch is not installed (the message names ``nbprof[torch]``).
     """
-    import torch
+    torch = _import_torch()
     from torch.profiler import ProfilerActivity, supported_activities
 
     supported = set(supported_activities())
@@ -432,6 +459,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
         Bad options (before anything runs).
     CaptureError
         When torch.profiler cannot start.
+    MissingDependencyError
+        On entering the block when torch is not installed (the message names ``nbprof[torch]``).
 
     Notes
     -----
@@ -465,7 +494,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
 
     # ---------------------------------------------------------------- torch
     def _make_profiler(self) -> Any:
-        import torch
+        torch = _import_torch()
         from torch.profiler import profile as torch_profile
         from torch.profiler import schedule as torch_schedule
 

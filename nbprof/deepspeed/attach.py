@@ -78,7 +78,9 @@ class DeepSpeedProfilerWindow:
         if start_step < 0 or end_step <= start_step:
             msg = f"profiling window needs 0 <= start_step < end_step, got [{start_step}, {end_step})"
             raise ValueError(msg)
-        import torch
+        from ..capture.torch_profiler import _import_torch
+
+        torch = _import_torch()  # MissingDependencyError naming nbprof[torch] when torch is absent
 
         self.engine = engine
         self.start_step = int(start_step)
@@ -217,6 +219,8 @@ def attach(
     ------
     ValueError
         When the window is empty or negative.
+    MissingDependencyError
+        When torch is not installed (the message names ``nbprof[torch]``).
     """
     return DeepSpeedProfilerWindow(
         engine, start_step, end_step, out_dir, record_shapes=record_shapes, profile_memory=profile_memory,

@@ -157,6 +157,13 @@ class TorchProfMagics(Magics):
             options = options.validated()
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        from ..capture.torch_profiler import _import_torch
+        from ..errors import MissingDependencyError
+
+        try:  # before the cell runs: a one-line answer, not a traceback, when torch is not installed
+            _import_torch()
+        except MissingDependencyError as exc:
+            raise UsageError(str(exc)) from None
 
         shell = self.shell
         source = shell.transform_cell(code)

@@ -33,8 +33,8 @@ class LoaderRegistry:
 
         Raises
         ------
-        ValueError
-            When no registered suffix matches (the message lists them).
+        TraceFormatError
+            When no registered suffix matches (the message lists them; a ``ValueError`` too).
         """
         low = os.fspath(path).lower()
         for suf in self.suffixes():
@@ -43,8 +43,10 @@ class LoaderRegistry:
                 import importlib
 
                 return getattr(importlib.import_module(mod), fn)
-        msg = f"don't know how to load {path!r}: expected a file ending in one of {', '.join(self.suffixes())}"
-        raise ValueError(msg)
+        from ..errors import TraceFormatError
+
+        msg = f"unknown trace file type: expected a file ending in one of {', '.join(self.suffixes())}"
+        raise TraceFormatError(os.fspath(path), None, msg)
 
 
 registry = LoaderRegistry()

@@ -106,6 +106,26 @@ class MemorySnapshot:
         d = set(self.segments["device"].tolist()) | set(self.events["device"].tolist())
         return sorted(int(x) for x in d)
 
+    def summary(self) -> dict[str, Any]:
+        """A small dict like ``Trace.summary``: path, devices, counts, reserved/allocated bytes, OOMs.
+
+        ``reserved_bytes`` and ``allocated_bytes`` sum ``segments.total_size_bytes`` and
+        ``segments.allocated_size_bytes`` (the allocator state when the snapshot was taken).
+        """
+        acts = self.events["action"].astype(str) if len(self.events) else pd.Series([], dtype=str)
+        return {
+            "path": self.source_path,
+            "kind": "CUDA caching-allocator snapshot",
+            "devices": self.devices,
+            "trace_entries": int(len(self.events)),
+            "segments": int(len(self.segments)),
+            "blocks": int(len(self.blocks)),
+            "reserved_bytes": int(self.segments["total_size_bytes"].sum()) if len(self.segments) else 0,
+            "allocated_bytes": int(self.segments["allocated_size_bytes"].sum()) if len(self.segments) else 0,
+            "oom_events": int((acts == "oom").sum()),
+            "clean_load": self.report.clean,
+        }
+
     def __repr__(self) -> str:
         return (
             f"<nbprof.MemorySnapshot {self.source_path}: {len(self.events)} trace entries, "
@@ -123,6 +143,20 @@ class MemoryTimeline:
     origin_ns: int | None
     source_path: str
     report: LoadReport
+
+    def summary(self) -> dict[str, Any]:
+        """A small dict like ``Trace.summary``: path, rows, span (ns) and rows per category."""
+        ev = self.events
+        timed = ev["ts_ns"][ev["ts_ns"] >= 0] if len(ev) else ev.get("ts_ns", pd.Series([], dtype="int64"))
+        cats = ev["category"].value_counts(sort=False) if len(ev) else {}
+        return {
+            "path": self.source_path,
+            "kind": "export_memory_timeline rows",
+            "rows": int(len(ev)),
+            "duration_ns": int(timed.max() - timed.min()) if len(timed) else 0,
+            "categories": {str(k): int(v) for k, v in dict(cats).items() if v},
+            "clean_load": self.report.clean,
+        }
 
 
 class _RefuseClasses(pickle.Unpickler):

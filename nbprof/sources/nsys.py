@@ -99,7 +99,7 @@ class _Db:
             self.con = sqlite3.connect(uri, uri=True)
             rows = self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
         except sqlite3.DatabaseError as exc:
-            raise TraceFormatError(path, 0, f"not a readable SQLite database ({exc})") from exc
+            raise TraceFormatError(path, None, f"not a readable SQLite database ({exc})") from exc
         self.names = {r[0] for r in rows}
         self._cols: dict[str, list[str]] = {}
 
@@ -201,12 +201,17 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
 
     Raises
     ------
+    FileNotFoundError
+        When ``path`` is not an existing file.
     TraceFormatError
         When the file is not an SQLite database or holds no Nsight Systems tables (names the file).
     nbprof.errors.CaptureError
         For ``.nsys-rep``: nsys missing, or the report is newer than the installed nsys.
     """
     spath = os.fspath(path)
+    if not os.path.isfile(spath):
+        msg = f"no such Nsight Systems file: {spath!r}"
+        raise FileNotFoundError(msg)
     if spath.lower().endswith(".nsys-rep") or spath.lower().endswith(".qdrep"):
         from ..capture.nsys import export_sqlite
 

@@ -36,13 +36,19 @@ HOST = "127.0.0.1"
 
 
 class TensorBoardStartError(NbprofError, RuntimeError):
-    """TensorBoard could not be started (port taken, exited early, not ready in time).
+    """Raised when TensorBoard could not be started (port taken, exited early, not ready in time).
 
     Attributes
     ----------
     port : int or None
     stderr : str
         The last lines TensorBoard wrote to stderr (may be empty).
+
+    Examples
+    --------
+    >>> err = TensorBoardStartError("port 6006 is taken", port=6006)
+    >>> err.port
+    6006
     """
 
     def __init__(self, message: str, *, port: int | None = None, stderr: str = "") -> None:
@@ -76,6 +82,7 @@ class TensorBoardHandle:
 
     @property
     def url(self) -> str:
+        """``http://127.0.0.1:<port>/``, the address TensorBoard serves on."""
         return f"http://{HOST}:{self.port}/"
 
     def alive(self) -> bool:
