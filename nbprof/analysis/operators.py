@@ -10,7 +10,9 @@ The numbers follow PyTorch's own definitions (``torch/autograd/profiler.py``
   (``with_stack``) and runtime/driver API calls (``cudaLaunchKernel`` ...). torch's utility
   ops (``aten::is_leaf``, ``aten::output_nr``, ``aten::_version``,
   ``profiler::_record_function_enter/_exit``) are left out, as torch does, and
-  ``ProfilerStep#N`` is reported as ``ProfilerStep*``.
+  ``ProfilerStep#N`` is reported as ``ProfilerStep*``. torch 2.11 left ``python_function``
+  events out of ``key_averages()``; ``python_functions=False`` reproduces that. torch's rows
+  for device activities (one per kernel name) are ``kernels.kernel_summary``.
 - **Call tree**: per thread, intervals sorted by (start, -end); an event is a child of the
   innermost open event that fully contains it (``EventList._populate_cpu_children``), with
   1 ns of slack at the end because the exported ``ts`` and ``dur`` are each rounded to the
