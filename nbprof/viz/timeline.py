@@ -679,6 +679,8 @@ class TimelineView(NbprofView):
         """Re-aggregate for the window ``[x0_ms, x1_ms]`` and send the new rectangles to the browser."""
         t = time.perf_counter()
         data = self.model.query(x0_ms * 1e6, x1_ms * 1e6, width_px=self.width_px, max_quads=self.max_quads)
+        if self.source.selected.indices:  # indices into the old rectangles: drop them
+            self.source.selected.indices = []
         self.source.data = data
         self.info.text = self._status_text()
         self.updates += 1
