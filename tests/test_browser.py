@@ -386,7 +386,7 @@ def test_static_html_offline(browser, tmp_path):
     shots = _shot_dir(tmp_path)
     trace = nbprof.load(GPU_TRACE)
     path = viz.to_html(trace, tmp_path / "report.html")
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True, accept_downloads=True)
     blocked: list[str] = []
 
     def route(r):
@@ -437,6 +437,22 @@ def test_static_html_offline(browser, tmp_path):
         return {segments: flow.data.x0.length, text: info.text, x0: flow.data.x0[0], lx: lx}; }""", res)
     assert res is not None and res["segments"] == 1 and res["x0"] == res["lx"], res
     assert "launched by CPU op: aten::" in res["text"], res
+    # operators view, browser-side only: filter, then group by shapes
+    status = re.compile(r"showing \d+ of \d+ name groups$")
+    page.get_by_text(status).first.wait_for(timeout=10_000)
+    page.locator("input[placeholder='name or shape contains...']").first.fill("aten::mm")
+    page.keyboard.press("Enter")
+    page.get_by_text(re.compile(r'showing [1-9]\d* of \d+ name groups matching "aten::mm"')).first.wait_for(
+        timeout=10_000)
+    page.locator("select").first.select_option("shapes")
+    page.get_by_text(re.compile(r'showing [1-9]\d* of \d+ shapes groups matching "aten::mm"')).first.wait_for(
+        timeout=10_000)
+    # the CSV button downloads exactly the filtered rows
+    with page.expect_download(timeout=10_000) as dl:
+        page.get_by_role("button", name="CSV").first.click()
+    lines = Path(dl.value.path()).read_text().splitlines()
+    assert lines[0].startswith("name,key,cat,count,self_host_us")
+    assert len(lines) > 1 and all("aten::mm" in ln for ln in lines[1:]), lines[:3]
     page.screenshot(path=str(shots / "static.png"), full_page=False)
     assert not errors, errors
     ctx.close()

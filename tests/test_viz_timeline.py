@@ -163,3 +163,15 @@ def test_many_threads_scroll_vertically(tmp_path):
     assert [t.dimensions for t in v.figure.tools if isinstance(t, PanTool)] == ["both"]
     # lanes are ordered by (pid, tid)
     assert [ln.label for ln in v.model.lanes[:2]] == ["process 1 / thread 100", "process 1 / thread 101"]
+
+
+def test_range_event_from_the_browser_reaggregates(trace):
+    """The RangesUpdate event BokehJS sends over the widget comm reaches the view's handler."""
+    from bokeh.events import RangesUpdate
+
+    v = timeline(trace, theme="light")
+    m = v.model
+    x0 = (m.t0_ns + 0.6 * (m.t1_ns - m.t0_ns)) / 1e6
+    v.figure._trigger_event(RangesUpdate(v.figure, x0=x0, x1=x0 + 0.25, y0=0, y1=5))
+    assert v.updates == 1
+    assert np.all(np.asarray(v.source.data["left"]) < x0 + 0.25)
