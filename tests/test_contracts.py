@@ -512,7 +512,7 @@ def test_nsys_loader_missing_file_is_file_not_found():
 
 
 def test_wheel_data_files_carry_the_report_notebooks_and_the_demo_script():
-    import tomllib
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
 
     from nbprof.report import NOTEBOOKS
 
