@@ -26,8 +26,8 @@ peak memory near the decode's. Measured numbers: ``benchmarks/README.md``.
 Time precision
 --------------
 Times become int64 ns. ``ts`` is decoded as float64 µs, which is exact to well below 1 ns for
-values under 2**40 µs (12 days): all current traces, whose ``ts`` are relative to
-``baseTimeNanoseconds``. Old traces write absolute µs since the epoch (~1.7e15), where float64
+values under 2**43 µs (101 days) when the integer µs are split off before rounding
+(``_us_to_ns``): all current traces, whose ``ts`` are relative to ``baseTimeNanoseconds``. Old traces write absolute µs since the epoch (~1.7e15), where float64
 steps are 0.25 µs; when such values carry a fraction (``1712195495519689.047``) the ``ts``
 texts are decoded a second time as raw bytes and converted to ns with integer arithmetic, so
 no nanosecond is lost. ``dur`` stays float64 µs (values are small, exact to the ns).
@@ -747,13 +747,24 @@ def _col(objs: list[Any], attr: str) -> list[Any]:
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)", re.I)
 _STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _BIG_FRACTIONAL_TS = re.compile(rb'"ts"\s*:\s*"?-?\d{13,}\.\d')
-_EXACT_TS_MIN_US = 2.0**40  # float64 µs stays exact to < 0.5 ns below this
+_EXACT_TS_MIN_US = 2.0**43  # below this, _us_to_ns recovers the exact 3-decimal ns from float64 µs
 
 
 def rank_from_filename(path: str) -> int | None:
     """``rank-3.json``, ``rank_3``, ``trace_rank3`` -> 3; ``worker0.<ts>.pt.trace.json`` -> None."""
     m = _RANK_IN_NAME.search(os.path.basename(path))
     return int(m.group(1)) if m else None
+
+
+def _us_to_ns(ts: np.ndarray) -> np.ndarray:
+    """float64 µs (3 decimals as written by Kineto) -> exact int64 ns, for ``|ts| < 2**43`` µs.
+
+    Below 2**43 µs a float64's spacing is at most 2**-10 µs, so the float is within 0.49 ns of the
+    decimal text. Splitting off the integer µs (exact) and rounding the fraction's ns recovers the
+    written digits exactly; ``rint(ts * 1000)`` would not (the product rounds at ~1e15 ns).
+    """
+    ip = np.floor(ts)
+    return ip.astype(np.int64) * 1000 + np.rint((ts - ip) * 1000.0).astype(np.int64)
 
 
 def _exact_ts_ns(texts: list[str]) -> np.ndarray:
@@ -1126,9 +1137,14 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
             origin_abs = origin_exact if origin_exact > 10**18 else None
     else:
         origin_us = float(ts_all[pool].min()) if pool.size else 0.0
-        t_all = np.rint((np.where(ok_all, ts_all, origin_us) - origin_us) * 1000.0).astype(np.int64)
-        whole = int(origin_us)  # integer arithmetic: origin_us * 1000 would round above 2**53
-        origin_rel_ns = whole * 1000 + int(round((origin_us - whole) * 1000.0))
+        if abs(origin_us) < _EXACT_TS_MIN_US and (not pool.size or abs(float(ts_all[pool].max())) < _EXACT_TS_MIN_US):
+            ns_all = _us_to_ns(np.where(ok_all, ts_all, origin_us))
+            origin_rel_ns = int(_us_to_ns(np.array([origin_us]))[0])
+            t_all = ns_all - origin_rel_ns
+        else:  # integer-µs absolute timestamps (old traces): no fraction to lose
+            t_all = np.rint((np.where(ok_all, ts_all, origin_us) - origin_us) * 1000.0).astype(np.int64)
+            whole = int(origin_us)  # integer arithmetic: origin_us * 1000 would round above 2**53
+            origin_rel_ns = whole * 1000 + int(round((origin_us - whole) * 1000.0))
         if has_base:
             origin_abs = int(base_ns) + origin_rel_ns
         elif origin_us > 1e15:  # absolute µs since the epoch (old traces)
