@@ -294,7 +294,7 @@ class ProfileResult:
         except ImportError as exc:  # bokeh / ipywidgets missing
             from .errors import MissingDependencyError
 
-            msg = f"nbprof's viewers need bokeh and ipywidgets: pip install 'nbprof[viz]' ({exc})"
+            msg = f"nbprof's viewers need bokeh, ipywidgets and jupyter_bokeh (nbprof's own dependencies): pip install nbprof ({exc})"
             raise MissingDependencyError(msg) from exc
         for name in names:
             fn = getattr(viz, name, None)

@@ -175,7 +175,8 @@ def temporal_breakdown(trace) -> pd.DataFrame:
         communication kernels — names ``nccl*``/``rccl*`` or with a ``collective`` — minus compute),
         ``memory_ns`` (union of memcpy/memset minus the two before), ``idle_ns`` (span minus the
         union of all), ``span_ns`` (first to last device op); the four parts sum to ``span_ns``.
-        Ratios ``compute_ratio ... idle_ratio`` of the span. Empty without device ops.
+        Ratios of the span: ``compute_ratio``, ``communication_ratio``, ``memory_ratio``, ``idle_ratio``.
+        Empty without device ops.
 
     Notes
     -----
