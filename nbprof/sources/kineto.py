@@ -1318,8 +1318,9 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
     if events.empty and memory.empty:
         raise TraceFormatError(
             ctx.path, None if ctx.array_start is None else ctx.array_start - 1,
-            f"the trace holds no events (traceEvents has {n_all} entries, none of them a duration, instant, "
-            "or [memory] event): nothing was profiled",
+            f"the trace holds no events ({n_all} event objects decoded, none of them a duration, instant "
+            "or [memory] event): nothing was profiled"
+            + (f"; load report: {'; '.join(i.message for i in report.issues)}" if report.issues else ""),
         )
     _assign_steps(events, memory, report)
     _check_overlaps(events, report)
