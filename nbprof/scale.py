@@ -30,7 +30,7 @@ from .errors import NbprofError, TraceFormatError
 from .trace import schema
 from .trace.model import LoadReport, Trace, TraceMeta
 
-__all__ = ["load_ranks", "MultiRankTrace", "rank_summary", "TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION"]
+__all__ = ["load_ranks", "MultiRankTrace", "rank_summary", "reducer_key", "TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION"]
 
 CACHE_FORMAT_VERSION = 1
 _TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
@@ -154,6 +154,61 @@ class TraceCache:
         return Trace(meta=tm, report=rep, **tabs)
 
 
+# --------------------------------------------------------------------------- summary cache
+
+
+def reducer_key(reducer: Callable[..., Any]) -> str:
+    """Cache key of a reducer: its ``cache_key`` attribute if it has one, else ``module.qualname``.
+
+    Give a reducer a new ``cache_key`` when its output changes, so cached summaries are recomputed.
+    """
+    key = getattr(reducer, "cache_key", None) or f"{reducer.__module__}.{reducer.__qualname__}"
+    return hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+
+
+def _summary_dir(cache: TraceCache, digest: str, reducer: Callable[..., Any]) -> str:
+    return os.path.join(cache.entry(digest), f"summary-{reducer_key(reducer)}")
+
+
+def _put_summary(cache: TraceCache, digest: str, reducer: Callable[..., Any], res: "_RankResult") -> None:
+    final = _summary_dir(cache, digest, reducer)
+    if os.path.exists(os.path.join(final, "result.json")):
+        return
+    tmp = final + f".{os.getpid()}.tmp"
+    os.makedirs(tmp, exist_ok=True)
+    for name, df in res.tables.items():
+        df.to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
+    meta = {"nbprof_cache_format": CACHE_FORMAT_VERSION, "rank": res.rank, "rank_source": res.rank_source,
+            "world_size": res.world_size, "distributed_info": res.distributed_info, "issues": res.issues,
+            "tables": sorted(res.tables)}
+    with open(os.path.join(tmp, "result.json"), "w") as f:
+        json.dump(meta, f, default=str)
+    try:
+        os.replace(tmp, final)
+    except OSError:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _get_summary(cache: TraceCache, path: str, reducer: Callable[..., Any]) -> "_RankResult | None":
+    """The cached reducer output for ``path`` (no trace is read), or None."""
+    t0 = time.perf_counter()
+    try:
+        digest = cache.digest(path)
+        d = _summary_dir(cache, digest, reducer)
+        with open(os.path.join(d, "result.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if meta.get("nbprof_cache_format") != CACHE_FORMAT_VERSION:
+        return None
+    tables = {n: pd.read_parquet(os.path.join(d, f"{n}.parquet")) for n in meta["tables"]}
+    return _RankResult(path=path, rank=meta["rank"], rank_source=meta["rank_source"], world_size=meta["world_size"],
+                       distributed_info=meta["distributed_info"], digest=digest, tables=tables, issues=meta["issues"],
+                       from_cache=True, seconds=time.perf_counter() - t0)
+
+
 # --------------------------------------------------------------------------- per-rank work
 
 
@@ -245,7 +300,7 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
         if cache:
             cache.put(digest, tr)
     tables = reducer(tr)
-    return _RankResult(
+    res = _RankResult(
         path=path,
         rank=tr.meta.rank,
         rank_source=tr.meta.rank_source,
@@ -257,6 +312,9 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
         from_cache=hit,
         seconds=time.perf_counter() - t0,
     )
+    if cache:
+        _put_summary(cache, digest, reducer, res)
+    return res
 
 
 # --------------------------------------------------------------------------- public object
@@ -400,7 +458,8 @@ def load_ranks(
     workers : int, optional
         Local pool size; default from cores and free memory (``psutil``) vs. file sizes.
     cache : bool, default True
-        Keep parsed tables in a Parquet cache keyed by file content (see ``TraceCache``).
+        Keep parsed tables and the reducer's tables in a Parquet cache keyed by file content (see
+        ``TraceCache``; the reducer's part also by ``reducer_key``): reopening reads only the summaries.
     cache_dir : str, optional
         Cache location; default ``default_cache_dir()`` — never the traces' folder unless you pass it.
     reducer : callable, default ``rank_summary``
@@ -439,19 +498,28 @@ def load_ranks(
             raise FileNotFoundError(msg)
     cdir = os.path.abspath(cache_dir or default_cache_dir()) if cache else None
     results: list[_RankResult] = []
-    bar = _progress(len(paths), progress)
+    # ranks whose reduced tables are cached need no parsing (and no worker): a reopen reads summaries only
+    todo = paths
+    if cache:
+        tc = TraceCache(cdir)
+        cached = [_get_summary(tc, p, reducer) for p in paths]
+        results = [r for r in cached if r is not None]
+        todo = [p for p, r in zip(paths, cached) if r is None]
+    bar = _progress(len(todo), progress) if todo else None
     try:
-        if client is not None:
-            results = _run_dask(client, paths, cdir, cache, reducer, strict, bar)
+        if not todo:
+            pass
+        elif client is not None:
+            results += _run_dask(client, todo, cdir, cache, reducer, strict, bar)
         else:
-            n = workers or _default_workers(paths)
-            if n <= 1 or len(paths) == 1:
-                for p in paths:
+            n = workers or _default_workers(todo)
+            if n <= 1 or len(todo) == 1:
+                for p in todo:
                     results.append(_work(p, cdir, cache, reducer, strict))
                     if bar:
                         bar.update(1)
             else:
-                results = _run_pool(n, paths, cdir, cache, reducer, strict, bar)
+                results += _run_pool(n, todo, cdir, cache, reducer, strict, bar)
     finally:
         if bar:
             bar.close()

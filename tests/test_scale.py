@@ -131,3 +131,26 @@ def test_ctrl_c_cancels_and_leaves_no_workers(two_ranks):
     left = [p for p in me.children(recursive=True) if p.pid not in before and p.is_running()
             and "forkserver" not in " ".join(p.cmdline())]
     assert left == []
+
+
+def test_reopen_reads_only_cached_summaries(two_ranks, tmp_path, monkeypatch):
+    cdir = str(tmp_path / "cache")
+    first = load_ranks(two_ranks, cache_dir=cdir, progress=False)
+    import nbprof.sources as sources
+
+    def no_parsing(*a, **k):
+        raise AssertionError("a cached reopen must not parse any trace")
+
+    monkeypatch.setattr(sources, "load", no_parsing)
+    again = load_ranks(two_ranks, cache_dir=cdir, progress=False, workers=1)
+    assert again.from_cache == {0: True, 1: True}
+    for name in ("overview", "steps", "kernels", "collectives"):
+        pd.testing.assert_frame_equal(again.table(name), first.table(name))
+
+    def other_reducer(trace):
+        return {"n": pd.DataFrame({"events": [len(trace.events)]})}
+
+    monkeypatch.undo()
+    # another reducer is not served the first one's summaries
+    third = load_ranks(two_ranks, cache_dir=cdir, progress=False, workers=1, reducer=other_reducer)
+    assert list(third.table("n")["events"]) == [len(nbprof.load(p).events) for p in two_ranks]
