@@ -118,7 +118,7 @@ print('cpu events', len(CPU.events))""",
     "viz.timeline(EVIL)",
     "print('ALL CELLS DONE', tl.updates)",
     # 13: re-run by the test after switching JupyterLab to its dark theme
-    "tl_dark = viz.timeline(GPU)\ntl_dark",
+    "from IPython.display import display\ntl_dark = viz.timeline(GPU)\ndisplay(tl_dark)\ndisplay(viz.operators_view(GPU))",
 ]
 
 
@@ -368,12 +368,17 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
             pass
         time.sleep(0.2)
     assert light_lum > 180 and dark_lum < 90, (light_lum, dark_lum)
-    dark_cell.locator(".jp-OutputArea").first.screenshot(path=str(shots / "timeline_dark.png"))
+    outs = dark_cell.locator(".jp-OutputArea-child")
+    outs.last.locator("canvas").first.wait_for(state="visible", timeout=60_000)
+    time.sleep(1.0)
+    outs.nth(outs.count() - 2).screenshot(path=str(shots / "timeline_dark.png"))
+    ops_png = outs.last.screenshot(path=str(shots / "operators_dark.png"))
+    assert _luminance(ops_png) < 90, _luminance(ops_png)  # chart, table and inputs all dark
     assert not errors, errors
     if os.environ.get("NBPROF_UPDATE_DOCS"):
         docs = ROOT / "docs"
         docs.mkdir(exist_ok=True)
-        for name in VIEW_SHOTS + ("timeline_zoomed", "timeline_dark", "timeline_corpus"):
+        for name in VIEW_SHOTS + ("timeline_zoomed", "timeline_dark", "operators_dark", "timeline_corpus"):
             if (shots / f"{name}.png").exists():
                 shutil.copyfile(shots / f"{name}.png", docs / f"{name}.png")
     page.close()

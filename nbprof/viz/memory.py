@@ -13,7 +13,7 @@ import pandas as pd
 
 from ._base import NbprofView, fmt_bytes, fmt_ns
 from ._escape import truncate
-from .theme import apply_theme, auto_theme_callback
+from .theme import apply_theme, auto_theme_callback, style_widgets
 
 __all__ = ["memory_view", "memory_tables", "decimate_minmax"]
 
@@ -158,6 +158,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     if notes:
         items.append(Div(text=" ".join(notes), render_as_text=True, width=width))
     lay = column(*items, name="nbprof_memory")
+    style_widgets(lay, theme)
     cb = auto_theme_callback([p], lay) if theme == "auto" else CustomJS(code="""
         if (typeof document !== 'undefined') {
           document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }""")

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ._base import NbprofView, fmt_ns
 from ._escape import truncate
-from .theme import apply_theme, auto_theme_callback
+from .theme import apply_theme, auto_theme_callback, style_widgets
 
 __all__ = ["operators_view", "operator_tables"]
 
@@ -141,22 +141,24 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100, top_n: int 
     pct = NumberFormatter(format="0.0%")
     mib = NumberFormatter(format="0,0.00")
     cols = [
-        TableColumn(field="name", title="name", width=320, formatter=StringFormatter()),
+        TableColumn(field="name", title="name", width=340, formatter=StringFormatter()),
         TableColumn(field="key", title="input dims", width=200, formatter=StringFormatter(), visible=False),
-        TableColumn(field="cat", title="category", width=90, formatter=StringFormatter()),
+        TableColumn(field="cat", title="category", width=110, formatter=StringFormatter()),
         TableColumn(field="count", title="count", width=60, formatter=NumberFormatter(format="0,0")),
         TableColumn(field="self_host_us", title="self host (us)", formatter=us),
         TableColumn(field="total_host_us", title="total host (us)", formatter=us),
-        TableColumn(field="self_host_ratio", title="self host %", width=70, formatter=pct),
+        TableColumn(field="self_host_ratio", title="self host %", width=80, formatter=pct),
         TableColumn(field="self_device_us", title="self device (us)", formatter=us),
         TableColumn(field="total_device_us", title="total device (us)", formatter=us),
-        TableColumn(field="self_device_ratio", title="self device %", width=70, formatter=pct),
+        TableColumn(field="self_device_ratio", title="self device %", width=90, formatter=pct),
         TableColumn(field="host_mem_bytes", title="host mem (MiB)", formatter=mib),
         TableColumn(field="device_mem_bytes", title="device mem (MiB)", formatter=mib),
         TableColumn(field="flops", title="FLOPs", formatter=NumberFormatter(format="0.00a")),
     ]
+    for c in cols[3:]:
+        c.width = c.width if c.field in ("count", "self_host_ratio", "self_device_ratio") else 105
     table = DataTable(source=shown, columns=cols, width=width, height=360, sortable=True, index_position=None,
-                      name="nbprof_ops_table")
+                      autosize_mode="none", name="nbprof_ops_table")
     grouping = Select(title="group by", value=groupings[0], options=groupings, width=120)
     filt = TextInput(title="filter", placeholder="name or shape contains...", width=260)
     sort_opts = [(k.replace("_ns", "_us"), v) for k, v in _SORTS.items()]
@@ -182,6 +184,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100, top_n: int 
     copy = Button(label="Copy", width=60)
     copy.js_on_event("button_click", CustomJS(args=dict(shown=shown, mode="copy"), code=_CSV_JS))
     lay = column(row(grouping, filt, sortkey, csv, copy), status, chart, table, name="nbprof_operators")
+    style_widgets(lay, theme)
     # fill the chart and status once laid out (and on document ready in static pages)
     chart.js_on_change("inner_width", cb)
     lay.js_on_event("document_ready", cb)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ._base import NbprofView, fmt_ns
 from ._escape import escape_html, truncate
-from .theme import apply_theme, auto_theme_callback
+from .theme import apply_theme, auto_theme_callback, style_widgets
 
 __all__ = ["overview_view", "overview_tables", "BREAKDOWN_COLUMNS"]
 
@@ -145,6 +145,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
                          render_as_text=True, width=width))
     apply_theme(plots, "dark" if theme == "dark" else "light")
     lay = column(*items, name="nbprof_overview")
+    style_widgets(lay, theme)
     cb = auto_theme_callback(plots, lay) if theme == "auto" else CustomJS(code="""
         if (typeof document !== 'undefined') {
           document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }""")

@@ -132,3 +132,49 @@ def auto_theme_callback(plots: list, marker) -> CustomJS:
     ``marker`` is any model of the layout whose ``tags`` remember that the switch happened.
     """
     return CustomJS(args=dict(plots=list(plots), t=DARK, marker=marker), code=_AUTO_JS)
+
+
+_AUTO_CSS = """
+:host { color: var(--jp-ui-font-color1, inherit); }
+.slick-header-column, .slick-header, .slick-headerrow, .bk-data-table, .slick-viewport, .slick-pane {
+  background: var(--jp-layout-color1, #ffffff) !important; color: var(--jp-ui-font-color1, #222222) !important;
+  border-color: var(--jp-border-color2, #e0e0e0) !important; }
+.slick-row.even, .slick-row.even .slick-cell { background: var(--jp-layout-color1, #ffffff) !important; }
+.slick-row.odd, .slick-row.odd .slick-cell { background: var(--jp-layout-color2, #f7f7f7) !important; }
+.slick-cell { color: var(--jp-ui-font-color1, #222222) !important; border-color: var(--jp-border-color2, #e0e0e0) !important; }
+label, .bk-input-group { color: var(--jp-ui-font-color1, inherit); }
+select, input, option, .bk-input { background-color: var(--jp-layout-color1, #ffffff) !important;
+  color: var(--jp-ui-font-color1, #222222) !important; border-color: var(--jp-border-color1, #cccccc) !important; }
+"""
+
+
+def _dark_css() -> str:
+    t = DARK
+    return f"""
+:host {{ color: {t['text']}; }}
+.slick-header-column, .slick-header, .slick-headerrow, .bk-data-table, .slick-viewport, .slick-pane,
+.slick-row.even, .slick-row.even .slick-cell {{ background: {t['background']} !important; color: {t['text']} !important;
+  border-color: {t['grid']} !important; }}
+.slick-row.odd, .slick-row.odd .slick-cell {{ background: #262626 !important; }}
+.slick-cell {{ color: {t['text']} !important; border-color: {t['grid']} !important; }}
+label, .bk-input-group {{ color: {t['text']}; }}
+select, input, option, .bk-input {{ background-color: {t['background']} !important; color: {t['text']} !important;
+  border-color: {t['axis']} !important; }}
+"""
+
+
+def style_widgets(layout, theme: str) -> None:
+    """Give the Divs, tables and inputs of ``layout`` the theme's text/background colours.
+
+    ``"auto"`` uses JupyterLab's CSS variables (``--jp-layout-color1``, ``--jp-ui-font-color1``...), which
+    reach into Bokeh's shadow DOM, so tables and text follow a theme switch even after rendering; outside
+    JupyterLab the fallbacks are the light colours. ``"dark"`` fixes dark colours; ``"light"`` changes nothing.
+    """
+    if theme == "light":
+        return
+    from bokeh.models import Button, DataTable, Div, InlineStyleSheet, Select, TextInput
+
+    sheet = InlineStyleSheet(css=_AUTO_CSS if theme == "auto" else _dark_css())
+    for m in layout.references():
+        if isinstance(m, (Div, DataTable, Select, TextInput, Button)):
+            m.stylesheets = list(m.stylesheets) + [sheet]

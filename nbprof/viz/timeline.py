@@ -29,7 +29,7 @@ import pandas as pd
 from ..trace import schema
 from ._base import NbprofView, fmt_ns
 from ._escape import truncate
-from .theme import apply_theme, auto_theme_callback, palette
+from .theme import apply_theme, auto_theme_callback, palette, style_widgets
 
 __all__ = ["TimelineModel", "timeline", "Lane"]
 
@@ -601,6 +601,7 @@ class TimelineModel:
     def _attach_js(self, p, lay, theme: str) -> None:
         from bokeh.models import CustomJS
 
+        style_widgets(lay, theme)
         install, enter, leave = self._keys_callbacks(p)
         p.js_on_event("mouseenter", install, enter)
         p.js_on_event("mousemove", enter)
