@@ -154,6 +154,8 @@ def lab(tmp_path_factory):
                    ("XDG_CONFIG_HOME", "xdgconfig")):
         (base / sub).mkdir()
         env[k] = str(base / sub)
+    # jupyter_lsp runs `npm prefix --global` at startup: keep npm's logs out of ~ too
+    env["npm_config_cache"] = str(base / "cache" / "npm")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("JUPYTER_PATH", None)
     port = _free_port()
