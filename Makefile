@@ -31,7 +31,7 @@ browser:
 nsys: $(VENV)/.setup-core
 	$(BIN)/python -m nbprof.capture.nsys_fetch || echo "nsys not obtained: nsys tests will skip"
 
-demo: setup
+demo: setup nsys
 	$(BIN)/nbprof report --script examples/train_cnn.py --steps 8 --out results --script-args --num-workers 0 --preprocess-ms 0.2
 
 test: setup-test browser nsys
