@@ -303,6 +303,7 @@ def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof r
         + (f"<p>Notes:</p><ul>{note_html}</ul>" if notes else "")
         + "</div>"
     )
-    body = body.replace("</head>", head + "\n</head>", 1)
+    # the banner first: once BokehJS is inlined, "<body" also occurs inside its code
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + banner, body, count=1)
+    body = body.replace("</head>", head + "\n</head>", 1)
     return body

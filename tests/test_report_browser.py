@@ -48,7 +48,10 @@ def test_report_renders_offline(tmp_path):
             assert canv.count() >= 3
             box = canv.first.bounding_box()
             assert box and box["width"] > 100 and box["height"] > 50
-            assert page.get_by_text("Step 2 - Operators and kernels (PyTorch Profiler)").count() >= 1
+            # the table of contents is visible page text and links to each step
+            toc = page.get_by_role("link", name="Step 2 - Operators and kernels (PyTorch Profiler)")
+            assert toc.count() == 1 and toc.is_visible()
+            assert page.get_by_text("Step 2 — Which operators and kernels? (PyTorch Profiler)").count() >= 1
             page.screenshot(path=str(tmp_path / "report.png"))
             assert not blocked, f"the report tried the network: {blocked[:5]}"
             assert not errors, errors
