@@ -87,15 +87,19 @@ def test_corpus_trace(row):
     assert int(got.get("kernel", 0)) == row["kernels"]
     assert len(tr.memory) == row["memory"]
 
-    # flows: one row per (category, id) start, with its finish when there is one; real traces
-    # repeat ids (several starts or finishes per correlation), so starts + finishes <= events
+    # flows, lossless: every start and every finish is in exactly one row (real traces reuse ids:
+    # one start with several finishes, or the same id again later)
     for cat in ("ac2g", "fwdbwd"):
-        n_events = sum(n for c, n in row["cats"].items() if FLOW_CATS.get(c) == cat)
+        listed = [c for c in row["cats"] if FLOW_CATS.get(c) == cat]
+        n_events = sum(row["cats"][c] for c in listed)
         f = tr.flows[tr.flows["cat"] == cat]
-        assert len(f) + int((f["dst_ts_ns"] >= 0).sum()) <= n_events
-        assert (len(f) > 0) == (n_events > 0)
-        assert not f["id"].duplicated().any()
-        assert (f.loc[f["dst_ts_ns"] >= 0, "dst_ts_ns"] >= 0).all()
+        if listed:  # the MANIFEST lists a file's 8 largest categories only
+            starts = f[f["src_ts_ns"] >= 0].drop_duplicates(["id", "src_ts_ns", "src_pid", "src_tid"])
+            assert len(starts) + int((f["dst_ts_ns"] >= 0).sum()) == n_events
+        assert (len(f) > 0) == (n_events > 0) or not listed
+        paired = f[(f["src_ts_ns"] >= 0) & (f["dst_ts_ns"] >= 0)]
+        if cat == "ac2g" and len(paired):  # a launch precedes (or starts with) the device op it launched
+            assert (paired["dst_ts_ns"] >= paired["src_ts_ns"]).mean() > 0.99
 
     # rank: distributedInfo, else the file name, else 0 (noted)
     if row["rank"] is not None:

@@ -1329,10 +1329,13 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
 
 
 def _build_flows(F: list[_Event], ts_ns: np.ndarray, ctx: _Ctx) -> pd.DataFrame:
-    """Pair flow starts (``ph: s``) with their finish (``f``/``t``) by (category, id).
+    """Pair flow starts (``ph: s``) with their finishes (``f``/``t``), losslessly.
 
-    ``async``/``async_cpu_to_gpu`` (2021-2023 spellings) are read as ``ac2g``. The first start and
-    the last finish of a (category, id) win; a start without finish keeps ``dst_*`` = -1.
+    Within one (category, id), events are taken in time order and each finish pairs with the latest
+    start before it; Kineto reuses ids (one start with several finishes, e.g. a graph launch, or the
+    same id again later), so every start and every finish appears in exactly one row: a start without
+    finish keeps ``dst_*`` = -1, a finish without start keeps ``src_*`` = -1. ``async``/``async_cpu_to_gpu``
+    (2021-2023 spellings) are read as ``ac2g``. Rows are ordered by source time (orphan finishes by theirs).
     """
     if not F:
         return schema.empty_frame(schema.FLOW_COLUMNS)
@@ -1350,32 +1353,39 @@ def _build_flows(F: list[_Event], ts_ns: np.ndarray, ctx: _Ctx) -> pd.DataFrame:
     ncat = max(len(cat.categories), 1)
     # one sortable key per (category, id); ids are < 2**56 in every real trace
     key = fid * ncat + np.where(ccode < 0, 0, ccode)
-    si = np.flatnonzero(is_s)
-    fi = np.flatnonzero(~is_s)
-    s_keys, s_first = np.unique(key[si], return_index=True)
-    s_rows = si[s_first]
-    f_keys_rev, f_last_rev = np.unique(key[fi][::-1], return_index=True)
-    f_rows = fi[::-1][f_last_rev]
-    pos = np.searchsorted(f_keys_rev, s_keys)
-    pos_c = np.clip(pos, 0, max(len(f_keys_rev) - 1, 0))
-    has = (pos < len(f_keys_rev)) & (f_keys_rev[pos_c] == s_keys) if len(f_keys_rev) else np.zeros(len(s_keys), bool)
-    d_rows = np.where(has, f_rows[pos_c] if len(f_rows) else 0, 0)
-    order = np.argsort(ts_ns[s_rows], kind="stable")
-    s_rows, d_rows, has = s_rows[order], d_rows[order], has[order]
+    ts = np.asarray(ts_ns, dtype=np.int64)
+    order = np.lexsort((~is_s, ts, key))  # by key, then time, a start before a finish at the same time
+    k, s_o = key[order], is_s[order]
+    pos = np.arange(len(order))
+    last_s = np.maximum.accumulate(np.where(s_o, pos, -1))
+    f_at = np.flatnonzero(~s_o)
+    src_at = last_s[f_at]
+    paired = (src_at >= 0) & (k[np.clip(src_at, 0, None)] == k[f_at])
+    used = np.zeros(len(order), dtype=bool)
+    used[src_at[paired]] = True
+    lone_s = np.flatnonzero(s_o & ~used)
+    # rows: (source position or -1, finish position or -1), in sorted-order positions
+    src_pos = np.concatenate([np.where(paired, src_at, -1), lone_s])
+    dst_pos = np.concatenate([f_at, np.full(len(lone_s), -1)])
+    src_idx = np.where(src_pos >= 0, order[np.clip(src_pos, 0, None)], -1)
+    dst_idx = np.where(dst_pos >= 0, order[np.clip(dst_pos, 0, None)], -1)
+    any_idx = np.where(src_idx >= 0, src_idx, dst_idx)
+    row_order = np.lexsort((np.where(dst_idx >= 0, ts[np.clip(dst_idx, 0, None)], -1), ts[any_idx]))
+    src_idx, dst_idx, any_idx = src_idx[row_order], dst_idx[row_order], any_idx[row_order]
 
-    def dst(a: np.ndarray) -> np.ndarray:
-        return np.where(has, a[d_rows], -1).astype(np.int64)
+    def side(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        return np.where(idx >= 0, a[np.clip(idx, 0, None)], -1).astype(np.int64)
 
     return pd.DataFrame(
         {
-            "id": fid[s_rows],
-            "cat": cat.take(s_rows) if hasattr(cat, "take") else cat[s_rows],
-            "src_ts_ns": ts_ns[s_rows].astype(np.int64),
-            "src_pid": pid[s_rows],
-            "src_tid": tid[s_rows],
-            "dst_ts_ns": dst(ts_ns),
-            "dst_pid": dst(pid),
-            "dst_tid": dst(tid),
+            "id": fid[any_idx],
+            "cat": cat.take(any_idx) if hasattr(cat, "take") else cat[any_idx],
+            "src_ts_ns": side(ts, src_idx),
+            "src_pid": side(pid, src_idx),
+            "src_tid": side(tid, src_idx),
+            "dst_ts_ns": side(ts, dst_idx),
+            "dst_pid": side(pid, dst_idx),
+            "dst_tid": side(tid, dst_idx),
         }
     )
 
