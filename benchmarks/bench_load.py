@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
         tmp = tempfile.TemporaryDirectory(prefix="nbprof-bench-")
         path = os.path.join(tmp.name, "bench.pt.trace.json")
-        t0, c0 = time.perf_counter(), cpu()
+        t0 = time.perf_counter()
         counts = generate(path, a.events, a.steps)
         print(f"generated {path}: {counts['total']} events, {counts['bytes'] / 1e6:.0f} MB "
               f"in {time.perf_counter() - t0:.1f} s")
