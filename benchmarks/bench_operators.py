@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--torch-timeout", type=float, default=None,
                    help="stop key_averages() after this many seconds; the ratio is then a lower bound")
     p.add_argument("--json", default=None, help="also write the numbers to this JSON file")
+    p.add_argument("--plain-stack", action="store_true",
+                   help="with_stack without the verbose experimental config (torch 2.13's default: python_function "
+                        "events, no 'Call stack' args) - the configuration of the issue's 1000-step / 45 s figure")
     p.add_argument("--no-python-functions", action="store_true",
                    help="operator_summary(python_functions=False): torch <= 2.11 semantics (no python frames as ops)")
     a = p.parse_args(argv)
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
         record_shapes=True,
         profile_memory=True,
         with_stack=True,
-        experimental_config=torch._C._profiler._ExperimentalConfig(verbose=True),
+        experimental_config=None if a.plain_stack else torch._C._profiler._ExperimentalConfig(verbose=True),
         schedule=schedule(wait=1, warmup=1, active=a.steps, repeat=1),
     ) as prof:
         train(a.steps + 2, num_workers=a.num_workers, profiler=prof)
