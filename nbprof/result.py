@@ -26,17 +26,10 @@ __all__ = ["ProfileResult", "resolve_sort_key", "GROUP_BY"]
 #: ``group_by`` values of ``operator_summary``.
 GROUP_BY = ("name", "shapes", "stack")
 
-_SUM_COLUMNS = (
-    "count",
-    "self_host_ns",
-    "total_host_ns",
-    "self_device_ns",
-    "total_device_ns",
-    "host_mem_bytes",
-    "self_host_mem_bytes",
-    "device_mem_bytes",
-    "self_device_mem_bytes",
-)
+def _sum_columns() -> list[str]:
+    from .analysis.operators import SUMMARY_COLUMNS
+
+    return [c for c in SUMMARY_COLUMNS if c != "flops"]  # flops: summed with min_count (NaN = not recorded)
 
 
 def _sort_keys() -> dict[str, str]:
@@ -72,7 +65,7 @@ def resolve_sort_key(key: str) -> str:
         return keys[k]
     if k.lower() in keys:
         return keys[k.lower()]
-    columns = set(keys.values()) | set(_SUM_COLUMNS) | {"flops"}
+    columns = set(keys.values()) | set(_sum_columns()) | {"flops"}
     if k in columns:
         return k
     msg = f"unknown sort key {key!r}: expected one of {', '.join(keys)}"
@@ -86,7 +79,7 @@ def _combine(frames: list[pd.DataFrame], keys: list[str]) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True)
     for k in keys:
         df[k] = df[k].astype(object)
-    agg: dict[str, Any] = {c: "sum" for c in _SUM_COLUMNS if c in df.columns}
+    agg: dict[str, Any] = {c: "sum" for c in _sum_columns() if c in df.columns}
     if "flops" in df.columns:
         agg["flops"] = lambda s: s.sum(min_count=1)
     if "cat" in df.columns:
@@ -219,7 +212,7 @@ class ProfileResult:
         key = ("operators", gb, stack_depth)
         if key not in self._cache:
             if not self.traces:
-                return pd.DataFrame(columns=["name", *_SUM_COLUMNS, "flops", "avg_host_ns", "avg_device_ns"])
+                return pd.DataFrame(columns=["name", *_sum_columns(), "flops", "avg_host_ns", "avg_device_ns"])
             frames = [operator_summary(t, group_by=gb, stack_depth=stack_depth) for t in self.traces]
             keys = ["name"] + (["input_dims"] if gb == "shapes" else ["stack"] if gb == "stack" else [])
             self._cache[key] = _combine(frames, keys)

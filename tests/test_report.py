@@ -41,6 +41,9 @@ def test_report_on_existing_artefacts(tmp_path):
     # the numbers in it are the analyses' numbers: the DataLoader stall of the H200 num_workers=0 run
     nb2 = nbformat.read(html_path.parent / "02_operators_pytorch.ipynb", 4)
     assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in _code_outputs(nb2)
+    # views are static components: BokehJS is in the page once, never in a notebook's outputs
+    for nb_path in html_path.parent.glob("*.ipynb"):
+        assert "bokehjs_load" not in nb_path.read_text(encoding="utf-8"), nb_path.name
     nb1 = nbformat.read(html_path.parent / "01_system_nsys.ipynb", 4)
     out1 = _code_outputs(nb1)
     # H200, 0.3 ms of Python preprocessing per sample, num_workers=0: the DataLoader holds 87% of the step

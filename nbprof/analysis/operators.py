@@ -105,7 +105,8 @@ SORT_KEYS: dict[str, str] = {
     "flops": "flops",
 }
 
-_COLUMNS = [
+#: The aggregated columns of ``operator_summary`` (all additive across profiles).
+SUMMARY_COLUMNS = [
     "count",
     "self_host_ns",
     "total_host_ns",
@@ -679,20 +680,20 @@ def operator_summary(
 
     if frame.empty:
         out = pd.DataFrame({k: pd.Series(dtype=object) for k in keys})
-        for c in _COLUMNS:
+        for c in SUMMARY_COLUMNS:
             out[c] = pd.Series(dtype="float64" if c == "flops" else "int64")
     else:
-        agg = {c: "sum" for c in _COLUMNS}
+        agg = {c: "sum" for c in SUMMARY_COLUMNS}
         g = frame.groupby(keys, sort=False, observed=True, dropna=False)
         out = g.agg(agg).reset_index()
         out["flops"] = g["flops"].sum(min_count=1).to_numpy()
-    for c in _COLUMNS:
+    for c in SUMMARY_COLUMNS:
         if c != "flops":
             out[c] = out[c].astype(np.int64)
     out["avg_host_ns"] = out["total_host_ns"] / out["count"].clip(lower=1)
     out["avg_device_ns"] = out["total_device_ns"] / out["count"].clip(lower=1)
     out = out.sort_values(["total_host_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
-    return out[[*keys[:1], *keys[2:], "cat", *_COLUMNS, "avg_host_ns", "avg_device_ns"]]
+    return out[[*keys[:1], *keys[2:], "cat", *SUMMARY_COLUMNS, "avg_host_ns", "avg_device_ns"]]
 
 
 def _torch_shapes_key(text: str) -> str:

@@ -47,16 +47,9 @@ def show(obj, views=None, *, static: bool | None = None, theme: str = "light", w
 
         from .static import static_layout
 
-        from . import _base
-
-        # building a static layout may construct a view widget, which would load BokehJS into this
-        # notebook's outputs (~4 MB each time); the report page loads BokehJS once instead
-        was = _base._BOKEHJS_LOADED
-        _base._BOKEHJS_LOADED = True
-        try:
-            lay = obj if isinstance(obj, Model) else static_layout(obj, views, theme=theme, width=width)
-        finally:
-            _base._BOKEHJS_LOADED = was
+        # static layouts are built from the analyses' tables without a widget, so nothing loads
+        # BokehJS into the notebook's outputs: the report page loads it once
+        lay = obj if isinstance(obj, Model) else static_layout(obj, views, theme=theme, width=width)
         script, div = components(lay)
         display(HTML(div + script))
         return None

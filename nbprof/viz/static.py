@@ -18,13 +18,32 @@ __all__ = ["to_html", "static_layout", "VIEWS"]
 VIEWS = ("overview", "operators", "timeline", "memory")
 
 
+def _static_view(name: str, trace, theme: str, width: int):
+    """One view's static Bokeh layout, built from its tables (no widget, no BokehJS load)."""
+    if name == "timeline":
+        from .timeline import TimelineModel
+
+        return TimelineModel(trace).static_layout(width=width, theme=theme)
+    if name == "operators":
+        from . import operators
+
+        return operators._build(operators.operator_tables(trace), theme=theme, width=width)
+    if name == "memory":
+        from . import memory
+
+        return memory._build(memory.memory_tables(trace), theme=theme, width=width)[0]
+    from . import overview
+
+    return overview._build(overview.overview_tables(trace), theme=theme, width=width)
+
+
 def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int = 1100):
     """A Bokeh layout (tabs when several views) of ``trace_or_view`` for static embedding."""
     from bokeh.models import Div
 
     from ..trace.model import Trace
     from ._base import NbprofView
-    from .dashboard import Dashboard, _make
+    from .dashboard import Dashboard
 
     if theme not in ("light", "dark"):
         raise ValueError(f"static theme must be 'light' or 'dark', got {theme!r}")
@@ -43,12 +62,7 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
         if name not in VIEWS:
             raise ValueError(f"unknown view {name!r}; choose from {VIEWS}")
         try:
-            if name == "timeline":
-                from .timeline import TimelineModel
-
-                lay = TimelineModel(trace).static_layout(width=width, theme=theme)
-            else:
-                lay = _make(name, trace, theme, width).static_layout(theme=theme)
+            lay = _static_view(name, trace, theme, width)
         except (ValueError, KeyError) as e:
             lay = Div(text=f"{name} view not available for this trace: {e}", render_as_text=True)
         panels.append((name, lay))
