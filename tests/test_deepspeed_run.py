@@ -130,3 +130,30 @@ def test_zero_pattern_and_report(runs, traces):
     assert sk["matched_collectives"].tolist() == [6, 6]
     assert sk["last_arrival_count"].sum() == 6  # exactly one rank arrives last at each collective
     assert rep.zero == {0: "zero1_or_2", 1: "zero1_or_2"}
+
+
+def test_zero2_ranks_through_load_ranks_locally_and_on_dask(runs, traces, tmp_path):
+    """Issue 12's done-when on real DeepSpeed output: the 2-rank ZeRO-2 traces load through load_ranks in
+    the local pool and on a dask LocalCluster with identical results, matching the direct loads."""
+    import pandas as pd
+
+    distributed = pytest.importorskip("dask.distributed")
+    from nbprof.scale import load_ranks
+
+    paths = [str(p) for p in runs[2].traces]
+    local = load_ranks(paths, workers=2, cache_dir=str(tmp_path / "cache"), progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as lc:
+        with distributed.Client(lc) as client:
+            remote = load_ranks(paths, client=client, cache=False, progress=False)
+    assert local.ranks == remote.ranks == [0, 1]
+    for name in ("overview", "steps", "kernels", "collectives"):
+        a = local.table(name).sort_values(list(local.table(name).columns)).reset_index(drop=True)
+        b = remote.table(name).sort_values(list(remote.table(name).columns)).reset_index(drop=True)
+        pd.testing.assert_frame_equal(a, b)
+    ov = local.table("overview").set_index("rank")
+    for t in traces[2]:
+        assert ov.loc[t.meta.rank, "events"] == len(t.events)
+        assert local.table("steps").query(f"rank == {t.meta.rank}")["step"].tolist() == t.steps
+    # the gloo collectives of each rank are found on the host side
+    col = local.table("collectives")
+    assert set(col["where"]) == {"host"} and (col.groupby("rank")["count"].sum() > 0).all()
