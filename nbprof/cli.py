@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -44,36 +43,24 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """Profile the bundled CNN example on this machine and print the trace summary."""
-    from . import load
-
     import importlib.util
 
-    # a source checkout's examples/, else the copy an installed wheel puts in <prefix>/share/nbprof/examples
-    cands = [
-        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "train_cnn.py"),
-        os.path.join(sys.prefix, "share", "nbprof", "examples", "train_cnn.py"),
-    ]
-    script = next((c for c in cands if os.path.exists(c)), "")
-    if not script:
-        return _fail(
-            "demo",
-            f"the example script train_cnn.py is not in {' or '.join(os.path.dirname(c) for c in cands)}\n"
-            "hint: reinstall nbprof (pip install --force-reinstall nbprof), run from a clone "
-            "(pip install -e '.[examples]'), or profile your own script with `nbprof report --script your_script.py`",
-            2,
-        )
+    from . import load
+    from .report import ReportError, bundled_example, run_workload
+
+    try:
+        script = bundled_example("train_cnn.py")
+    except ReportError as exc:
+        return _fail("demo", f"{exc}\nhint: or profile your own script with `nbprof report --script your_script.py`", 2)
     if importlib.util.find_spec("torch") is None:
         return _fail("demo", f"the demo trains a small CNN with PyTorch, which is not installed in {sys.executable}\n"
                      "hint: pip install 'nbprof[examples]'", 2)
-    out = os.path.abspath(args.out)
-    os.makedirs(out, exist_ok=True)
-    trace_path = os.path.join(out, f"demo_cnn.{time.strftime('%Y%m%d-%H%M%S')}.pt.trace.json.gz")
-    argv = [sys.executable, script, "--steps", str(args.steps), "--profile", trace_path, "--profile-memory"]
-    print("running:", " ".join(argv), flush=True)
-    done = subprocess.run(argv, check=False)
-    if done.returncode != 0:
-        return _fail("demo", f"{script} exited with status {done.returncode} (its output is above)")
-    tr = load(trace_path)
+    out = os.path.join(os.path.abspath(args.out), time.strftime("demo-%Y%m%d-%H%M%S"))
+    try:
+        art = run_workload(str(script), (), out, steps=args.steps, use_nsys=False, tensorboard=False)
+    except ReportError as exc:
+        return _fail("demo", str(exc))
+    tr = load(art.trace)
     print(repr(tr))
     print(json.dumps(tr.summary(), indent=1, default=str))
     return 0

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from .errors import NbprofError
 
-__all__ = ["NOTEBOOKS", "ReportError", "Artefacts", "notebooks_dir", "run_workload", "build_report", "combine_html"]
+__all__ = ["NOTEBOOKS", "ReportError", "Artefacts", "notebooks_dir", "bundled_example", "run_workload", "build_report", "combine_html"]
 
 #: The workflow notebooks, in order, with the artefact each one reads.
 NOTEBOOKS = (
@@ -77,6 +77,27 @@ class Artefacts:
         }
 
 
+def _installed_dir(sub: str, marker: str, env: str | None = None) -> Path:
+    """``$env``, the source checkout's ``<sub>/``, or an installed wheel's ``<prefix>/share/nbprof/<sub>``:
+    the first that holds ``marker``.
+
+    Raises
+    ------
+    ReportError
+        When none of them does (the message lists where it looked).
+    """
+    cands = []
+    if env and os.environ.get(env):
+        cands.append(Path(os.environ[env]))
+    cands.append(Path(__file__).resolve().parent.parent / sub)
+    cands.append(Path(sys.prefix) / "share" / "nbprof" / sub)
+    for c in cands:
+        if (c / marker).exists():
+            return c
+    msg = f"{marker} not found in " + ", ".join(str(c) for c in cands)
+    raise ReportError(msg + (f"; hint: set {env}" if env else "; hint: reinstall nbprof or run from a clone"))
+
+
 def notebooks_dir() -> Path:
     """Where the workflow notebooks are: ``$NBPROF_NOTEBOOKS``, the source checkout's ``notebooks/``,
     or ``<prefix>/share/nbprof/notebooks`` of an installed wheel.
@@ -86,16 +107,18 @@ def notebooks_dir() -> Path:
     ReportError
         When none of them holds the notebooks.
     """
-    cands = []
-    if os.environ.get("NBPROF_NOTEBOOKS"):
-        cands.append(Path(os.environ["NBPROF_NOTEBOOKS"]))
-    cands.append(Path(__file__).resolve().parent.parent / "notebooks")
-    cands.append(Path(sys.prefix) / "share" / "nbprof" / "notebooks")
-    for c in cands:
-        if (c / NOTEBOOKS[0][0]).exists():
-            return c
-    msg = "workflow notebooks not found in " + ", ".join(str(c) for c in cands) + "; hint: set NBPROF_NOTEBOOKS"
-    raise ReportError(msg)
+    return _installed_dir("notebooks", NOTEBOOKS[0][0], "NBPROF_NOTEBOOKS")
+
+
+def bundled_example(name: str = "train_cnn.py") -> Path:
+    """A bundled example script (``examples/<name>`` of a checkout, or of an installed wheel).
+
+    Raises
+    ------
+    ReportError
+        When the script is in neither place.
+    """
+    return _installed_dir("examples", name) / name
 
 
 def _supports_profile_flag(script: str) -> bool:
