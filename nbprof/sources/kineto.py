@@ -48,7 +48,11 @@ from __future__ import annotations
 import gc
 import gzip
 import os
+import pickle
 import re
+import signal
+import sys
+import warnings
 import zlib
 from contextlib import contextmanager
 from operator import attrgetter, itemgetter
@@ -73,86 +77,115 @@ _Num = int | float | str | None
 _NAN = float("nan")
 
 
-class _Args(msgspec.Struct, gc=False, frozen=True):
-    """The ``args`` keys nbprof keeps, for every category (absent keys cost nothing but a default).
-
-    Which keys a category carries (formats.md §4.2): host ops (cpu_op, user_annotation, old
-    ``Operator``): External id, Sequence number, Fwd thread id, Input Dims/type, Call stack,
-    Module Hierarchy, flops, collective fields (record_param_comms); runtime calls: External id,
-    correlation (ROCm's hipLaunchKernel also grid/block/shared memory; Triton launches a "grid"
-    string); device ops: External id, correlation, device, stream, bytes, grid, block, registers,
-    shared memory, occupancy, NCCL collective fields; ``[memory]``: Bytes, Total Allocated/Reserved,
-    Device Type/Id, Addr; ``M`` events: name, labels.
-    """
-
-    external_id: _Int = msgspec.field(default=-1, name="External id")
-    external_id_old: _Int = msgspec.field(default=-1, name="external id")
-    correlation: _Int = -1
-    device: _Int = -1
-    stream: _Int = -1
-    seq: _Int = msgspec.field(default=-1, name="Sequence number")
-    fwd_tid: _Int = msgspec.field(default=-1, name="Fwd thread id")
-    input_dims: msgspec.Raw = msgspec.field(default=_EMPTY_RAW, name="Input Dims")
-    input_types: msgspec.Raw = msgspec.field(default=_EMPTY_RAW, name="Input type")
-    call_stack: str | None = msgspec.field(default=None, name="Call stack")
-    module: str | None = msgspec.field(default=None, name="Module Hierarchy")
-    flops: _Num = _NAN
-    nbytes: _Num = msgspec.field(default=-1, name="bytes")
-    grid: msgspec.Raw = _EMPTY_RAW
-    block: msgspec.Raw = _EMPTY_RAW
-    registers: _Num = msgspec.field(default=-1, name="registers per thread")
-    shared_mem: _Num = msgspec.field(default=-1, name="shared memory")
-    occupancy: _Num = msgspec.field(default=_NAN, name="est. achieved occupancy %")
-    collective: str | None = msgspec.field(default=None, name="Collective name")
-    in_nelems: _Int = msgspec.field(default=-1, name="In msg nelems")
-    out_nelems: _Int = msgspec.field(default=-1, name="Out msg nelems")
-    group_size: _Int = msgspec.field(default=-1, name="Group size")
-    dtype: str | None = None
-    pg_name: str | None = msgspec.field(default=None, name="Process Group Name")
-    mem_bytes: _Num = msgspec.field(default=-1, name="Bytes")
-    total_alloc: _Num = msgspec.field(default=-1, name="Total Allocated")
-    total_reserved: _Num = msgspec.field(default=-1, name="Total Reserved")
-    device_type: _Num = msgspec.field(default=-1, name="Device Type")
-    device_id: _Num = msgspec.field(default=-1, name="Device Id")
-    addr: _Num = msgspec.field(default=-1, name="Addr")
-    mname: str | int | float | None = msgspec.field(default=None, name="name")
-    labels: str | int | float | None = None
-
-
-_NO_ARGS = _Args()
-
-
 class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str | None = None
-    name: str | int | float | None = ""
-    pid: int | str | None = -1
-    tid: int | str | None = -1
-    ts: float | str | None = None
-    dur: float | str | None = None
-    id: int | float | str | None = None
-    s: str | None = None
-    args: _Args = _NO_ARGS
-
-
-class _EventRawArgs(msgspec.Struct, gc=False):
-    """Same event with undecoded args: used when one event's args have unexpected types."""
+    """One trace event, ``args`` left undecoded: they are decoded per category group (``_ARG_STRUCTS``)."""
 
     ph: str = ""
     cat: str | None = None
     name: str | int | float | None = ""
     pid: int | str | None = -1
     tid: int | str | None = -1
-    ts: float | str | None = None
-    dur: float | str | None = None
+    ts: float | None = None
+    dur: float | None = None
     id: int | float | str | None = None
     s: str | None = None
-    args: msgspec.Raw = _EMPTY_RAW
+    args: msgspec.Raw = _EMPTY_OBJ
 
 
-class _CounterArgs(msgspec.Struct, gc=False):
-    ph: str = ""
-    args: msgspec.Raw = _EMPTY_RAW
+class _LooseEvent(_Event, gc=False):
+    """The same event with string-typed ``ts``/``dur`` allowed (reported and converted by ``_to_float``)."""
+
+    ts: float | str | None = None
+    dur: float | str | None = None
+
+
+# The ``args`` keys nbprof keeps: attribute -> (JSON key, type, default). Which keys a category
+# carries (formats.md §4.2): host ops (cpu_op, user_annotation, old ``Operator``): External id,
+# Sequence number, Fwd thread id, Input Dims/type, Call stack, Module Hierarchy, flops, collective
+# fields (record_param_comms); runtime calls: External id, correlation (ROCm's hipLaunchKernel also
+# grid/block/shared memory; Triton launches a "grid" string); device ops: External id, correlation,
+# device, stream, bytes, grid, block, registers, shared memory, occupancy, NCCL collective fields;
+# ``[memory]``: Bytes, Total Allocated/Reserved, Device Type/Id, Addr; ``M`` events: name, labels.
+_ARG_SPEC: dict[str, tuple[str, Any, Any]] = {
+    "external_id": ("External id", _Int, -1),
+    "external_id_old": ("external id", _Int, -1),  # 2021 traces
+    "correlation": ("correlation", _Int, -1),
+    "device": ("device", _Int, -1),
+    "stream": ("stream", _Int, -1),
+    "seq": ("Sequence number", _Int, -1),
+    "fwd_tid": ("Fwd thread id", _Int, -1),
+    "input_dims": ("Input Dims", msgspec.Raw, _EMPTY_RAW),
+    "input_types": ("Input type", msgspec.Raw, _EMPTY_RAW),
+    "call_stack": ("Call stack", str | None, None),
+    "module": ("Module Hierarchy", str | None, None),
+    "flops": ("flops", _Num, _NAN),
+    "nbytes": ("bytes", _Num, -1),
+    "grid": ("grid", msgspec.Raw, _EMPTY_RAW),
+    "block": ("block", msgspec.Raw, _EMPTY_RAW),
+    "registers": ("registers per thread", _Num, -1),
+    "shared_mem": ("shared memory", _Num, -1),
+    "occupancy": ("est. achieved occupancy %", _Num, _NAN),
+    "collective": ("Collective name", str | None, None),
+    "in_nelems": ("In msg nelems", _Int, -1),
+    "out_nelems": ("Out msg nelems", _Int, -1),
+    "group_size": ("Group size", _Int, -1),
+    "dtype": ("dtype", str | None, None),
+    "pg_name": ("Process Group Name", str | None, None),
+    "mem_bytes": ("Bytes", _Num, -1),
+    "total_alloc": ("Total Allocated", _Num, -1),
+    "total_reserved": ("Total Reserved", _Num, -1),
+    "device_type": ("Device Type", _Num, -1),
+    "device_id": ("Device Id", _Num, -1),
+    "addr": ("Addr", _Num, -1),
+    "mname": ("name", str | int | float | None, None),
+    "labels": ("labels", str | int | float | None, None),
+}
+
+# per category group: (args attribute, events column, kind) with kind int | intish | float | str | raw;
+# "int" external_id also reads the 2021 spelling
+_FIELDS: dict[str, list[tuple[str, str, str]]] = {
+    "host op": [
+        ("external_id", "external_id", "int"), ("seq", "seq", "int"), ("fwd_tid", "fwd_tid", "int"),
+        ("input_dims", "input_dims", "raw"), ("input_types", "input_types", "raw"),
+        ("call_stack", "call_stack", "str"), ("module", "module", "str"), ("flops", "flops", "float"),
+        ("collective", "collective", "str"), ("in_nelems", "msg_in_nelems", "int"),
+        ("out_nelems", "msg_out_nelems", "int"), ("group_size", "group_size", "int"),
+        ("dtype", "dtype", "str"), ("pg_name", "pg_name", "str"), ("grid", "grid", "raw"),
+    ],
+    "runtime": [
+        ("external_id", "external_id", "int"), ("correlation", "correlation", "int"), ("grid", "grid", "raw"),
+        ("block", "block", "raw"), ("shared_mem", "shared_mem_bytes", "intish"),
+    ],
+    "device": [
+        ("external_id", "external_id", "int"), ("correlation", "correlation", "int"),
+        ("device", "device", "int"), ("stream", "stream", "int"), ("nbytes", "bytes", "intish"),
+        ("grid", "grid", "raw"), ("block", "block", "raw"), ("registers", "registers", "intish"),
+        ("shared_mem", "shared_mem_bytes", "intish"), ("occupancy", "occupancy_ratio", "float"),
+        ("collective", "collective", "str"), ("in_nelems", "msg_in_nelems", "int"),
+        ("out_nelems", "msg_out_nelems", "int"), ("group_size", "group_size", "int"),
+        ("dtype", "dtype", "str"), ("pg_name", "pg_name", "str"),
+    ],
+    "memory": [
+        ("device_type", "device_type", "intish"), ("device_id", "device", "intish"), ("addr", "addr", "intish"),
+        ("mem_bytes", "bytes", "intish"), ("total_alloc", "total_allocated", "intish"),
+        ("total_reserved", "total_reserved", "intish"),
+    ],
+    "metadata": [("mname", "name", "str"), ("labels", "labels", "str")],
+}
+
+
+def _args_struct(group: str) -> type:
+    """A ``gc=False`` Struct with only the args keys ``group`` reads (unknown keys are skipped)."""
+    attrs = [a for a, _c, _k in _FIELDS[group]]
+    if "external_id" in attrs:
+        attrs.append("external_id_old")
+    fields = [(a, _ARG_SPEC[a][1], msgspec.field(default=_ARG_SPEC[a][2], name=_ARG_SPEC[a][0])) for a in attrs]
+    return msgspec.defstruct(f"_{group.title().replace(' ', '')}Args", fields, gc=False)
+
+
+_ARG_STRUCTS = {g: _args_struct(g) for g in _FIELDS}
+_ARG_LIST_DECODERS = {g: msgspec.json.Decoder(list[t]) for g, t in _ARG_STRUCTS.items()}
+_ARG_ONE_DECODERS = {g: msgspec.json.Decoder(t) for g, t in _ARG_STRUCTS.items()}
 
 
 class _TsOnly(msgspec.Struct, gc=False):
@@ -160,13 +193,12 @@ class _TsOnly(msgspec.Struct, gc=False):
 
 
 _EVENT_DECODER = msgspec.json.Decoder(list[_Event])
-_ONE_EVENT_DECODER = msgspec.json.Decoder(_Event)
+_LOOSE_EVENT_DECODER = msgspec.json.Decoder(list[_LooseEvent])
+_ONE_EVENT_DECODER = msgspec.json.Decoder(_LooseEvent)
 _TS_DECODER = msgspec.json.Decoder(list[_TsOnly])
 _TOP_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY_DECODER = msgspec.json.Decoder()
-_LENIENT_EVENT_DECODER = msgspec.json.Decoder(_EventRawArgs)
-_COUNTER_DECODER = msgspec.json.Decoder(list[_CounterArgs])
 
 
 @contextmanager
@@ -190,6 +222,7 @@ class _Ctx:
         self.strict = strict
         self.data = data
         self.fast = True  # events decoded in one pass: event index == position in traceEvents
+        self.loose = False  # events are _LooseEvent: ts/dur may be strings
         self.array_start: int | None = None
 
     def release(self) -> None:
@@ -270,6 +303,19 @@ def read_bytes(path: str | os.PathLike[str], report: LoadReport | None = None) -
                 offset=len(out),
             )
         return out
+
+
+def _read_buffer(path: str, report: LoadReport) -> bytearray:
+    """``read_bytes`` into a mutable buffer (read in place for plain files; one copy after gunzip)."""
+    with open(path, "rb") as f:
+        if f.read(2) != b"\x1f\x8b":
+            f.seek(0)
+            buf = bytearray(os.fstat(f.fileno()).st_size)
+            n = f.readinto(buf)
+            if n < len(buf):  # the file shrank while being read
+                del buf[n:]
+            return buf
+    return bytearray(read_bytes(path, report))
 
 
 # --------------------------------------------------------------------------- tolerant path
@@ -386,8 +432,7 @@ def _repair_chunk(chunk: bytes) -> tuple[_Event | None, list[str]]:
             used.append(kind)
             cand = new
             try:
-                ev, bad_args = _decode_one(cand)
-                return ev, used + (["bad_args"] if bad_args else [])
+                return _decode_one(cand), used
             except (msgspec.DecodeError, msgspec.ValidationError):
                 continue
     return None, used
@@ -444,7 +489,7 @@ def _tolerant_decode(
         if guard > 10_000_000:  # pragma: no cover - defensive
             break
         try:
-            events.extend(_EVENT_DECODER.decode(mv[seg:]))
+            events.extend(_LOOSE_EVENT_DECODER.decode(mv[seg:]))
             end = n
             break
         except msgspec.ValidationError as exc:
@@ -459,7 +504,7 @@ def _tolerant_decode(
             if "trailing characters" in msg and m:
                 # msgspec reports the byte after the first trailing character: the ']' is before it
                 end = buf.rindex(b"]", seg, seg + int(m.group(1))) + 1
-                events.extend(_EVENT_DECODER.decode(mv[seg:end]))  # the array itself is fine now
+                events.extend(_LOOSE_EVENT_DECODER.decode(mv[seg:end]))  # the array itself is fine now
                 break
             if "truncated" in msg:
                 err_at = n
@@ -474,7 +519,7 @@ def _tolerant_decode(
             comma = buf.index(b",", b.start())
             buf[comma : comma + 1] = b"]"
             try:
-                events.extend(_EVENT_DECODER.decode(mv[seg : comma + 1]))
+                events.extend(_LOOSE_EVENT_DECODER.decode(mv[seg : comma + 1]))
                 cstart = b.end() - 1
                 break
             except (msgspec.DecodeError, msgspec.ValidationError):
@@ -501,7 +546,7 @@ def _tolerant_decode(
                                        f"and traceEvents is not closed ({first_error})")
             rest = bytes(buf[cstart:]).rstrip(b", \n\r\t")
             try:  # the file may end right after a complete event (and its comma)
-                events.append(_decode_one(rest)[0])
+                events.append(_decode_one(rest))
                 truncated_at = n
             except (msgspec.DecodeError, msgspec.ValidationError):
                 truncated_at = cstart
@@ -509,12 +554,7 @@ def _tolerant_decode(
             break
         chunk = bytes(buf[cstart:chunk_end])
         try:
-            ev, bad_args = _decode_one(chunk)
-            if bad_args:
-                if strict:
-                    raise TraceFormatError(path, cstart, "event args of unexpected types", event_index=len(events))
-                repairs.setdefault("bad_args", []).append(cstart)
-            events.append(ev)
+            events.append(_decode_one(chunk))
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             if strict:
                 raise TraceFormatError(path, cstart, f"invalid event: {exc}", event_index=len(events)) from exc
@@ -834,52 +874,173 @@ def load_kineto(
     spath = os.fspath(path)
     report = LoadReport(path=spath)
     if data is None:
-        data = read_bytes(spath, report)
+        data = _read_buffer(spath, report)
     if strict and not report.clean:
         raise TraceFormatError(spath, report.issues[0].offset, report.issues[0].message)
     if not _first_char(data):
         raise TraceFormatError(spath, 0, "file is empty (0 bytes of JSON): no trace was written")
     with _gc_paused():
         ctx = _Ctx(spath, report, strict, data)
-        events, meta, exact_ts = _decode(data, ctx)
-        data = None  # noqa: F841 - the bytes go once the events no longer reference them
-        holder = [events]  # _build frees the decoded events half-way; hold no other reference
-        del events
-        trace = _build(holder, meta, ctx, rank, exact_ts)
+        quick = _split_top(data) if _first_char(data) == b"{" else None
+        parts = None
+        if quick is not None and not strict and _parallel_ok(data, quick):
+            parts = _parallel_extract(data, ctx, quick[0], quick[1])
+        if parts is not None:
+            ctx.array_start, meta, exact_ts = quick[0], quick[2], None
+        else:
+            events, meta, exact_ts = _decode(data, ctx, quick)
+            holder = [events]  # _extract frees the decoded events half-way; hold no other reference
+            del events
+            parts = [_extract(holder, ctx)]
+        data = quick = None  # noqa: F841
+        ctx.release()
+        trace = _finish(parts, meta, ctx, rank, exact_ts)
     return trace
 
 
-def _decode(data: bytes, ctx: _Ctx) -> tuple[list[_Event], dict[str, Any], np.ndarray | None]:
+# --------------------------------------------------------------------------- two processes
+
+_PARALLEL_MIN_BYTES = 64 << 20
+_EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+
+
+def _parallel_ok(data: bytes, quick: tuple[int, int, dict[str, Any]]) -> bool:
+    """Load in two processes? Large events arrays read by nbprof (a bytearray) on Linux with two usable CPUs.
+    ``NBPROF_LOAD_PROCESSES=1`` turns it off (``=2`` forces it for any size, for tests)."""
+    env = os.environ.get("NBPROF_LOAD_PROCESSES", "")
+    if env == "1" or not isinstance(data, bytearray) or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return False
+    start, end, _meta = quick
+    return env == "2" or (end - start >= _PARALLEL_MIN_BYTES and len(os.sched_getaffinity(0)) >= 2)
+
+
+def _extract_span(span: memoryview, path: str) -> _Part | None:
+    """Decode and extract one run of events on its own; None when it needs any repair or report."""
+    sub = _Ctx(path, LoadReport(path=path), False, None)
+    sub.fast = False  # offsets are not needed: a part with any report entry is not used
+    try:
+        holder = [_EVENT_DECODER.decode(span)]
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    del span
+    part = _extract(holder, sub)
+    return part if not sub.report.issues else None
+
+
+def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[_Part] | None:
+    """The two halves of the events array decoded and extracted at once, here and in a forked child.
+
+    The split is at an event boundary ``},{`` after the middle of the array, and each half is decoded
+    in place as an array of its own: the child (its own copy-on-write pages) turns that comma into
+    ``[`` and this process turns it into ``]`` for its decode and back afterwards, so neither half is
+    copied. A boundary that is not between two top-level events (inside a string or a nested object)
+    leaves both halves undecodable. The child sends its ``_Part`` back pickled through a pipe and exits. A half that needs any repair or report entry, or a child that fails,
+    gives None: the caller then loads the whole file in one process, which reports with the byte
+    offsets of the whole file; so do absolute-µs timestamps with fractions (``_maybe_exact_ts``).
+    ``ctx`` is left untouched.
+    """
+    m = _EVENT_BOUNDARY.search(data, start + (end - start) // 2, end)
+    if m is None:
+        return None
+    comma = data.index(b",", m.start())
+    rfd, wfd = os.pipe()
+    try:
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns on fork() of a multi-threaded process (a Jupyter kernel): the child
+            # takes no lock, runs only msgspec/numpy/pickle and leaves with os._exit.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:
+        os.close(rfd)
+        os.close(wfd)
+        return None
+    if pid == 0:  # pragma: no cover - the child (its result is what the parent tests)
+        code = 1
+        try:
+            os.close(rfd)
+            data[comma] = 0x5B  # "["
+            part = _extract_span(memoryview(data)[comma:end], ctx.path)
+            with os.fdopen(wfd, "wb") as f:
+                pickle.dump(part, f, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(wfd)
+    done = False
+    try:
+        data[comma] = 0x5D  # "]"
+        try:
+            mine = _extract_span(memoryview(data)[start - 1 : comma + 1], ctx.path)
+        finally:
+            data[comma] = 0x2C  # ","
+        with os.fdopen(rfd, "rb") as f:
+            rfd = -1
+            try:
+                theirs = pickle.load(f)
+            except (EOFError, pickle.UnpicklingError):
+                theirs = None
+        done = True
+    finally:
+        if rfd >= 0:
+            os.close(rfd)
+        if not done:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    if mine is None or theirs is None:
+        return None
+    big = max(float(np.nanmax(np.abs(p.ts_us), initial=0.0)) for p in (mine, theirs)) >= _EXACT_TS_MIN_US
+    if big and _BIG_FRACTIONAL_TS.search(data):
+        return None  # absolute µs with fractions: the one-process path decodes the ts texts exactly
+    return [mine, theirs]
+
+
+def _decode_span(span: Any, ctx: _Ctx) -> list[_Event]:
+    """The events array (typed); string-typed ``ts``/``dur`` switch to ``_LooseEvent`` (checked later)."""
+    try:
+        return _EVENT_DECODER.decode(span)
+    except msgspec.ValidationError:
+        ctx.loose = True
+        return _LOOSE_EVENT_DECODER.decode(span)
+
+
+def _decode(
+    data: bytes, ctx: _Ctx, quick: tuple[int, int, dict[str, Any]] | None
+) -> tuple[list[_Event], dict[str, Any], np.ndarray | None]:
+    """All events of the file in this process: fast typed decode, else the tolerant walk.
+
+    ``quick``: ``_split_top``'s (array start, array end, metadata), when it found them.
+    """
     first = _first_char(data)
     try:
         if first == b"[":
             ctx.array_start = data.index(b"[") + 1
-            events = _EVENT_DECODER.decode(data)
+            events = _decode_span(data, ctx)
             meta: dict[str, Any] = {}
             raw_events: Any = data
         else:
-            quick = _split_top(data)
             if quick is not None:  # one pass over the events instead of two
                 ctx.array_start, end, meta = quick
+                meta = dict(meta)
                 raw_events = memoryview(data)[ctx.array_start - 1 : end]
-                events = _EVENT_DECODER.decode(raw_events)
+                events = _decode_span(raw_events, ctx)
                 return events, meta, _maybe_exact_ts(data, raw_events, events)
             top = _TOP_DECODER.decode(data)
             raw_events = top.pop("traceEvents", None)
             if raw_events is None:
                 raise TraceFormatError(ctx.path, 0, "no 'traceEvents' key in the top-level object: not a Kineto trace")
             ctx.array_start = _events_array_start(data)
-            events = _EVENT_DECODER.decode(raw_events)
+            events = _decode_span(raw_events, ctx)
             meta = {k: _ANY_DECODER.decode(v) for k, v in top.items()}
         return events, meta, _maybe_exact_ts(data, raw_events, events)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         msg = str(exc)
         if first not in (b"{", b"["):
-            raise TraceFormatError(ctx.path, 0, f"not a JSON trace (starts with {data[:16]!r})") from exc
+            raise TraceFormatError(ctx.path, 0, f"not a JSON trace (starts with {bytes(data[:16])!r})") from exc
         if ctx.strict:
             off = _strict_offset(data, msg, ctx)
             raise TraceFormatError(ctx.path, off, msg) from exc
         ctx.fast = False
+        ctx.loose = True
         events, meta, fixed = _tolerant_decode(data, ctx.path, ctx.report, ctx.strict, msg)
         if _BIG_FRACTIONAL_TS.search(fixed[:1_000_000]):
             ctx.report.add("ts_precision", "assumed", 1,
@@ -958,39 +1119,11 @@ def _maybe_exact_ts(data: bytes, raw_events: Any, events: list[_Event]) -> np.nd
     return _exact_ts_ns(_raw_texts([r.ts for r in raws]))
 
 
-def _decode_one(chunk: bytes) -> tuple[_Event, bool]:
-    """One event; if only its args have unexpected types, the event with default args (flag True)."""
-    try:
-        return _ONE_EVENT_DECODER.decode(chunk), False
-    except msgspec.ValidationError:
-        e = _LENIENT_EVENT_DECODER.decode(chunk)  # raises again when the event itself is bad
-        return _Event(ph=e.ph, cat=e.cat, name=e.name, pid=e.pid, tid=e.tid, ts=e.ts, dur=e.dur, id=e.id, s=e.s), True
+def _decode_one(chunk: bytes) -> _Event:
+    """One event (string-typed ``ts``/``dur`` allowed; its args are decoded later, per category group)."""
+    return _ONE_EVENT_DECODER.decode(chunk)
 
 
-# per category group: (args attribute, column, kind) with kind int | intish | float | str | raw
-_FIELDS = {
-    "host op": [
-        ("external_id", "external_id", "int"), ("seq", "seq", "int"), ("fwd_tid", "fwd_tid", "int"),
-        ("input_dims", "input_dims", "raw"), ("input_types", "input_types", "raw"),
-        ("call_stack", "call_stack", "str"), ("module", "module", "str"), ("flops", "flops", "float"),
-        ("collective", "collective", "str"), ("in_nelems", "msg_in_nelems", "int"),
-        ("out_nelems", "msg_out_nelems", "int"), ("group_size", "group_size", "int"),
-        ("dtype", "dtype", "str"), ("pg_name", "pg_name", "str"), ("grid", "grid", "raw"),
-    ],
-    "runtime": [
-        ("external_id", "external_id", "int"), ("correlation", "correlation", "int"), ("grid", "grid", "raw"),
-        ("block", "block", "raw"), ("shared_mem", "shared_mem_bytes", "intish"),
-    ],
-    "device": [
-        ("external_id", "external_id", "int"), ("correlation", "correlation", "int"),
-        ("device", "device", "int"), ("stream", "stream", "int"), ("nbytes", "bytes", "intish"),
-        ("grid", "grid", "raw"), ("block", "block", "raw"), ("registers", "registers", "intish"),
-        ("shared_mem", "shared_mem_bytes", "intish"), ("occupancy", "occupancy_ratio", "float"),
-        ("collective", "collective", "str"), ("in_nelems", "msg_in_nelems", "int"),
-        ("out_nelems", "msg_out_nelems", "int"), ("group_size", "group_size", "int"),
-        ("dtype", "dtype", "str"), ("pg_name", "pg_name", "str"),
-    ],
-}
 _ARG_COLUMNS = {
     "external_id": "int", "correlation": "int", "device": "int", "stream": "int", "seq": "int", "fwd_tid": "int",
     "input_dims": "raw", "input_types": "raw", "call_stack": "str", "module": "str", "flops": "float",
@@ -1028,6 +1161,24 @@ class _CatColumn:
             self.lut.setdefault(None, len(self.lut))
             self.codes[:] = self.lut[None]
         self.codes[rows] = codes
+
+    @staticmethod
+    def concat(cols: list[_CatColumn]) -> _CatColumn:
+        """The columns one after the other (value codes remapped onto one dictionary)."""
+        if len(cols) == 1:
+            return cols[0]
+        out = _CatColumn(sum(c.n for c in cols))
+        if all(c.codes is None for c in cols):
+            return out
+        lut, pieces = out.lut, []
+        for c in cols:
+            if c.codes is None:
+                pieces.append(np.full(c.n, lut.setdefault(None, len(lut)), dtype=np.int32))
+            else:
+                remap = np.array([lut.setdefault(u, len(lut)) for u in c.lut], dtype=np.int32)
+                pieces.append(remap[c.codes])
+        out.codes = np.concatenate(pieces)
+        return out
 
     def finish(self, transform: Any = None) -> pd.Categorical:
         """``transform`` maps each unique value to its text (None = missing); default str()."""
@@ -1070,7 +1221,7 @@ def _ints(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | N
 def _floats(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None) -> np.ndarray:
     try:
         vals = _col(objs, attr)
-        if str in set(map(type, vals)):  # np.fromiter would parse "12.5" silently: report it
+        if ctx.loose and str in set(map(type, vals)):  # np.fromiter would parse "12.5" silently: report it
             raise TypeError
         return np.fromiter(vals, dtype=np.float64, count=len(objs))
     except (TypeError, ValueError):
@@ -1081,10 +1232,78 @@ def _canon_cat(c: Any) -> str | None:
     return None if c is None else schema.canonical_category(c if isinstance(c, str) else str(c))
 
 
-def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
-           exact_ts: np.ndarray | None) -> Trace:
-    """Decoded events -> Trace. Small tables first; the decoded events are freed before the events
-    table is assembled and sorted, which keeps the peak memory near that of the decode."""
+class _Part:
+    """What ``_extract`` reads from one contiguous run of decoded events, before the trace origin is known.
+
+    Over the run's ``n`` events: ``ts_us`` (float64 µs, NaN where unusable) and the masks ``is_e``
+    (rows of the events table), ``is_m`` (``M`` metadata), ``is_flow``, ``is_mem`` (``[memory]``),
+    ``is_c`` (counters). ``events``: the events table's columns for the ``is_e`` rows except
+    ``ts_ns`` (categoricals as ``_CatColumn``, finished once all parts are joined); ``flows`` and
+    ``memory``: their columns for their rows (no times); ``counters``: (row among the run's ``C``
+    events, name, series, value, pid) tuples; ``threads``: (pid, tid, name, kind) tuples.
+    """
+
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+
+def _concat(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def _decode_args(raws: list[msgspec.Raw], group: str, ctx: _Ctx, rows: np.ndarray) -> list[Any]:
+    """The ``args`` of one category group, decoded in one pass into that group's Struct.
+
+    An event whose args have unexpected types (e.g. a list where a number belongs) gets default
+    args, reported as ``bad_args`` (strict mode raises). ``rows``: the events' indices in the run.
+    """
+    try:
+        return _ARG_LIST_DECODERS[group].decode(b"[" + b",".join(raws) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    one, default = _ARG_ONE_DECODERS[group], _ARG_STRUCTS[group]()
+    out, bad = [], []
+    for i, r in enumerate(raws):
+        try:
+            out.append(one.decode(r))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            out.append(default)
+            bad.append(i)
+    k = int(rows[bad[0]])
+    if ctx.strict:
+        ctx.fail(f"{len(bad)} events have args of unexpected types", k)
+    ctx.report.add("bad_args", "repaired", len(bad), f"{len(bad)} {_REPAIR_TEXT['bad_args']}",
+                   offset=ctx.event_offset(k))
+    return out
+
+
+def _arg_columns(args: list[Any], group: str, ctx: _Ctx, rows: np.ndarray, cols: dict[str, Any],
+                 at: np.ndarray | None) -> None:
+    """Write the columns of ``_FIELDS[group]`` from decoded ``args`` into ``cols`` (at rows ``at``, or whole)."""
+    sel = slice(None) if at is None else at
+    for attr, col, kind in _FIELDS[group]:
+        if kind == "int":
+            v = _ints(args, attr, col, ctx, rows)
+            if attr == "external_id":  # 2021 traces spell it "external id"
+                old = _ints(args, "external_id_old", col, ctx, rows)
+                v = np.where((v == -1) & (old != -1), old, v)
+            cols[col][sel] = v
+        elif kind == "intish":
+            cols[col][sel] = _intish(_col(args, attr), col, ctx)
+        elif kind == "float":
+            cols[col][sel] = _num_or_nan(_col(args, attr))
+        elif kind == "raw":
+            vals = _col(args, attr)
+            if any(map(len, vals)):  # Raw() of an absent key has length 0
+                cols[col].put(at, _raw_texts(vals))
+        else:
+            vals = _col(args, attr)
+            if vals.count(None) != len(vals):
+                cols[col].put(at, vals)
+
+
+def _extract(holder: list[list[_Event]], ctx: _Ctx) -> _Part:
+    """Decoded events of one run -> ``_Part`` (columns, per-row reports). The events are freed half-way."""
     report = ctx.report
     evs = holder.pop()
     n_all = len(evs)
@@ -1117,41 +1336,13 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
         is_global[inst] = np.array([s == "g" for s in _col(ins, "s")], dtype=bool) & ~mem_i
     # global instants ("Iteration Start", "Record Window End") are viewer markers, not activity:
     # left out of the events table (torch-tb-profiler drops them too).
-    rows_e = np.flatnonzero((is_x | is_i) & ~is_mem & ~is_global)
+    is_e = (is_x | is_i) & ~is_mem & ~is_global
+    rows_e = np.flatnonzero(is_e)
     E = _take(evs, rows_e)
     nE = len(E)
 
-    # --- time: float64 µs (exact ns below 2**40 µs) or exact integer ns for big fractional ts
     ts_all = _floats(evs, "ts", "ts", ctx, np.arange(n_all))
-    ok_all = np.isfinite(ts_all)
-    ok_e = ok_all[rows_e]
-    pool = rows_e[ok_e] if ok_e.any() else np.flatnonzero(ok_all & ~is_m)
-    base_ns = meta.get("baseTimeNanoseconds")
-    has_base = isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool)
-    if exact_ts is not None:
-        origin_exact = int(exact_ts[pool].min()) if pool.size else 0
-        t_all = exact_ts - origin_exact
-        if has_base:
-            origin_abs: int | None = int(base_ns) + origin_exact
-        else:
-            origin_abs = origin_exact if origin_exact > 10**18 else None
-    else:
-        origin_us = float(ts_all[pool].min()) if pool.size else 0.0
-        if abs(origin_us) < _EXACT_TS_MIN_US and (not pool.size or abs(float(ts_all[pool].max())) < _EXACT_TS_MIN_US):
-            ns_all = _us_to_ns(np.where(ok_all, ts_all, origin_us))
-            origin_rel_ns = int(_us_to_ns(np.array([origin_us]))[0])
-            t_all = ns_all - origin_rel_ns
-        else:  # integer-µs absolute timestamps (old traces): no fraction to lose
-            t_all = np.rint((np.where(ok_all, ts_all, origin_us) - origin_us) * 1000.0).astype(np.int64)
-            whole = int(origin_us)  # integer arithmetic: origin_us * 1000 would round above 2**53
-            origin_rel_ns = whole * 1000 + int(round((origin_us - whole) * 1000.0))
-        if has_base:
-            origin_abs = int(base_ns) + origin_rel_ns
-        elif origin_us > 1e15:  # absolute µs since the epoch (old traces)
-            origin_abs = origin_rel_ns
-        else:
-            origin_abs = None
-    del ts_all
+    ok_e = np.isfinite(ts_all[rows_e])
     missing_ts = int(np.count_nonzero(~ok_e))
     if missing_ts:
         k = int(rows_e[np.flatnonzero(~ok_e)[0]])
@@ -1180,13 +1371,11 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
     dur_f[neg] = 0
     del dur_us
 
-    flows = _build_flows(_take(evs, np.flatnonzero(is_flow)), t_all[is_flow], ctx)
+    flows = _flow_columns(_take(evs, np.flatnonzero(is_flow)), ctx)
     mrows = np.flatnonzero(is_mem)
-    memory = _build_memory(_take(evs, mrows), t_all[mrows], ctx, mrows)
-    crows = np.flatnonzero(is_c)
-    counters = _build_counters(_take(evs, crows), t_all[crows], ctx, crows)
-    threads = _build_threads(_take(evs, np.flatnonzero(is_m)), ctx)
-    ctx.release()
+    memory = _memory_columns(_take(evs, mrows), ctx, mrows)
+    counters = _counter_rows(_take(evs, np.flatnonzero(is_c)))
+    threads = _thread_rows(_take(evs, np.flatnonzero(is_m)), ctx)
 
     # --- categories, names
     cats_raw = _col(E, "cat")
@@ -1200,15 +1389,16 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
             report.add("legacy_cpu_functions", "assumed", len(legacy),
                        f"{len(legacy)} events without a category in pid \"CPU functions\" (legacy autograd "
                        "profiler export) read as cpu_op")
-    cat = _cat_of(cats_raw, _canon_cat)
+    cat = _CatColumn(nE)
+    cat.put(None, cats_raw)
     del cats_raw
-    name = _cat_of(_col(E, "name"))
-    cat_codes = np.asarray(cat.codes)
-    cat_list = list(cat.categories)
+    name = _CatColumn(nE)
+    name.put(None, _col(E, "name"))
+    canon = [_canon_cat(u) for u in cat.lut]
 
     def in_set(s: frozenset[str] | set[str]) -> np.ndarray:
-        lut = np.array([c in s for c in cat_list] + [False], dtype=bool)
-        return lut[cat_codes]  # code -1 -> last entry (False)
+        lut = np.array([c in s for c in canon] + [False], dtype=bool)
+        return lut[cat.codes] if cat.codes is not None else np.zeros(nE, dtype=bool)
 
     is_dev = in_set(schema.DEVICE_CATEGORIES)
     is_rt = in_set(_RT_GROUP) & ~is_dev
@@ -1224,31 +1414,12 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
         else:
             cols[col] = _CatColumn(nE)
     args_e = _col(E, "args")
-    for mask, what in ((is_op, "host op"), (is_rt, "runtime"), (is_dev, "device")):
+    for mask, group in ((is_op, "host op"), (is_rt, "runtime"), (is_dev, "device")):
         rows = np.flatnonzero(mask)
-        if not rows.size:
-            continue
-        args = _take(args_e, rows)
-        for attr, col, kind in _FIELDS[what]:
-            if kind == "int":
-                v = _ints(args, attr, col, ctx, rows_e[rows])
-                if attr == "external_id":  # 2021 traces spell it "external id"
-                    old = _ints(args, "external_id_old", col, ctx, rows_e[rows])
-                    v = np.where((v == -1) & (old != -1), old, v)
-                cols[col][rows] = v
-            elif kind == "intish":
-                cols[col][rows] = _intish(_col(args, attr), col, ctx)
-            elif kind == "float":
-                cols[col][rows] = _num_or_nan(_col(args, attr))
-            elif kind == "raw":
-                vals = _col(args, attr)
-                if any(map(len, vals)):  # Raw() of an absent key has length 0
-                    cols[col].put(rows, _raw_texts(vals))
-            else:
-                vals = _col(args, attr)
-                if vals.count(None) != len(vals):
-                    cols[col].put(rows, vals)
-        del args
+        if rows.size:
+            args = _decode_args(_take(args_e, rows), group, ctx, rows_e[rows])
+            _arg_columns(args, group, ctx, rows_e[rows], cols, rows)
+            del args
     del args_e
 
     pid = _ints(E, "pid", "pid", ctx, rows_e)
@@ -1257,46 +1428,126 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
     dev_arg, stream_arg = cols["device"], cols["stream"]
     device = np.where(is_dev, np.where(dev_arg >= 0, dev_arg, pid), -1)
     stream = np.where(is_dev, np.where(stream_arg >= 0, stream_arg, tid), -1)
-    pid = np.where(is_dev, device, pid)  # device rows: pid = device, tid = stream
-    tid = np.where(is_dev, stream, tid)
-    occ = cols["occupancy_ratio"] / 100.0
     ph_e = _CatColumn(nE)
     ph_e.lut, ph_e.codes = ph_lut, ph_codes[rows_e]
-    data = {
-        "ts_ns": t_all[rows_e],
+    events = {
         "dur_ns": dur_f.astype(np.int64),
         "name": name,
         "cat": cat,
-        "ph": ph_e.finish(),
-        "pid": pid,
-        "tid": tid,
+        "ph": ph_e,
+        "pid": np.where(is_dev, device, pid),  # device rows: pid = device, tid = stream
+        "tid": np.where(is_dev, stream, tid),
         "device": device.astype(np.int16),
         "stream": stream,
         "correlation": cols["correlation"],
         "external_id": cols["external_id"],
-        "step": np.full(nE, -1, dtype=np.int32),
-        "rank": np.zeros(nE, dtype=np.int32),
         "seq": cols["seq"],
         "fwd_tid": cols["fwd_tid"],
-        "input_dims": cols["input_dims"].finish(_compact_json_text),
-        "input_types": cols["input_types"].finish(_compact_json_text),
-        "call_stack": cols["call_stack"].finish(),
-        "module": cols["module"].finish(),
+        "input_dims": cols["input_dims"],
+        "input_types": cols["input_types"],
+        "call_stack": cols["call_stack"],
+        "module": cols["module"],
         "flops": cols["flops"],
         "bytes": cols["bytes"],
-        "grid": cols["grid"].finish(_compact_json_text),
-        "block": cols["block"].finish(_compact_json_text),
+        "grid": cols["grid"],
+        "block": cols["block"],
         "registers": cols["registers"].astype(np.int32),
         "shared_mem_bytes": cols["shared_mem_bytes"],
-        "occupancy_ratio": occ.astype(np.float32),
-        "collective": cols["collective"].finish(),
+        "occupancy_ratio": (cols["occupancy_ratio"] / 100.0).astype(np.float32),
+        "collective": cols["collective"],
         "msg_in_nelems": cols["msg_in_nelems"],
         "msg_out_nelems": cols["msg_out_nelems"],
         "group_size": cols["group_size"].astype(np.int32),
-        "dtype": cols["dtype"].finish(),
-        "pg_name": cols["pg_name"].finish(),
+        "dtype": cols["dtype"],
+        "pg_name": cols["pg_name"],
     }
-    del cols
+    return _Part(n=n_all, ts_us=ts_all, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
+                 events=events, flows=flows, memory=memory, counters=counters, threads=threads)
+
+
+# events-table categoricals: column -> text of each unique value (None: str(), missing stays missing)
+_CAT_TRANSFORMS: dict[str, Any] = {
+    "name": None, "cat": _canon_cat, "ph": None, "input_dims": _compact_json_text,
+    "input_types": _compact_json_text, "call_stack": None, "module": None, "grid": _compact_json_text,
+    "block": _compact_json_text, "collective": None, "dtype": None, "pg_name": None,
+}
+
+
+def _join(parts: list[_Part], table: str) -> dict[str, Any]:
+    """One table's columns over all parts (categoricals merged, not finished)."""
+    first = getattr(parts[0], table)
+    if len(parts) == 1:
+        return dict(first)
+    out = {}
+    for k, v in first.items():
+        vs = [getattr(p, table)[k] for p in parts]
+        out[k] = _CatColumn.concat(vs) if isinstance(v, _CatColumn) else np.concatenate(vs)
+    return out
+
+
+def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
+            exact_ts: np.ndarray | None) -> Trace:
+    """Parts (in file order) -> Trace: the origin and int64-ns times, flow pairing, sorting, steps."""
+    report = ctx.report
+    n_all = sum(p.n for p in parts)
+    ts_all = _concat([p.ts_us for p in parts])
+    is_e, is_m = _concat([p.is_e for p in parts]), _concat([p.is_m for p in parts])
+    is_flow, is_mem, is_c = (_concat([getattr(p, k) for p in parts]) for k in ("is_flow", "is_mem", "is_c"))
+    rows_e = np.flatnonzero(is_e)
+    ok_all = np.isfinite(ts_all)
+    ok_e = ok_all[rows_e]
+    missing_ts = not ok_e.all()
+
+    # --- time: float64 µs (exact ns below 2**43 µs) or exact integer ns for big fractional ts
+    pool = rows_e[ok_e] if ok_e.any() else np.flatnonzero(ok_all & ~is_m)
+    base_ns = meta.get("baseTimeNanoseconds")
+    has_base = isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool)
+    if exact_ts is not None:
+        origin_exact = int(exact_ts[pool].min()) if pool.size else 0
+        t_all = exact_ts - origin_exact
+        if has_base:
+            origin_abs: int | None = int(base_ns) + origin_exact
+        else:
+            origin_abs = origin_exact if origin_exact > 10**18 else None
+    else:
+        origin_us = float(ts_all[pool].min()) if pool.size else 0.0
+        if abs(origin_us) < _EXACT_TS_MIN_US and (not pool.size or abs(float(ts_all[pool].max())) < _EXACT_TS_MIN_US):
+            ns_all = _us_to_ns(np.where(ok_all, ts_all, origin_us))
+            origin_rel_ns = int(_us_to_ns(np.array([origin_us]))[0])
+            t_all = ns_all - origin_rel_ns
+        else:  # integer-µs absolute timestamps (old traces): no fraction to lose
+            t_all = np.rint((np.where(ok_all, ts_all, origin_us) - origin_us) * 1000.0).astype(np.int64)
+            whole = int(origin_us)  # integer arithmetic: origin_us * 1000 would round above 2**53
+            origin_rel_ns = whole * 1000 + int(round((origin_us - whole) * 1000.0))
+        if has_base:
+            origin_abs = int(base_ns) + origin_rel_ns
+        elif origin_us > 1e15:  # absolute µs since the epoch (old traces)
+            origin_abs = origin_rel_ns
+        else:
+            origin_abs = None
+    del ts_all, ok_all
+
+    flows = _pair_flows(_join(parts, "flows"), t_all[is_flow], ctx)
+    memory = _memory_frame(_join(parts, "memory"), t_all[is_mem])
+    c_ts = t_all[is_c]
+    c_rows, off = [], 0
+    for p in parts:
+        c_rows += [(int(c_ts[off + r]), *rest) for r, *rest in p.counters]
+        off += int(np.count_nonzero(p.is_c))
+    counters = _counter_frame(c_rows, ctx)
+    threads = _thread_frame([t for p in parts for t in p.threads], ctx)
+
+    data = _join(parts, "events")
+    for p in parts:
+        p.events = None
+    data = {"ts_ns": t_all[rows_e], **data}
+    del t_all
+    for k, transform in _CAT_TRANSFORMS.items():
+        data[k] = data[k].finish(transform)
+    nE = len(rows_e)
+    data["step"] = np.full(nE, -1, dtype=np.int32)
+    data["rank"] = np.zeros(nE, dtype=np.int32)
+    data = {k: data[k] for k in schema.EVENT_COLUMNS}
     keep = ok_e if missing_ts else None
     ts_v = data["ts_ns"] if keep is None else data["ts_ns"][keep]
     order = None
@@ -1311,7 +1562,6 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
             data[k] = v.take(order) if isinstance(v, pd.Categorical) else v[order]
     events = pd.DataFrame(data, copy=False)
     del data
-
 
     tmeta = _build_meta(meta, ctx.path, report, origin_abs, rank, events)
     events["rank"] = np.int32(tmeta.rank)
@@ -1328,7 +1578,32 @@ def _build(holder: list[list[_Event]], meta: dict[str, Any], ctx: _Ctx, rank: in
                  report=report)
 
 
-def _build_flows(F: list[_Event], ts_ns: np.ndarray, ctx: _Ctx) -> pd.DataFrame:
+def _flow_columns(F: list[_Event], ctx: _Ctx) -> dict[str, Any]:
+    """Flow events (``ph`` s/f/t) -> id, category, start flag, pid, tid (times are added by ``_finish``)."""
+    n = len(F)
+    ids = _col(F, "id")
+    try:
+        fid = np.fromiter(ids, dtype=np.int64, count=n)
+    except (TypeError, ValueError, OverflowError):
+        ids = [int(v) if isinstance(v, float) and np.isfinite(v) else v for v in ids]
+        fid = _to_int_array(ids, "flow id", ctx)
+    cat = _CatColumn(n)
+    if n:
+        cat.put(None, _col(F, "cat"))
+    return {
+        "id": fid,
+        "cat": cat,
+        "is_s": np.array([p == "s" for p in _col(F, "ph")], dtype=bool),
+        "pid": _ints(F, "pid", "pid", ctx),
+        "tid": _ints(F, "tid", "tid", ctx),
+    }
+
+
+def _flow_cat(c: Any) -> str:
+    return "ac2g" if c in ("async", "async_cpu_to_gpu") else str(c or "")
+
+
+def _pair_flows(cols: dict[str, Any], ts_ns: np.ndarray, ctx: _Ctx) -> pd.DataFrame:
     """Pair flow starts (``ph: s``) with their finishes (``f``/``t``), losslessly.
 
     Within one (category, id), events are taken in time order and each finish pairs with the latest
@@ -1337,19 +1612,12 @@ def _build_flows(F: list[_Event], ts_ns: np.ndarray, ctx: _Ctx) -> pd.DataFrame:
     finish keeps ``dst_*`` = -1, a finish without start keeps ``src_*`` = -1. ``async``/``async_cpu_to_gpu``
     (2021-2023 spellings) are read as ``ac2g``. Rows are ordered by source time (orphan finishes by theirs).
     """
-    if not F:
+    fid = cols["id"]
+    if not len(fid):
         return schema.empty_frame(schema.FLOW_COLUMNS)
-    ids = _col(F, "id")
-    try:
-        fid = np.fromiter(ids, dtype=np.int64, count=len(F))
-    except (TypeError, ValueError, OverflowError):
-        ids = [int(v) if isinstance(v, float) and np.isfinite(v) else v for v in ids]
-        fid = _to_int_array(ids, "flow id", ctx)
-    cat = _cat_of(_col(F, "cat"), lambda c: "ac2g" if c in ("async", "async_cpu_to_gpu") else str(c or ""))
+    cat = cols["cat"].finish(_flow_cat)
     ccode = np.asarray(cat.codes).astype(np.int64)
-    is_s = np.array([p == "s" for p in _col(F, "ph")], dtype=bool)
-    pid = _ints(F, "pid", "pid", ctx)
-    tid = _ints(F, "tid", "tid", ctx)
+    is_s, pid, tid = cols["is_s"], cols["pid"], cols["tid"]
     ncat = max(len(cat.categories), 1)
     # one sortable key per (category, id); ids are < 2**56 in every real trace
     key = fid * ncat + np.where(ccode < 0, 0, ccode)
@@ -1379,7 +1647,7 @@ def _build_flows(F: list[_Event], ts_ns: np.ndarray, ctx: _Ctx) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "id": fid[any_idx],
-            "cat": cat.take(any_idx) if hasattr(cat, "take") else cat[any_idx],
+            "cat": cat.take(any_idx),
             "src_ts_ns": side(ts, src_idx),
             "src_pid": side(pid, src_idx),
             "src_tid": side(tid, src_idx),
@@ -1390,61 +1658,50 @@ def _build_flows(F: list[_Event], ts_ns: np.ndarray, ctx: _Ctx) -> pd.DataFrame:
     )
 
 
-def _build_memory(M: list[_Event], ts_ns: np.ndarray, ctx: _Ctx, rows: np.ndarray) -> pd.DataFrame:
-    if not M:
+_MEMORY_INTS = {"device_type": np.int8, "device": np.int16, "addr": np.int64, "bytes": np.int64,
+                "total_allocated": np.int64, "total_reserved": np.int64}
+
+
+def _memory_columns(M: list[_Event], ctx: _Ctx, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """``[memory]`` instants -> pid, tid and the int64 args columns (-1 missing; times added by ``_finish``)."""
+    cols: dict[str, np.ndarray] = {k: np.full(len(M), -1, dtype=np.int64) for k in _MEMORY_INTS}
+    if M:
+        args = _decode_args(_col(M, "args"), "memory", ctx, rows)
+        _arg_columns(args, "memory", ctx, rows, cols, None)
+    return {"pid": _ints(M, "pid", "pid", ctx, rows), "tid": _ints(M, "tid", "tid", ctx, rows),
+            **{k: cols[k].astype(t) for k, t in _MEMORY_INTS.items()}}
+
+
+def _memory_frame(cols: dict[str, np.ndarray], ts_ns: np.ndarray) -> pd.DataFrame:
+    if not len(ts_ns):
         return schema.empty_frame(schema.MEMORY_COLUMNS)
-    args = _col(M, "args")
-
-    def ints(attr: str, nm: str) -> np.ndarray:
-        return _intish(_col(args, attr), nm, ctx)
-
-    df = pd.DataFrame(
-        {
-            "ts_ns": ts_ns,
-            "pid": _ints(M, "pid", "pid", ctx, rows),
-            "tid": _ints(M, "tid", "tid", ctx, rows),
-            "device_type": ints("device_type", "Device Type").astype(np.int8),
-            "device": ints("device_id", "Device Id").astype(np.int16),
-            "addr": ints("addr", "Addr"),
-            "bytes": ints("mem_bytes", "Bytes"),
-            "total_allocated": ints("total_alloc", "Total Allocated"),
-            "total_reserved": ints("total_reserved", "Total Reserved"),
-            "step": np.full(len(M), -1, dtype=np.int32),
-        }
-    )
-    ts_v = df["ts_ns"].to_numpy()
-    if ts_v.size > 1 and not (ts_v[1:] >= ts_v[:-1]).all():
-        df = df.take(np.argsort(ts_v, kind="stable"))
+    df = pd.DataFrame({"ts_ns": ts_ns, **cols, "step": np.full(len(ts_ns), -1, dtype=np.int32)})
+    if ts_ns.size > 1 and not (ts_ns[1:] >= ts_ns[:-1]).all():
+        df = df.take(np.argsort(ts_ns, kind="stable"))
     return df.reset_index(drop=True)
 
 
-def _build_counters(C: list[_Event], ts_ns: np.ndarray, ctx: _Ctx, rows: np.ndarray) -> pd.DataFrame:
-    """Chrome-trace ``C`` events: one row per (event, series) with its numeric value.
-
-    Counter args are free-form, so they are read in a second pass over the raw events (only
-    when the trace has ``C`` events; Kineto traces of PyTorch have none).
-    """
-    if not C:
-        return schema.empty_frame(schema.COUNTER_COLUMNS)
-    raw_args: list[Any] = [None] * len(C)
-    if ctx.fast and ctx.array_start is not None:
-        try:
-            allc = _COUNTER_DECODER.decode(memoryview(ctx.data)[ctx.array_start - 1 : _array_end(ctx.data, ctx.array_start)])
-            raw_args = [allc[i].args for i in rows.tolist()]
-        except (msgspec.DecodeError, msgspec.ValidationError, IndexError):
-            pass
+def _counter_rows(C: list[_Event]) -> list[tuple[Any, ...]]:
+    """Chrome-trace ``C`` events -> (row, name, series, value, pid) per (event, series); args are free-form."""
     out = []
-    for e, t, r in zip(C, ts_ns.tolist(), raw_args):
+    for i, e in enumerate(C):
         try:
-            a = _ANY_DECODER.decode(r) if r is not None and len(r) else {}
+            a = _ANY_DECODER.decode(e.args)
         except msgspec.DecodeError:
             a = {}
         if not isinstance(a, dict) or not a:
             a = {"": None}
         for k, v in a.items():
             val = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan
-            out.append((t, str(e.name), str(k), val, e.pid))
-    df = pd.DataFrame(out, columns=["ts_ns", "name", "series", "value", "pid"])
+            out.append((i, str(e.name), str(k), val, e.pid))
+    return out
+
+
+def _counter_frame(rows: list[tuple[Any, ...]], ctx: _Ctx) -> pd.DataFrame:
+    """(ts_ns, name, series, value, pid) tuples -> the counters table (one row per event and series)."""
+    if not rows:
+        return schema.empty_frame(schema.COUNTER_COLUMNS)
+    df = pd.DataFrame(rows, columns=["ts_ns", "name", "series", "value", "pid"])
     return pd.DataFrame(
         {
             "ts_ns": df["ts_ns"].astype(np.int64),
@@ -1456,14 +1713,23 @@ def _build_counters(C: list[_Event], ts_ns: np.ndarray, ctx: _Ctx, rows: np.ndar
     )
 
 
-def _build_threads(Mv: list[_Event], ctx: _Ctx) -> pd.DataFrame:
-    keep = [e for e in Mv if e.name in ("process_name", "thread_name", "process_labels")]
-    args = _col(keep, "args")
-    kinds = {"process_name": "process", "thread_name": "thread", "process_labels": "process_labels"}
+_THREAD_KINDS = {"process_name": "process", "thread_name": "thread", "process_labels": "process_labels"}
+
+
+def _thread_rows(Mv: list[_Event], ctx: _Ctx) -> list[tuple[Any, ...]]:
+    """``M`` events naming processes/threads -> (pid, tid, name, kind) tuples."""
+    keep = [e for e in Mv if e.name in _THREAD_KINDS]
+    if not keep:
+        return []
+    args = _decode_args(_col(keep, "args"), "metadata", ctx, np.full(len(keep), -1))
     rows = []
     for e, a in zip(keep, args):
         val = a.labels if e.name == "process_labels" else a.mname
-        rows.append((e.pid, e.tid, "" if val is None else str(val), kinds[e.name]))
+        rows.append((e.pid, e.tid, "" if val is None else str(val), _THREAD_KINDS[e.name]))
+    return rows
+
+
+def _thread_frame(rows: list[tuple[Any, ...]], ctx: _Ctx) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=["pid_raw", "tid_raw", "name", "kind"])
     df["pid"] = _to_int_array(df["pid_raw"].tolist(), "pid", ctx) if len(df) else np.array([], np.int64)
     df["tid"] = _to_int_array(df["tid_raw"].tolist(), "tid", ctx) if len(df) else np.array([], np.int64)
