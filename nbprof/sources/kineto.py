@@ -47,11 +47,13 @@ from __future__ import annotations
 
 import gc
 import gzip
+import mmap
 import os
 import pickle
 import re
 import signal
 import sys
+import threading
 import warnings
 import zlib
 from contextlib import contextmanager
@@ -914,8 +916,9 @@ def _parallel_ok(data: bytes, quick: tuple[int, int, dict[str, Any]]) -> bool:
     return env == "2" or (end - start >= _PARALLEL_MIN_BYTES and len(os.sched_getaffinity(0)) >= 2)
 
 
-def _extract_span(span: memoryview, path: str) -> _Part | None:
-    """Decode and extract one run of events on its own; None when it needs any repair or report."""
+def _extract_span(span: memoryview, path: str, keep: list[Any] | None = None) -> _Part | None:
+    """Decode and extract one run of events on its own; None when it needs any repair or report.
+    ``keep``: see ``_extract``."""
     sub = _Ctx(path, LoadReport(path=path), False, None)
     sub.fast = False  # offsets are not needed: a part with any report entry is not used
     try:
@@ -923,7 +926,7 @@ def _extract_span(span: memoryview, path: str) -> _Part | None:
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
     del span
-    part = _extract(holder, sub)
+    part = _extract(holder, sub, keep)
     return part if not sub.report.issues else None
 
 
@@ -934,8 +937,8 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
     in place as an array of its own: the child (its own copy-on-write pages) turns that comma into
     ``[`` and this process turns it into ``]`` for its decode and back afterwards, so neither half is
     copied. A boundary that is not between two top-level events (inside a string or a nested object)
-    leaves both halves undecodable. The child sends its ``_Part`` back pickled through a pipe and exits. A half that needs any repair or report entry, or a child that fails,
-    gives None: the caller then loads the whole file in one process, which reports with the byte
+    leaves both halves undecodable. The child sends its ``_Part`` back (``_send_part``) and exits.
+    A half that needs any repair or report entry, or a child that fails, gives None: the caller then loads the whole file in one process, which reports with the byte
     offsets of the whole file; so do absolute-µs timestamps with fractions (``_maybe_exact_ts``).
     ``ctx`` is left untouched.
     """
@@ -943,6 +946,7 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
     if m is None:
         return None
     comma = data.index(b",", m.start())
+    shm = mmap.mmap(-1, 2 * (end - comma))  # shared, anonymous: pages exist once written
     rfd, wfd = os.pipe()
     try:
         with warnings.catch_warnings():
@@ -959,9 +963,9 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
         try:
             os.close(rfd)
             data[comma] = 0x5B  # "["
-            part = _extract_span(memoryview(data)[comma:end], ctx.path)
+            part = _extract_span(memoryview(data)[comma:end], ctx.path, keep=[])
             with os.fdopen(wfd, "wb") as f:
-                pickle.dump(part, f, protocol=pickle.HIGHEST_PROTOCOL)
+                _send_part(part, f, shm)
             code = 0
         finally:
             os._exit(code)
@@ -975,23 +979,55 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
             data[comma] = 0x2C  # ","
         with os.fdopen(rfd, "rb") as f:
             rfd = -1
-            try:
-                theirs = pickle.load(f)
-            except (EOFError, pickle.UnpicklingError):
-                theirs = None
+            theirs = _recv_part(f, shm)
         done = True
     finally:
         if rfd >= 0:
             os.close(rfd)
-        if not done:
+        if done:  # the child has sent everything; reap it without waiting for it to unmap its memory
+            threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True).start()
+        else:
             os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+            os.waitpid(pid, 0)
     if mine is None or theirs is None:
         return None
-    big = max(float(np.nanmax(np.abs(p.ts_us), initial=0.0)) for p in (mine, theirs)) >= _EXACT_TS_MIN_US
-    if big and _BIG_FRACTIONAL_TS.search(data):
+    if (mine.ns_abs is None or theirs.ns_abs is None) and _BIG_FRACTIONAL_TS.search(data):
         return None  # absolute µs with fractions: the one-process path decodes the ts texts exactly
     return [mine, theirs]
+
+
+def _send_part(part: _Part | None, f: Any, shm: mmap.mmap) -> None:
+    """Child side: the part's arrays go into the shared mapping ``shm`` (pickle protocol 5 out-of-band
+    buffers), the rest of the pickle and the buffers' places through the pipe ``f``; everything
+    through the pipe when the arrays do not fit."""
+    bufs: list[pickle.PickleBuffer] = []
+    payload = pickle.dumps(part, protocol=5, buffer_callback=bufs.append)
+    places: list[tuple[int, int]] | None = []
+    pos = 0
+    try:
+        for b in bufs:
+            raw = b.raw()
+            n = raw.nbytes
+            if pos + n > len(shm):
+                raise BufferError("shared buffer full")
+            shm[pos : pos + n] = raw
+            places.append((pos, n))
+            pos = (pos + n + 63) & ~63
+    except BufferError:  # too large or not contiguous
+        payload, places = pickle.dumps(part, protocol=5), None
+    pickle.dump((payload, places), f, protocol=5)
+
+
+def _recv_part(f: Any, shm: mmap.mmap) -> _Part | None:
+    """Parent side of ``_send_part`` (arrays stay views of ``shm`` until ``_finish`` joins them)."""
+    try:
+        payload, places = pickle.load(f)
+    except (EOFError, pickle.UnpicklingError):
+        return None  # the child failed before sending
+    if places is None:
+        return pickle.loads(payload)
+    view = memoryview(shm)
+    return pickle.loads(payload, buffers=[view[o : o + n] for o, n in places])
 
 
 def _decode_span(span: Any, ctx: _Ctx) -> list[_Event]:
@@ -1210,22 +1246,25 @@ def _cat_of(values: list[Any], transform: Any = None) -> pd.Categorical:
 
 
 def _ints(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None = None) -> np.ndarray:
-    """Attribute ``attr`` of every object as int64 (-1 missing), C-level when all are ints."""
+    """Attribute ``attr`` of every object as int64 (-1 missing), C-level when all are ints.
+
+    ``np.fromiter(map(attrgetter))`` converts each value while it is in cache and builds no list
+    (~25% faster than a list comprehension then ``np.fromiter``); other values take ``_to_int_array``.
+    """
     try:
-        vals = _col(objs, attr)
-        return np.fromiter(vals, dtype=np.int64, count=len(objs))
+        return np.fromiter(map(attrgetter(attr), objs), dtype=np.int64, count=len(objs))
     except (TypeError, ValueError, OverflowError):
-        return _to_int_array(vals, name, ctx, rows)
+        return _to_int_array(_col(objs, attr), name, ctx, rows)
 
 
 def _floats(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None) -> np.ndarray:
-    try:
-        vals = _col(objs, attr)
-        if ctx.loose and str in set(map(type, vals)):  # np.fromiter would parse "12.5" silently: report it
-            raise TypeError
-        return np.fromiter(vals, dtype=np.float64, count=len(objs))
-    except (TypeError, ValueError):
-        return _to_float(vals, name, ctx, rows)
+    """Attribute ``attr`` as float64 (NaN missing); string values (``_LooseEvent``) parsed and reported."""
+    if not ctx.loose:  # typed float | None: np.fromiter takes them, a None raises
+        try:
+            return np.fromiter(map(attrgetter(attr), objs), dtype=np.float64, count=len(objs))
+        except (TypeError, ValueError):
+            pass
+    return _to_float(_col(objs, attr), name, ctx, rows)
 
 
 def _canon_cat(c: Any) -> str | None:
@@ -1237,7 +1276,8 @@ class _Part:
 
     Over the run's ``n`` events: ``ts_us`` (float64 µs, NaN where unusable) and the masks ``is_e``
     (rows of the events table), ``is_m`` (``M`` metadata), ``is_flow``, ``is_mem`` (``[memory]``),
-    ``is_c`` (counters). ``events``: the events table's columns for the ``is_e`` rows except
+    ``is_c`` (counters); ``ns_abs``: ``ts_us`` as exact int64 ns (0 where unusable), or None when a
+    value is beyond 2**43 µs. ``events``: the events table's columns for the ``is_e`` rows except
     ``ts_ns`` (categoricals as ``_CatColumn``, finished once all parts are joined); ``flows`` and
     ``memory``: their columns for their rows (no times); ``counters``: (row among the run's ``C``
     events, name, series, value, pid) tuples; ``threads``: (pid, tid, name, kind) tuples.
@@ -1281,29 +1321,32 @@ def _arg_columns(args: list[Any], group: str, ctx: _Ctx, rows: np.ndarray, cols:
                  at: np.ndarray | None) -> None:
     """Write the columns of ``_FIELDS[group]`` from decoded ``args`` into ``cols`` (at rows ``at``, or whole)."""
     sel = slice(None) if at is None else at
+    n = len(args)
     for attr, col, kind in _FIELDS[group]:
+        vals = _col(args, attr)
+        if attr == "external_id":
+            old = _col(args, "external_id_old")
+            if old.count(-1) != n:  # 2021 traces spell it "external id"
+                v, o = _to_int_array(vals, col, ctx, rows), _to_int_array(old, col, ctx, rows)
+                cols[col][sel] = np.where((v == -1) & (o != -1), o, v)
+                continue
+        if vals.count(_ARG_SPEC[attr][2]) == n:  # the key is in none of them (the default is one object)
+            continue
         if kind == "int":
-            v = _ints(args, attr, col, ctx, rows)
-            if attr == "external_id":  # 2021 traces spell it "external id"
-                old = _ints(args, "external_id_old", col, ctx, rows)
-                v = np.where((v == -1) & (old != -1), old, v)
-            cols[col][sel] = v
+            cols[col][sel] = _to_int_array(vals, col, ctx, rows)
         elif kind == "intish":
-            cols[col][sel] = _intish(_col(args, attr), col, ctx)
+            cols[col][sel] = _intish(vals, col, ctx)
         elif kind == "float":
-            cols[col][sel] = _num_or_nan(_col(args, attr))
+            cols[col][sel] = _num_or_nan(vals)
         elif kind == "raw":
-            vals = _col(args, attr)
-            if any(map(len, vals)):  # Raw() of an absent key has length 0
-                cols[col].put(at, _raw_texts(vals))
+            cols[col].put(at, _raw_texts(vals))
         else:
-            vals = _col(args, attr)
-            if vals.count(None) != len(vals):
-                cols[col].put(at, vals)
+            cols[col].put(at, vals)
 
 
-def _extract(holder: list[list[_Event]], ctx: _Ctx) -> _Part:
-    """Decoded events of one run -> ``_Part`` (columns, per-row reports). The events are freed half-way."""
+def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = None) -> _Part:
+    """Decoded events of one run -> ``_Part`` (columns, per-row reports). The events are freed half-way,
+    or moved to ``keep`` (a process about to exit skips freeing millions of objects)."""
     report = ctx.report
     evs = holder.pop()
     n_all = len(evs)
@@ -1371,7 +1414,8 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx) -> _Part:
     dur_f[neg] = 0
     del dur_us
 
-    flows = _flow_columns(_take(evs, np.flatnonzero(is_flow)), ctx)
+    frows = np.flatnonzero(is_flow)
+    flows = _flow_columns(_take(evs, frows), is_ph("s")[frows], ctx)
     mrows = np.flatnonzero(is_mem)
     memory = _memory_columns(_take(evs, mrows), ctx, mrows)
     counters = _counter_rows(_take(evs, np.flatnonzero(is_c)))
@@ -1419,11 +1463,15 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx) -> _Part:
         if rows.size:
             args = _decode_args(_take(args_e, rows), group, ctx, rows_e[rows])
             _arg_columns(args, group, ctx, rows_e[rows], cols, rows)
+            if keep is not None:
+                keep.append(args)
             del args
     del args_e
 
     pid = _ints(E, "pid", "pid", ctx, rows_e)
     tid = _ints(E, "tid", "tid", ctx, rows_e)
+    if keep is not None:
+        keep += [E, evs]
     del E, evs  # the decoded events (and the file bytes their Raw values point into) go here
     dev_arg, stream_arg = cols["device"], cols["stream"]
     device = np.where(is_dev, np.where(dev_arg >= 0, dev_arg, pid), -1)
@@ -1461,7 +1509,10 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx) -> _Part:
         "dtype": cols["dtype"],
         "pg_name": cols["pg_name"],
     }
-    return _Part(n=n_all, ts_us=ts_all, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
+    fin = np.isfinite(ts_all)
+    small = not fin.any() or float(np.abs(ts_all[fin]).max()) < _EXACT_TS_MIN_US
+    ns_abs = _us_to_ns(np.where(fin, ts_all, 0.0)) if small else None
+    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
                  events=events, flows=flows, memory=memory, counters=counters, threads=threads)
 
 
@@ -1509,6 +1560,12 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
             origin_abs: int | None = int(base_ns) + origin_exact
         else:
             origin_abs = origin_exact if origin_exact > 10**18 else None
+    elif all(p.ns_abs is not None for p in parts):  # every |ts| < 2**43 µs: exact ns computed by the parts
+        ns_all = _concat([p.ns_abs for p in parts])
+        origin_rel_ns = int(ns_all[pool].min()) if pool.size else 0
+        t_all = np.where(ok_all, ns_all - origin_rel_ns, 0)
+        del ns_all
+        origin_abs = int(base_ns) + origin_rel_ns if has_base else None
     else:
         origin_us = float(ts_all[pool].min()) if pool.size else 0.0
         if abs(origin_us) < _EXACT_TS_MIN_US and (not pool.size or abs(float(ts_all[pool].max())) < _EXACT_TS_MIN_US):
@@ -1578,8 +1635,9 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
                  report=report)
 
 
-def _flow_columns(F: list[_Event], ctx: _Ctx) -> dict[str, Any]:
-    """Flow events (``ph`` s/f/t) -> id, category, start flag, pid, tid (times are added by ``_finish``)."""
+def _flow_columns(F: list[_Event], is_s: np.ndarray, ctx: _Ctx) -> dict[str, Any]:
+    """Flow events (``ph`` s/f/t; ``is_s`` marks the starts) -> id, category, start flag, pid, tid
+    (times are added by ``_finish``)."""
     n = len(F)
     ids = _col(F, "id")
     try:
@@ -1593,7 +1651,7 @@ def _flow_columns(F: list[_Event], ctx: _Ctx) -> dict[str, Any]:
     return {
         "id": fid,
         "cat": cat,
-        "is_s": np.array([p == "s" for p in _col(F, "ph")], dtype=bool),
+        "is_s": is_s,
         "pid": _ints(F, "pid", "pid", ctx),
         "tid": _ints(F, "tid", "tid", ctx),
     }
