@@ -1208,6 +1208,8 @@ class _CatColumn:
             return out
         lut, pieces = out.lut, []
         for c in cols:
+            if c.n == 0:
+                continue
             if c.codes is None:
                 pieces.append(np.full(c.n, lut.setdefault(None, len(lut)), dtype=np.int32))
             else:
