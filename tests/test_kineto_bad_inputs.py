@@ -384,3 +384,15 @@ def test_generator_and_loader_smoke(tmp_path):
     assert tr.steps == [0, 1, 2] and (tr.events["step"] >= 0).all()
     assert tr.report.clean and tr.rank == 0 and tr.meta.world_size == 8
     assert np.isclose(tr.events.loc[tr.events["cat"] == "kernel", "occupancy_ratio"].max(), 1.0)
+
+
+def test_events_of_phases_kineto_does_not_write_are_reported(tmp_path):
+    # no "ph" at all, a phase outside the Trace Event Format ("Z") and a valid but unsupported one ("B")
+    no_ph = '{"cat": "cpu_op", "name": "b", "pid": 11, "tid": 12, "ts": 102.000, "dur": 2.000}'
+    bogus = '{"ph": "Z", "cat": "cpu_op", "name": "c", "pid": 11, "tid": 12, "ts": 103.000, "dur": 2.000}'
+    begin = '{"ph": "B", "cat": "cpu_op", "name": "d", "pid": 11, "tid": 12, "ts": 104.000}'
+    tr = nbprof.load(write(tmp_path, trace_text([STEP, OP, no_ph, bogus, begin])))
+    assert tr.events["name"].tolist() == ["ProfilerStep#1", "aten::mm"]
+    it = issue(tr, "unsupported_phase")
+    assert (it.action, it.count) == ("dropped", 3)
+    assert "phase , B, Z" in it.message

@@ -58,7 +58,7 @@ import warnings
 import zlib
 from contextlib import contextmanager
 from operator import attrgetter, itemgetter
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
 
 import msgspec
 import numpy as np
@@ -79,10 +79,17 @@ _Num = int | float | str | None
 _NAN = float("nan")
 
 
+# Every phase of the Trace Event Format (Google's "Trace Event Format" document): decoded as one
+# shared str object each, which makes the phase column cheap to code. Another value makes the
+# decode fall back to ``_LooseEvent`` (any string), whose phase is reported as unsupported.
+_Phase = Literal["X", "B", "E", "i", "I", "C", "b", "n", "e", "s", "t", "f", "S", "T", "p", "F", "P",
+                 "N", "O", "D", "M", "V", "v", "R", "c", "(", ")", ""]
+
+
 class _Event(msgspec.Struct, gc=False):
     """One trace event, ``args`` left undecoded: they are decoded per category group (``_ARG_STRUCTS``)."""
 
-    ph: str = ""
+    ph: _Phase = ""  # no "ph": reported as an unsupported phase
     cat: str | None = None
     name: str | int | float | None = ""
     pid: int | str | None = -1
@@ -95,8 +102,10 @@ class _Event(msgspec.Struct, gc=False):
 
 
 class _LooseEvent(_Event, gc=False):
-    """The same event with string-typed ``ts``/``dur`` allowed (reported and converted by ``_to_float``)."""
+    """The same event with any phase string and string-typed ``ts``/``dur`` allowed (reported and
+    converted by ``_to_float``)."""
 
+    ph: str = ""
     ts: float | str | None = None
     dur: float | str | None = None
 
