@@ -270,7 +270,7 @@ def _array_end(data: bytes, start: int) -> int:
     except msgspec.DecodeError as exc:
         m = re.search(r"trailing characters \(byte (\d+)\)", str(exc))
         if m:
-            return data.rindex(b"]", start - 1, start - 1 + int(m.group(1))) + 1
+            return data.rfind(b"]", start - 1, start - 1 + int(m.group(1))) + 1
         raise
 
 
@@ -972,7 +972,8 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
         try:
             os.close(rfd)
             data[comma] = 0x5B  # "["
-            part = _extract_span(memoryview(data)[comma:end], ctx.path, keep=[])
+            keep: list[Any] = []  # the decoded objects: left to os._exit instead of freed one by one
+            part = _extract_span(memoryview(data)[comma:end], ctx.path, keep)
             with os.fdopen(wfd, "wb") as f:
                 _send_part(part, f, shm)
             code = 0
