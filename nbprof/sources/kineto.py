@@ -57,7 +57,8 @@ import threading
 import warnings
 import zlib
 from contextlib import contextmanager
-from operator import attrgetter, itemgetter
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Iterator, Literal
 
 import msgspec
@@ -765,16 +766,10 @@ def _compact_json_text(s: Any) -> str | None:
     return s
 
 
-def _take(objs: list[Any], idx: np.ndarray) -> list[Any]:
-    """``[objs[i] for i in idx]`` at C speed."""
-    n = len(idx)
-    if n == 0:
-        return []
-    if n == 1:
-        return [objs[int(idx[0])]]
-    if n == len(objs):
-        return objs
-    return list(itemgetter(*idx.tolist())(objs))
+def _select(objs: list[Any], mask: np.ndarray) -> list[Any]:
+    """``[o for o, m in zip(objs, mask) if m]`` at C speed (``itertools.compress``: half the time of
+    ``itemgetter`` over the indices)."""
+    return list(compress(objs, mask.tolist()))
 
 
 _GETTERS: dict[str, Any] = {}
@@ -1385,7 +1380,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     is_mem = np.zeros(n_all, dtype=bool)
     is_global = np.zeros(n_all, dtype=bool)
     if inst.size:
-        ins = _take(evs, inst)
+        ins = _select(evs, is_i)
         mem_i = np.array([n == "[memory]" for n in _col(ins, "name")], dtype=bool)
         is_mem[inst] = mem_i
         is_global[inst] = np.array([s == "g" for s in _col(ins, "s")], dtype=bool) & ~mem_i
@@ -1393,7 +1388,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     # left out of the events table (torch-tb-profiler drops them too).
     is_e = (is_x | is_i) & ~is_mem & ~is_global
     rows_e = np.flatnonzero(is_e)
-    E = _take(evs, rows_e)
+    E = _select(evs, is_e)
     nE = len(E)
 
     ts_all = _floats(evs, "ts", "ts", ctx, np.arange(n_all))
@@ -1427,11 +1422,11 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     del dur_us
 
     frows = np.flatnonzero(is_flow)
-    flows = _flow_columns(_take(evs, frows), is_ph("s")[frows], ctx)
+    flows = _flow_columns(_select(evs, is_flow), is_ph("s")[frows], ctx)
     mrows = np.flatnonzero(is_mem)
-    memory = _memory_columns(_take(evs, mrows), ctx, mrows)
-    counters = _counter_rows(_take(evs, np.flatnonzero(is_c)))
-    threads = _thread_rows(_take(evs, np.flatnonzero(is_m)), ctx)
+    memory = _memory_columns(_select(evs, is_mem), ctx, mrows)
+    counters = _counter_rows(_select(evs, is_c))
+    threads = _thread_rows(_select(evs, is_m), ctx)
 
     # --- categories, names
     cats_raw = _col(E, "cat")
@@ -1473,7 +1468,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     for mask, group in ((is_op, "host op"), (is_rt, "runtime"), (is_dev, "device")):
         rows = np.flatnonzero(mask)
         if rows.size:
-            args = _decode_args(_take(args_e, rows), group, ctx, rows_e[rows])
+            args = _decode_args(_select(args_e, mask), group, ctx, rows_e[rows])
             _arg_columns(args, group, ctx, rows_e[rows], cols, rows)
             if keep is not None:
                 keep.append(args)
@@ -1651,11 +1646,10 @@ def _flow_columns(F: list[_Event], is_s: np.ndarray, ctx: _Ctx) -> dict[str, Any
     """Flow events (``ph`` s/f/t; ``is_s`` marks the starts) -> id, category, start flag, pid, tid
     (times are added by ``_finish``)."""
     n = len(F)
-    ids = _col(F, "id")
     try:
-        fid = np.fromiter(ids, dtype=np.int64, count=n)
+        fid = np.fromiter(map(attrgetter("id"), F), dtype=np.int64, count=n)
     except (TypeError, ValueError, OverflowError):
-        ids = [int(v) if isinstance(v, float) and np.isfinite(v) else v for v in ids]
+        ids = [int(v) if isinstance(v, float) and np.isfinite(v) else v for v in _col(F, "id")]
         fid = _to_int_array(ids, "flow id", ctx)
     cat = _CatColumn(n)
     if n:
