@@ -136,3 +136,19 @@ def test_small_traces_stay_in_one_process(tmp_path, monkeypatch):
     monkeypatch.setattr(kineto, "_parallel_extract", lambda *a, **k: taken.append(1) or real(*a, **k))
     tr = nbprof.load(p)
     assert taken == [] and len(tr.events) == 51
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_merge_of_two_sorted_runs_is_the_stable_sort(seed):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    la, lb = int(rng.integers(0, 60)), int(rng.integers(0, 60))
+    shift = int(rng.integers(-20, 80))  # runs that overlap a little, a lot, or not at all
+    a = np.sort(rng.integers(0, 50, la))
+    b = np.sort(rng.integers(0, 50, lb) + shift)
+    plan = kineto._merge_positions(a, b)
+    merged = kineto._scatter([a, b], plan)
+    want_order = np.argsort(np.concatenate([a, b]), kind="stable")
+    assert merged.tolist() == np.concatenate([a, b])[want_order].tolist()
+    tags = kineto._scatter([np.arange(la), np.arange(la, la + lb)], plan)  # ties keep a's rows first
+    assert tags.tolist() == want_order.tolist()

@@ -1204,8 +1204,9 @@ class _CatColumn:
         self.codes[rows] = codes
 
     @staticmethod
-    def concat(cols: list[_CatColumn]) -> _CatColumn:
-        """The columns one after the other (value codes remapped onto one dictionary)."""
+    def concat(cols: list[_CatColumn], at: list[np.ndarray] | None = None) -> _CatColumn:
+        """The columns one after the other, or column i's rows at positions ``at[i]`` (value codes
+        remapped onto one dictionary)."""
         if len(cols) == 1:
             return cols[0]
         out = _CatColumn(sum(c.n for c in cols))
@@ -1220,7 +1221,10 @@ class _CatColumn:
             else:
                 remap = np.array([lut.setdefault(u, len(lut)) for u in c.lut], dtype=np.int32)
                 pieces.append(remap[c.codes])
-        out.codes = np.concatenate(pieces)
+        if at is None:
+            out.codes = np.concatenate(pieces)
+        else:
+            out.codes = _scatter(pieces, [a for c, a in zip(cols, at) if c.n])
         return out
 
     def finish(self, transform: Any = None) -> pd.Categorical:
@@ -1284,7 +1288,8 @@ class _Part:
     Over the run's ``n`` events: ``ts_us`` (float64 µs, NaN where unusable) and the masks ``is_e``
     (rows of the events table), ``is_m`` (``M`` metadata), ``is_flow``, ``is_mem`` (``[memory]``),
     ``is_c`` (counters); ``ns_abs``: ``ts_us`` as exact int64 ns (0 where unusable), or None when a
-    value is beyond 2**43 µs. ``events``: the events table's columns for the ``is_e`` rows except
+    value is beyond 2**43 µs; ``e_rows``: the run's positions of the ``events`` rows, in their
+    order (sorted by ``ns_abs`` when ``e_sorted``). ``events``: the events table's columns for the ``is_e`` rows except
     ``ts_ns`` (categoricals as ``_CatColumn``, finished once all parts are joined); ``flows`` and
     ``memory``: their columns for their rows (no times); ``counters``: (row among the run's ``C``
     events, name, series, value, pid) tuples; ``threads``: (pid, tid, name, kind) tuples.
@@ -1519,7 +1524,20 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     fin = np.isfinite(ts_all)
     small = not fin.any() or float(np.abs(ts_all[fin]).max()) < _EXACT_TS_MIN_US
     ns_abs = _us_to_ns(np.where(fin, ts_all, 0.0)) if small else None
-    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
+    e_rows, e_sorted = rows_e, False
+    if ns_abs is not None:  # sort the rows by time here (in parallel with the other part)
+        ts_e = ns_abs[rows_e]
+        e_sorted = True
+        if ts_e.size > 1 and not (ts_e[1:] >= ts_e[:-1]).all():
+            o = np.argsort(ts_e, kind="stable")
+            e_rows = rows_e[o]
+            for k, v in events.items():
+                if isinstance(v, _CatColumn):
+                    if v.codes is not None:
+                        v.codes = v.codes[o]
+                else:
+                    events[k] = v[o]
+    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, e_sorted=e_sorted, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
                  events=events, flows=flows, memory=memory, counters=counters, threads=threads)
 
 
@@ -1531,16 +1549,51 @@ _CAT_TRANSFORMS: dict[str, Any] = {
 }
 
 
-def _join(parts: list[_Part], table: str) -> dict[str, Any]:
-    """One table's columns over all parts (categoricals merged, not finished)."""
+def _join(parts: list[_Part], table: str, at: list[np.ndarray] | None = None) -> dict[str, Any]:
+    """One table's columns over all parts (categoricals merged, not finished): one after the other,
+    or part i's rows placed at positions ``at[i]``."""
     first = getattr(parts[0], table)
     if len(parts) == 1:
         return dict(first)
     out = {}
     for k, v in first.items():
         vs = [getattr(p, table)[k] for p in parts]
-        out[k] = _CatColumn.concat(vs) if isinstance(v, _CatColumn) else np.concatenate(vs)
+        if isinstance(v, _CatColumn):
+            out[k] = _CatColumn.concat(vs, at)
+        else:
+            out[k] = np.concatenate(vs) if at is None else _scatter(vs, at)
     return out
+
+
+def _scatter(vs: list[np.ndarray], at: list[Any]) -> np.ndarray:
+    """Rows of ``vs[i]`` placed at ``at[i]`` (a ``_merge_positions`` plan)."""
+    out = np.empty(sum(len(v) for v in vs), dtype=vs[0].dtype)
+    for v, (head, tail, src, dst) in zip(vs, at):
+        out[head[1] : head[1] + head[0]] = v[: head[0]]  # the runs that stay contiguous: plain copies
+        out[len(out) - tail : len(out)] = v[len(v) - tail :] if tail else v[:0]
+        out[dst] = v[src]
+    return out
+
+
+def _merge_positions(a: np.ndarray, b: np.ndarray) -> list[Any]:
+    """Where the rows of two sorted runs go in their stable merge (ties: ``a`` first), as a plan
+    per run: (leading rows copied as one block, (count, destination)), trailing rows that end the
+    output, and the source/destination indices of the interleaved rest. Runs from the two halves
+    of a trace overlap in time only near the split, so almost every row is a block copy."""
+    n = len(a) + len(b)
+    plans = []
+    for v, pos in ((a, np.arange(len(a)) + np.searchsorted(b, a, side="left")),
+                   (b, np.arange(len(b)) + np.searchsorted(a, b, side="right"))):
+        step = np.diff(pos) != 1
+        head = int(np.argmax(step)) + 1 if step.any() else len(v)  # rows [0, head) are contiguous
+        tail = 0
+        if len(v) and pos[-1] == n - 1:
+            brk = np.flatnonzero(step)
+            tail = len(v) - (int(brk[-1]) + 1 if len(brk) else 0)
+        tail = min(tail, len(v) - head)
+        mid = np.arange(head, len(v) - tail)
+        plans.append(((head, int(pos[0]) if head else 0), tail, mid, pos[mid]))
+    return plans
 
 
 def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
@@ -1589,7 +1642,7 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
             origin_abs = origin_rel_ns
         else:
             origin_abs = None
-    del ts_all, ok_all
+    del ts_all
 
     flows = _pair_flows(_join(parts, "flows"), t_all[is_flow], ctx)
     memory = _memory_frame(_join(parts, "memory"), t_all[is_mem])
@@ -1601,11 +1654,17 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     counters = _counter_frame(c_rows, ctx)
     threads = _thread_frame([t for p in parts for t in p.threads], ctx)
 
-    data = _join(parts, "events")
+    offs = np.cumsum([0] + [p.n for p in parts[:-1]])
+    ts_parts = [t_all[o + p.e_rows] for o, p in zip(offs, parts)]
+    ok_e = _concat([ok_all[o + p.e_rows] for o, p in zip(offs, parts)])  # in the rows' order
+    at = None
+    if len(parts) == 2 and all(p.e_sorted for p in parts):  # merge the two sorted runs
+        at = _merge_positions(*ts_parts)
+    data = _join(parts, "events", at)
     for p in parts:
         p.events = None
-    data = {"ts_ns": t_all[rows_e], **data}
-    del t_all
+    data = {"ts_ns": _concat(ts_parts) if at is None else _scatter(ts_parts, at), **data}
+    del t_all, ts_parts
     for k, transform in _CAT_TRANSFORMS.items():
         data[k] = data[k].finish(transform)
     nE = len(rows_e)
@@ -1901,13 +1960,15 @@ def _check_overlaps(events: pd.DataFrame, report: LoadReport) -> None:
     Rows are kept as recorded; busy-time analyses must take the union of intervals per stream
     (AMD-AGI/TraceLens#669: summing raw ``dur`` over-counts).
     """
-    dev = events[(events["device"] >= 0) & (events["cat"].isin(["kernel", "gpu_memcpy", "gpu_memset"]))]
-    if len(dev) < 2:
+    cats = events["cat"].cat
+    busy = np.array([c in ("kernel", "gpu_memcpy", "gpu_memset") for c in cats.categories] + [False], dtype=bool)
+    sel = np.flatnonzero(busy[cats.codes.to_numpy()] & (events["device"].to_numpy() >= 0))
+    if len(sel) < 2:
         return
-    d = dev.sort_values(["device", "stream", "ts_ns"], kind="stable")
-    t = d["ts_ns"].to_numpy()
-    end = t + d["dur_ns"].to_numpy()
-    dv, sv = d["device"].to_numpy(), d["stream"].to_numpy()
+    t, dv, sv = (events[c].to_numpy()[sel] for c in ("ts_ns", "device", "stream"))
+    o = np.lexsort((t, sv, dv))  # by device, stream, then time (stable)
+    t, dv, sv = t[o], dv[o], sv[o]
+    end = t + events["dur_ns"].to_numpy()[sel][o]
     same = (dv[1:] == dv[:-1]) & (sv[1:] == sv[:-1])
     # running max of ends within a stream, so an op overlapping any earlier op counts once
     grp = np.concatenate([[0], np.cumsum(~same)])
