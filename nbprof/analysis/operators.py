@@ -38,6 +38,7 @@ where ``key_averages()`` takes minutes (``benchmarks/bench_operators.py``).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -194,10 +195,11 @@ def _tree_links(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple
     before it (same thread) that still contains it: ``end_j > start_i`` and
     ``end_j >= end_i - 1`` (1 ns slack). An event popped by some k < i because k ends after
     it leaves k (or an event popping k) as a later container, so no popped event can be the
-    latest container. That turns the sweep into two range-maximum queries answered by binary
-    lifting over a sparse table of ends: the parent is the nearest j < i with
-    ``end_j >= max(end_i - 1, start_i + 1)``; the subtree of i ends before the first k > i
-    with ``start_k >= end_i`` or ``end_k > end_i + 1``.
+    latest container. That turns the parent into a range-maximum query answered by binary
+    lifting over a sparse table of ends: the nearest j < i with
+    ``end_j >= max(end_i - 1, start_i + 1)`` (the previous event itself for a first child, so
+    only the other events search). An event stays open exactly while its descendants come, so
+    its subtree is [i, its last descendant], found from the parents.
 
     Returns ``parent`` (position or -1) and ``last`` (position of the subtree's last event).
     """
@@ -208,53 +210,38 @@ def _tree_links(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple
     pos = np.arange(n, dtype=np.int64)
     new_thread = np.ones(n, dtype=bool)
     new_thread[1:] = thread[1:] != thread[:-1]
-    first = np.maximum.accumulate(np.where(new_thread, pos, 0))
-    stop = np.empty(n, dtype=np.int64)  # one past the thread's last event
-    bounds = np.flatnonzero(new_thread)
-    stop_b = np.append(bounds[1:], n)
-    stop[:] = np.repeat(stop_b, np.diff(np.append(bounds, n)))
+    first = np.maximum.accumulate(np.where(new_thread, pos, 0))  # the thread's first position
     table = _sparse_max(end)
-    # parent: walk left over blocks whose max end is below the threshold
     need = np.maximum(end - 1, start + 1)
-    cur = pos.copy()  # exclusive right edge of the skipped range
+    # parent: the previous event when it contains us (a first child: the common case), else walk
+    # left from there over blocks whose max end is below the threshold
+    parent = np.full(n, -1, dtype=np.int64)
+    has_prev = pos > first
+    prev_ok = has_prev.copy()
+    prev_ok[has_prev] = end[pos[has_prev] - 1] >= need[has_prev]
+    parent[prev_ok] = pos[prev_ok] - 1
+    sub = np.flatnonzero(has_prev & ~prev_ok)
+    cur, lo = sub.copy() - 1, first[sub]  # exclusive right edge of the skipped range
     for k in range(len(table) - 1, -1, -1):
         w = 1 << k
         cand = cur - w
-        ok = cand >= first
-        idx = np.flatnonzero(ok)
+        idx = np.flatnonzero(cand >= lo)
         if len(idx):
-            skip = table[k][cand[idx]] < need[idx]
+            skip = table[k][cand[idx]] < need[sub[idx]]
             cur[idx[skip]] = cand[idx[skip]]
-    parent = np.where(cur - 1 >= first, cur - 1, -1)
-    # subtree end: first later event not contained (start at/after our end, or ending > end + 1)
-    lim = end + 1
-    cur = pos + 1  # inclusive left edge of the unskipped range
-    for k in range(len(table) - 1, -1, -1):
-        w = 1 << k
-        ok = cur + w <= stop
-        idx = np.flatnonzero(ok)
-        if len(idx):
-            skip = table[k][cur[idx]] <= lim[idx]
-            cur[idx[skip]] = cur[idx[skip]] + w
-    # events starting at or after our end are not ours either (starts are sorted per thread)
-    first_after = _first_start_at_or_after(thread, start, end, first, stop)
-    last = np.minimum(cur, first_after) - 1
-    return parent.astype(np.int64), last.astype(np.int64)
-
-
-def _first_start_at_or_after(
-    thread: np.ndarray, start: np.ndarray, end: np.ndarray, first: np.ndarray, stop: np.ndarray
-) -> np.ndarray:
-    """Per event i, the first position k (same thread, k > i) with start_k >= end_i, else the thread's stop."""
-    n = len(start)
-    # starts are sorted within a thread: search in (thread, start) order with a combined key
-    tcode = np.cumsum(np.append(True, thread[1:] != thread[:-1])) - 1
-    base = int(start.min())
-    span = int(end.max()) - base + 2
-    key_start = tcode.astype(np.int64) * span + (start - base)
-    key_query = tcode.astype(np.int64) * span + (end - base)
-    k = np.searchsorted(key_start, key_query, side="left")
-    return np.clip(np.maximum(k, np.arange(n) + 1), None, stop)
+    parent[sub] = np.where(cur - 1 >= lo, cur - 1, -1)
+    # subtree end: the sweep keeps an event open exactly while its descendants come, so the
+    # subtree is [i, last descendant]; the last descendant is the last child's, recursively
+    # (pointer jumping along last children: about log2(depth) passes)
+    has_p = parent >= 0
+    last = pos.copy()
+    np.maximum.at(last, parent[has_p], pos[has_p])  # own position, or the last child's
+    while True:
+        nxt = last[last]
+        if np.array_equal(nxt, last):
+            break
+        last = nxt
+    return parent, last
 
 
 def host_call_tree(trace: Trace, *, python_functions: bool = True) -> pd.DataFrame:
@@ -310,7 +297,8 @@ def host_call_tree(trace: Trace, *, python_functions: bool = True) -> pd.DataFra
     nchild = np.bincount(parent[has_p], minlength=n)
     merged = np.zeros(n, dtype=bool)
     pp = parent[has_p]
-    disp_id = np.unique(disp, return_inverse=True)[1].ravel() if len(disp) else np.zeros(0, np.int64)
+    disp_u, disp_id = np.unique(disp, return_inverse=True) if len(disp) else (disp, np.zeros(0, np.int64))
+    disp_id = disp_id.ravel()
     merged[has_p] = (disp_id[c[has_p]] == disp_id[c[pp]]) & (nchild[pp] == 1)
     eff = parent.copy()
     while True:
@@ -330,11 +318,14 @@ def host_call_tree(trace: Trace, *, python_functions: bool = True) -> pd.DataFra
         anc_up = anc[up]
         depth[live] += depth_up
         anc[live] = anc_up
+    cat_u, cat_id = np.unique(cat_cats, return_inverse=True)
     return pd.DataFrame(
         {
             "event": idx,
-            "name": pd.Categorical(disp[c]),
-            "cat": pd.Categorical(cat_cats[cat_codes[idx]]),
+            # categoricals built from codes (sorted categories, only those used: what
+            # pd.Categorical(values) gives, without hashing a million strings)
+            "name": _used_categorical(disp_id[c], disp_u),
+            "cat": _used_categorical(cat_id.ravel()[cat_codes[idx]], cat_u),
             "pid": pid,
             "tid": tid,
             "ts_ns": ts,
@@ -346,6 +337,13 @@ def host_call_tree(trace: Trace, *, python_functions: bool = True) -> pd.DataFra
             "depth": depth,
         }
     )
+
+
+def _used_categorical(codes: np.ndarray, labels: np.ndarray) -> pd.Categorical:
+    """``pd.Categorical.from_codes(codes, labels).remove_unused_categories()`` in O(n) (codes >= 0)."""
+    used = np.bincount(codes, minlength=len(labels)) > 0
+    remap = np.cumsum(used) - 1
+    return pd.Categorical.from_codes(remap[codes].astype(np.int32), labels[used])
 
 
 def _memory_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -617,41 +615,40 @@ def operator_summary(
     self_dev_mem = minus_children(dev_mem)
     ev = trace.events
     flops = ev["flops"].to_numpy()[tree["event"].to_numpy()] if "flops" in ev else np.full(n, np.nan)
-
-    frame = pd.DataFrame(
-        {
-            "name": tree["name"].astype(object).to_numpy(),
-            "cat": tree["cat"].astype(object).to_numpy(),
-            "count": np.ones(n, dtype=np.int64),
-            "self_host_ns": self_host,
-            "total_host_ns": dur,
-            "self_device_ns": self_dev,
-            "total_device_ns": total_dev,
-            "host_mem_bytes": host_mem,
-            "self_host_mem_bytes": self_host_mem,
-            "device_mem_bytes": dev_mem,
-            "self_device_mem_bytes": self_dev_mem,
-            "flops": flops,
-        }
-    )
-    keys = ["name", "cat"]
+    values = {
+        "count": np.ones(n, dtype=np.int64),
+        "self_host_ns": self_host,
+        "total_host_ns": dur,
+        "self_device_ns": self_dev,
+        "total_device_ns": total_dev,
+        "host_mem_bytes": host_mem,
+        "self_host_mem_bytes": self_host_mem,
+        "device_mem_bytes": dev_mem,
+        "self_device_mem_bytes": self_dev_mem,
+        "flops": flops,
+    }
+    # group keys as (codes, labels): name and category from the tree's categoricals
+    key_cols = {
+        "name": (tree["name"].cat.codes.to_numpy(), np.asarray(tree["name"].cat.categories, dtype=object)),
+        "cat": (tree["cat"].cat.codes.to_numpy(), np.asarray(tree["cat"].cat.categories, dtype=object)),
+    }
     if group_by == "shapes":
         if "input_dims" in ev:
             codes = ev["input_dims"].cat.codes.to_numpy()[tree["event"].to_numpy()]
             keys_text = np.array([_torch_shapes_key(c) for c in ev["input_dims"].cat.categories] + ["[]"], dtype=object)
-            frame["input_dims"] = keys_text[codes]  # code -1 (no Input Dims) -> "[]"
+            key_cols["input_dims"] = pd.factorize(keys_text[codes])  # code -1 (no Input Dims) -> "[]"
         else:
-            frame["input_dims"] = "[]"
-        keys.append("input_dims")
+            key_cols["input_dims"] = (np.zeros(n, dtype=np.int64), np.array(["[]"], dtype=object))
     elif group_by == "stack":
         if python_functions:
-            frame["stack"] = _stack_keys(trace, tree, stack_depth)
+            stack = _stack_keys(trace, tree, stack_depth)
         else:  # frames still come from the python_function events
             full = host_call_tree(trace)
             by_event = pd.Series(_stack_keys(trace, full, stack_depth), index=full["event"].to_numpy())
-            frame["stack"] = by_event.reindex(tree["event"].to_numpy()).fillna("").to_numpy()
-        keys.append("stack")
-    frame = frame[kept]
+            stack = by_event.reindex(tree["event"].to_numpy()).fillna("").to_numpy()
+        key_cols["stack"] = pd.factorize(np.asarray(stack, dtype=object))
+    keys = list(key_cols)
+    frame = _group_sums(key_cols, values, kept)
 
     # [memory] records inside no host event (torch: top-level memory events)
     if len(m_ts):
@@ -683,10 +680,7 @@ def operator_summary(
         for c in SUMMARY_COLUMNS:
             out[c] = pd.Series(dtype="float64" if c == "flops" else "int64")
     else:
-        agg = {c: "sum" for c in SUMMARY_COLUMNS}
-        g = frame.groupby(keys, sort=False, observed=True, dropna=False)
-        out = g.agg(agg).reset_index()
-        out["flops"] = g["flops"].sum(min_count=1).to_numpy()
+        out = frame
     for c in SUMMARY_COLUMNS:
         if c != "flops":
             out[c] = out[c].astype(np.int64)
@@ -694,6 +688,50 @@ def operator_summary(
     out["avg_device_ns"] = out["total_device_ns"] / out["count"].clip(lower=1)
     out = out.sort_values(["total_host_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return out[[*keys[:1], *keys[2:], "cat", *SUMMARY_COLUMNS, "avg_host_ns", "avg_device_ns"]]
+
+
+def _group_sums(key_cols: dict[str, tuple[np.ndarray, np.ndarray]], values: dict[str, np.ndarray],
+                rows: np.ndarray) -> pd.DataFrame:
+    """Sum ``values`` over the ``rows`` (mask) grouped by the keys, groups in order of first appearance.
+
+    ``key_cols``: column -> (per-row codes, labels). Integer columns are summed exactly
+    (``np.bincount`` in float64 when the sum of magnitudes is below 2**53, else ``np.add.at`` in
+    int64); ``flops`` (float) is NaN for a group where it was never recorded (``sum(min_count=1)``).
+    """
+    key = np.zeros(int(rows.sum()), dtype=np.int64)
+    space = 1
+    for codes, labels in key_cols.values():
+        key = key * (len(labels) + 1) + (codes[rows].astype(np.int64) + 1)  # +1: code -1 (missing) stays distinct
+        space *= len(labels) + 1
+    cols: dict[str, Any] = {}
+    if not len(key):
+        return pd.DataFrame({**{k: pd.Series(dtype=object) for k in key_cols},
+                             **{c: pd.Series(dtype=v.dtype) for c, v in values.items()}})
+    if space > 4 * len(key) + (1 << 20):  # sparse keys: number them by sorting
+        key = np.unique(key, return_inverse=True)[1].ravel()
+        space = int(key.max()) + 1
+    nrow = len(key)
+    first = np.full(space, nrow, dtype=np.int64)
+    np.minimum.at(first, key, np.arange(nrow))
+    present = np.flatnonzero(first < nrow)
+    present = present[np.argsort(first[present], kind="stable")]  # groups in order of first appearance
+    lead = np.flatnonzero(rows)[first[present]]  # the first row of each group, for its key labels
+    for k, (codes, labels) in key_cols.items():
+        c = codes[lead]
+        cols[k] = np.where(c >= 0, labels[np.clip(c, 0, None)], None)
+    for c, v in values.items():
+        v = v[rows]
+        if v.dtype.kind == "f":
+            ok = ~np.isnan(v)
+            total = np.bincount(key, weights=np.where(ok, v, 0.0), minlength=space)[present]
+            cols[c] = np.where(np.bincount(key, weights=ok, minlength=space)[present] > 0, total, np.nan)
+        elif np.abs(v).sum() < 2**53:  # float64 sums of integers are exact below 2**53
+            cols[c] = np.rint(np.bincount(key, weights=v, minlength=space)[present]).astype(v.dtype)
+        else:  # exact int64 sums for huge totals
+            out = np.zeros(space, dtype=v.dtype)
+            np.add.at(out, key, v)
+            cols[c] = out[present]
+    return pd.DataFrame(cols)
 
 
 def _torch_shapes_key(text: str) -> str:
