@@ -530,7 +530,7 @@ def _run_pool(n, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:
     import multiprocessing as mp
 
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
-    ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_ignore_sigint)
+    ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init)
     out: list[_RankResult] = []
     try:
         futs = [ex.submit(_work, p, cdir, cache, reducer, strict) for p in paths]
@@ -552,9 +552,11 @@ def _run_pool(n, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:
     return out
 
 
-def _ignore_sigint() -> None:
+def _worker_init() -> None:
     # workers leave Ctrl-C to the parent, which cancels and terminates them
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the pool already loads one rank per core: no second process per load (sources/kineto.py)
+    os.environ["NBPROF_LOAD_PROCESSES"] = "1"
 
 
 def _run_dask(client, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:

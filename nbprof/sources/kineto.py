@@ -12,16 +12,29 @@ Format facts (``libkineto/src/output_json.cpp``; ../shared/notes/formats.md §4.
 
 Speed and memory
 ----------------
-Decoding is typed and column-selective: one msgspec pass (cyclic GC paused) decodes every
-event into ``gc=False`` Structs holding only the fields nbprof keeps (``_Event``/``_Args``;
-unknown keys are skipped by the decoder, the metadata around ``traceEvents`` is read without
-a second parse of the events). Columns are then read per category group, only the fields that
-group carries (host ops: shapes/stack/sequence/collective; runtime calls: correlation and
-ROCm launch geometry; device ops: device/stream/grid/block/registers/...; ``python_function``:
-none), with list comprehensions compiled per field name and ``np.fromiter``; categoricals are
-coded with ``dict.fromkeys`` over the values and built from codes. The decoded events (and
-the file bytes) are freed before the events table is assembled and sorted, which keeps the
-peak memory near the decode's. Measured numbers: ``benchmarks/README.md``.
+Decoding is typed and column-selective. One msgspec pass (cyclic GC paused) decodes every event
+into a ``gc=False`` Struct of the top-level fields (``_Event``; the phase as a ``Literal`` of the
+Trace Event Format phases, so its str objects are shared) with ``args`` left as ``msgspec.Raw``;
+the metadata around ``traceEvents`` is read without parsing the events. The ``args`` are then
+decoded per category group, all of a group's args joined into one array and decoded into a small
+Struct holding only the keys that group carries (host ops: shapes/stack/sequence/collective;
+runtime calls: correlation and ROCm launch geometry; device ops: device/stream/grid/block/...;
+``[memory]``: bytes/totals/device/address; ``python_function`` args are never decoded). Columns
+come from ``np.fromiter(map(attrgetter(field), structs))`` (no intermediate list) or list
+comprehensions compiled per field name; a key present in no event of a group costs one
+``list.count``; subsets are taken with ``itertools.compress``; categoricals are coded with
+``dict.fromkeys`` over the values.
+
+Large traces (events arrays of 64 MB or more, Linux, two usable CPUs) are decoded and extracted
+in two processes: the array is split at an event boundary after its middle, a forked child
+decodes the second half in its copy-on-write pages (the comma turned into ``[``) while this
+process decodes the first (the comma turned into ``]``, restored afterwards), each half sorts
+its rows by time, and the child's columns come back through shared memory (pickle protocol 5
+out-of-band buffers); the two sorted runs are merged with block copies. A half that needs any
+repair or report entry sends the whole file through the one-process path, which reports with
+whole-file offsets; results are identical either way (tested). ``NBPROF_LOAD_PROCESSES=1`` keeps
+every load in one process. The decoded objects are freed before the events table is assembled,
+which keeps the peak memory near that of the decode. Measured numbers: ``benchmarks/README.md``.
 
 Time precision
 --------------
@@ -57,8 +70,8 @@ import threading
 import warnings
 import zlib
 from contextlib import contextmanager
-from itertools import compress
-from operator import attrgetter
+from itertools import compress, repeat, zip_longest
+from operator import attrgetter, is_
 from typing import Any, Iterator, Literal
 
 import msgspec
@@ -646,21 +659,34 @@ def _first_bad(values: list[Any], ok: Any) -> int | None:
 
 
 def _to_int_array(
-    values: list[Any], name: str, ctx: _Ctx, rows: np.ndarray | None = None
+    values: list[Any], name: str, ctx: _Ctx, rows: np.ndarray | None = None, *, tried: bool = False
 ) -> np.ndarray:
     """list of int|float|str|None -> int64 with -1 for missing.
 
     Fast path ``np.fromiter``; else strings like ``"12"`` are parsed, floats truncated,
-    unsigned 64-bit values keep their bit pattern, larger integers become -1 (reported).
+    unsigned 64-bit values keep their bit pattern, larger integers become -1 (reported). The
+    plain ints among them still go through ``np.fromiter`` (a trace's few ``"pid": "Spans"``
+    rows must not send a million values through the Python loop).
     """
-    try:
-        return np.fromiter(values, dtype=np.int64, count=len(values))
-    except (TypeError, ValueError, OverflowError):
-        pass
-    out = np.empty(len(values), dtype=np.int64)
+    n = len(values)
+    if not tried:  # (``tried``: the caller's own np.fromiter already failed)
+        try:
+            return np.fromiter(values, dtype=np.int64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    out = np.empty(n, dtype=np.int64)
+    is_int = np.fromiter(map(is_, map(type, values), repeat(int, n)), dtype=bool, count=n)
+    todo = range(n)
+    if is_int.any():
+        try:
+            out[is_int] = np.fromiter(compress(values, is_int.tolist()), dtype=np.int64)
+            todo = np.flatnonzero(~is_int).tolist()
+        except OverflowError:  # ints beyond 64 bits: all through the loop
+            pass
     bad: list[int] = []
     nstr = 0
-    for i, v in enumerate(values):
+    for i in todo:
+        v = values[i]
         if v is None:
             out[i] = -1
         elif isinstance(v, int):
@@ -697,8 +723,8 @@ def _to_int_array(
 def _to_float(values: list[Any], what: str, ctx: _Ctx, rows: np.ndarray | None) -> np.ndarray:
     """float|int|str|None values -> float64 with NaN for missing; string-typed values parsed and reported."""
     try:
-        if str not in set(map(type, values)):  # np.fromiter would parse "12.5" silently
-            return np.fromiter(values, dtype=np.float64, count=len(values))
+        if str not in set(map(type, values)):  # np.array would parse "12.5" silently
+            return np.array(values, dtype=np.float64)  # None -> NaN
     except (TypeError, ValueError):
         pass
     out = np.empty(len(values), dtype=np.float64)
@@ -859,7 +885,7 @@ def load_kineto(
     rank : int, optional
         Override the rank (otherwise from ``distributedInfo``, else the file name, else 0).
     data : bytes, optional
-        The (decompressed) file content, when already in memory.
+        The (decompressed) file content, when already in memory (then always one process).
 
     Returns
     -------
@@ -876,6 +902,12 @@ def load_kineto(
     TraceFormatError
         When the file is empty, holds no events, is not a JSON trace, or (strict mode) on the
         first defect, with ``path``, byte ``offset`` and ``reason``.
+
+    Notes
+    -----
+    Events arrays of 64 MB or more are decoded by this process and a forked child, half each
+    (Linux, two usable CPUs; module docstring); set ``NBPROF_LOAD_PROCESSES=1`` to keep the load
+    in one process. The result is the same.
     """
     spath = os.fspath(path)
     report = LoadReport(path=spath)
@@ -907,6 +939,7 @@ def load_kineto(
 # --------------------------------------------------------------------------- two processes
 
 _PARALLEL_MIN_BYTES = 64 << 20
+_CHUNKS = 4  # runs of the events array, interleaved between the two processes
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 
@@ -935,22 +968,40 @@ def _extract_span(span: memoryview, path: str, keep: list[Any] | None = None) ->
 
 
 def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[_Part] | None:
-    """The two halves of the events array decoded and extracted at once, here and in a forked child.
+    """The events array decoded and extracted in two processes at once: this one and a forked child.
 
-    The split is at an event boundary ``},{`` after the middle of the array, and each half is decoded
-    in place as an array of its own: the child (its own copy-on-write pages) turns that comma into
-    ``[`` and this process turns it into ``]`` for its decode and back afterwards, so neither half is
-    copied. A boundary that is not between two top-level events (inside a string or a nested object)
-    leaves both halves undecodable. The child sends its ``_Part`` back (``_send_part``) and exits.
-    A half that needs any repair or report entry, or a child that fails, gives None: the caller then loads the whole file in one process, which reports with the byte
-    offsets of the whole file; so do absolute-µs timestamps with fractions (``_maybe_exact_ts``).
-    ``ctx`` is left untouched.
+    The array is cut into ``_CHUNKS`` runs at event boundaries ``},{`` after each equal share of
+    its bytes; this process takes runs 0, 2, ... and the child 1, 3, ... (a file's regions differ
+    in cost per byte: host ops with shapes first, Python frames later, so interleaving balances
+    the two). Each run is decoded in place as an array of its own: its bounding commas are turned
+    into ``[`` and ``]`` (the child in its own copy-on-write pages; here they are restored after
+    the decode), so nothing is copied. A boundary that is not between two top-level events (inside
+    a string or a nested object) leaves the runs around it undecodable. The child sends its parts
+    back (``_send_part``) and exits. A run that needs any repair or report entry, or a child that
+    fails, gives None: the caller then loads the whole file in one process, which reports with the
+    byte offsets of the whole file; so do absolute-µs timestamps with fractions
+    (``_maybe_exact_ts``). ``ctx`` is left untouched. Returns the parts in file order.
     """
-    m = _EVENT_BOUNDARY.search(data, start + (end - start) // 2, end)
-    if m is None:
+    cuts = [start - 1]  # positions of each run's opening "[" (a comma but for the first run)
+    for i in range(1, _CHUNKS):
+        m = _EVENT_BOUNDARY.search(data, max(cuts[-1] + 1, start + (end - start) * i // _CHUNKS), end)
+        if m is None:
+            break
+        cuts.append(data.find(b",", m.start()))
+    if len(cuts) < 2:
         return None
-    comma = data.index(b",", m.start())
-    shm = mmap.mmap(-1, 2 * (end - comma))  # shared, anonymous: pages exist once written
+    runs = list(zip(cuts, [*cuts[1:], end - 1]))  # (opening "[", closing "]") positions
+
+    def extract(k: int, keep: list[Any] | None) -> _Part | None:
+        a, b = runs[k]
+        old = data[a], data[b]
+        data[a], data[b] = 0x5B, 0x5D  # "[", "]"
+        try:
+            return _extract_span(memoryview(data)[a : b + 1], ctx.path, keep)
+        finally:
+            data[a], data[b] = old
+
+    shm = mmap.mmap(-1, end - start)  # shared, anonymous: pages exist once written
     rfd, wfd = os.pipe()
     try:
         with warnings.catch_warnings():
@@ -966,22 +1017,17 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
         code = 1
         try:
             os.close(rfd)
-            data[comma] = 0x5B  # "["
             keep: list[Any] = []  # the decoded objects: left to os._exit instead of freed one by one
-            part = _extract_span(memoryview(data)[comma:end], ctx.path, keep)
+            parts = [extract(k, keep) for k in range(1, len(runs), 2)]
             with os.fdopen(wfd, "wb") as f:
-                _send_part(part, f, shm)
+                _send_part(None if None in parts else parts, f, shm)
             code = 0
         finally:
             os._exit(code)
     os.close(wfd)
     done = False
     try:
-        data[comma] = 0x5D  # "]"
-        try:
-            mine = _extract_span(memoryview(data)[start - 1 : comma + 1], ctx.path)
-        finally:
-            data[comma] = 0x2C  # ","
+        mine = [extract(k, None) for k in range(0, len(runs), 2)]
         with os.fdopen(rfd, "rb") as f:
             rfd = -1
             theirs = _recv_part(f, shm)
@@ -994,15 +1040,16 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
         else:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-    if mine is None or theirs is None:
+    if None in mine or theirs is None:
         return None
-    if (mine.ns_abs is None or theirs.ns_abs is None) and _BIG_FRACTIONAL_TS.search(data):
+    parts = [p for pair in zip_longest(mine, theirs) for p in pair if p is not None]
+    if any(p.ns_abs is None for p in parts) and _BIG_FRACTIONAL_TS.search(data):
         return None  # absolute µs with fractions: the one-process path decodes the ts texts exactly
-    return [mine, theirs]
+    return parts
 
 
-def _send_part(part: _Part | None, f: Any, shm: mmap.mmap) -> None:
-    """Child side: the part's arrays go into the shared mapping ``shm`` (pickle protocol 5 out-of-band
+def _send_part(part: Any, f: Any, shm: mmap.mmap) -> None:
+    """Child side: the part's (or parts') arrays go into the shared mapping ``shm`` (pickle protocol 5 out-of-band
     buffers), the rest of the pickle and the buffers' places through the pipe ``f``; everything
     through the pipe when the arrays do not fit."""
     bufs: list[pickle.PickleBuffer] = []
@@ -1023,7 +1070,7 @@ def _send_part(part: _Part | None, f: Any, shm: mmap.mmap) -> None:
     pickle.dump((payload, places), f, protocol=5)
 
 
-def _recv_part(f: Any, shm: mmap.mmap) -> _Part | None:
+def _recv_part(f: Any, shm: mmap.mmap) -> Any:
     """Parent side of ``_send_part`` (arrays stay views of ``shm`` until ``_finish`` joins them)."""
     try:
         payload, places = pickle.load(f)
@@ -1265,7 +1312,7 @@ def _ints(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | N
     try:
         return np.fromiter(map(attrgetter(attr), objs), dtype=np.int64, count=len(objs))
     except (TypeError, ValueError, OverflowError):
-        return _to_int_array(_col(objs, attr), name, ctx, rows)
+        return _to_int_array(_col(objs, attr), name, ctx, rows, tried=True)
 
 
 def _floats(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None) -> np.ndarray:
