@@ -1,7 +1,9 @@
 """Load-time / peak-memory benchmark: nbprof vs the JSON-decode floor vs HTA, on one file.
 
 Each measurement runs in a fresh Python subprocess (so peak RSS, ``ru_maxrss``, is its own) on the
-same trace file, one after the other:
+same trace file, one after the other; CPU time and peak RSS include the loader's child processes
+(nbprof decodes large files in two), and a separate run per loader samples the peak PSS of the
+whole process tree (the physical memory it uses):
 
 - ``orjson``     floor 1: ``orjson.loads(file bytes)`` with the cyclic GC off (a bare JSON decode into
                  Python objects; ../shared/notes/user-complaints.md "Measured load costs");

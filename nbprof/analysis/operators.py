@@ -176,18 +176,6 @@ def _sweep_reference(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> 
     return np.array(parent, dtype=np.int64), np.array(last, dtype=np.int64)
 
 
-def _sparse_max(e: np.ndarray) -> list[np.ndarray]:
-    """Sparse table: level k holds max(e[p : p + 2**k]) for every p with p + 2**k <= n."""
-    levels = [e]
-    k = 1
-    while (1 << k) <= len(e):
-        prev = levels[-1]
-        h = 1 << (k - 1)
-        levels.append(np.maximum(prev[:-h], prev[h:]))
-        k += 1
-    return levels
-
-
 def _tree_links(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Parent and subtree end of events sorted by (thread, start, -end), without a Python loop.
 
@@ -195,10 +183,8 @@ def _tree_links(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple
     before it (same thread) that still contains it: ``end_j > start_i`` and
     ``end_j >= end_i - 1`` (1 ns slack). An event popped by some k < i because k ends after
     it leaves k (or an event popping k) as a later container, so no popped event can be the
-    latest container. That turns the parent into a range-maximum query answered by binary
-    lifting over a sparse table of ends: the nearest j < i with
-    ``end_j >= max(end_i - 1, start_i + 1)`` (the previous event itself for a first child, so
-    only the other events search). An event stays open exactly while its descendants come, so
+    latest container: the nearest j < i with ``end_j >= max(end_i - 1, start_i + 1)``, found by
+    pointer jumping over candidates. An event stays open exactly while its descendants come, so
     its subtree is [i, its last descendant], found from the parents.
 
     Returns ``parent`` (position or -1) and ``last`` (position of the subtree's last event).
@@ -211,25 +197,21 @@ def _tree_links(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple
     new_thread = np.ones(n, dtype=bool)
     new_thread[1:] = thread[1:] != thread[:-1]
     first = np.maximum.accumulate(np.where(new_thread, pos, 0))  # the thread's first position
-    table = _sparse_max(end)
     need = np.maximum(end - 1, start + 1)
-    # parent: the previous event when it contains us (a first child: the common case), else walk
-    # left from there over blocks whose max end is below the threshold
+    # parent: candidates move left from the previous event; a candidate that does not contain us
+    # is skipped together with everything it skipped itself (none of that contains us either), so
+    # every event jumps to its candidate's candidate: synchronous pointer jumping, each round
+    # doubling the skipped chain (about log2 of the longest sibling run in rounds)
     parent = np.full(n, -1, dtype=np.int64)
-    has_prev = pos > first
-    prev_ok = has_prev.copy()
-    prev_ok[has_prev] = end[pos[has_prev] - 1] >= need[has_prev]
-    parent[prev_ok] = pos[prev_ok] - 1
-    sub = np.flatnonzero(has_prev & ~prev_ok)
-    cur, lo = sub.copy() - 1, first[sub]  # exclusive right edge of the skipped range
-    for k in range(len(table) - 1, -1, -1):
-        w = 1 << k
-        cand = cur - w
-        idx = np.flatnonzero(cand >= lo)
-        if len(idx):
-            skip = table[k][cand[idx]] < need[sub[idx]]
-            cur[idx[skip]] = cand[idx[skip]]
-    parent[sub] = np.where(cur - 1 >= lo, cur - 1, -1)
+    cand = pos - 1  # the next event to check, or the resolved parent
+    active = np.flatnonzero(pos > first)
+    while len(active):
+        c = cand[active]
+        inside = c >= first[active]
+        found = inside & (end[np.where(inside, c, 0)] >= need[active])
+        parent[active[found]] = c[found]
+        active = active[inside & ~found]
+        cand[active] = cand[cand[active]]
     # subtree end: the sweep keeps an event open exactly while its descendants come, so the
     # subtree is [i, last descendant]; the last descendant is the last child's, recursively
     # (pointer jumping along last children: about log2(depth) passes)
