@@ -1613,33 +1613,41 @@ def _join(parts: list[_Part], table: str, at: list[np.ndarray] | None = None) ->
 
 
 def _scatter(vs: list[np.ndarray], at: list[Any]) -> np.ndarray:
-    """Rows of ``vs[i]`` placed at ``at[i]`` (a ``_merge_positions`` plan)."""
+    """Rows of ``vs[i]`` placed as ``at[i]`` says (a ``_merge_positions`` plan)."""
     out = np.empty(sum(len(v) for v in vs), dtype=vs[0].dtype)
-    for v, (head, tail, src, dst) in zip(vs, at):
-        out[head[1] : head[1] + head[0]] = v[: head[0]]  # the runs that stay contiguous: plain copies
-        out[len(out) - tail : len(out)] = v[len(v) - tail :] if tail else v[:0]
+    for v, (blocks, src, dst) in zip(vs, at):
+        for a, b, d in blocks:  # long runs of rows that stay together: plain copies
+            out[d : d + b - a] = v[a:b]
         out[dst] = v[src]
     return out
 
 
-def _merge_positions(a: np.ndarray, b: np.ndarray) -> list[Any]:
-    """Where the rows of two sorted runs go in their stable merge (ties: ``a`` first), as a plan
-    per run: (leading rows copied as one block, (count, destination)), trailing rows that end the
-    output, and the source/destination indices of the interleaved rest. Runs from the two halves
-    of a trace overlap in time only near the split, so almost every row is a block copy."""
-    n = len(a) + len(b)
+_BLOCK_ROWS = 4096
+
+
+def _merge_positions(runs: list[np.ndarray]) -> list[Any]:
+    """Where the rows of sorted runs go in their stable merge (ties: the earlier run first).
+
+    Returns, per run, (blocks of at least ``_BLOCK_ROWS`` consecutive rows that land together,
+    as (start, stop, destination); source and destination indices of the other rows). Runs from
+    successive parts of a trace overlap in time only near their ends, so almost every row is in
+    a block copy.
+    """
     plans = []
-    for v, pos in ((a, np.arange(len(a)) + np.searchsorted(b, a, side="left")),
-                   (b, np.arange(len(b)) + np.searchsorted(a, b, side="right"))):
-        step = np.diff(pos) != 1
-        head = int(np.argmax(step)) + 1 if step.any() else len(v)  # rows [0, head) are contiguous
-        tail = 0
-        if len(v) and pos[-1] == n - 1:
-            brk = np.flatnonzero(step)
-            tail = len(v) - (int(brk[-1]) + 1 if len(brk) else 0)
-        tail = min(tail, len(v) - head)
-        mid = np.arange(head, len(v) - tail)
-        plans.append(((head, int(pos[0]) if head else 0), tail, mid, pos[mid]))
+    for j, v in enumerate(runs):
+        pos = np.arange(len(v), dtype=np.int64)
+        for m, w in enumerate(runs):
+            if m != j:
+                pos += np.searchsorted(w, v, side="right" if m < j else "left")
+        cut = np.flatnonzero(np.diff(pos) != 1) + 1
+        starts, stops = np.concatenate([[0], cut]), np.concatenate([cut, [len(v)]])
+        long = (stops - starts) >= _BLOCK_ROWS
+        blocks = [(int(a), int(b), int(pos[a])) for a, b in zip(starts[long], stops[long])]
+        rest = np.ones(len(v), dtype=bool)
+        for a, b, _d in blocks:
+            rest[a:b] = False
+        src = np.flatnonzero(rest)
+        plans.append((blocks, src, pos[src]))
     return plans
 
 
@@ -1705,8 +1713,8 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     ts_parts = [t_all[o + p.e_rows] for o, p in zip(offs, parts)]
     ok_e = _concat([ok_all[o + p.e_rows] for o, p in zip(offs, parts)])  # in the rows' order
     at = None
-    if len(parts) == 2 and all(p.e_sorted for p in parts):  # merge the two sorted runs
-        at = _merge_positions(*ts_parts)
+    if len(parts) > 1 and all(p.e_sorted for p in parts):  # merge the sorted runs
+        at = _merge_positions(ts_parts)
     data = _join(parts, "events", at)
     for p in parts:
         p.events = None
