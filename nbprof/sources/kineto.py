@@ -26,11 +26,12 @@ comprehensions compiled per field name; a key present in no event of a group cos
 ``dict.fromkeys`` over the values.
 
 Large traces (events arrays of 64 MB or more, Linux, two usable CPUs) are decoded and extracted
-in two processes: the array is split at an event boundary after its middle, a forked child
-decodes the second half in its copy-on-write pages (the comma turned into ``[``) while this
-process decodes the first (the comma turned into ``]``, restored afterwards), each half sorts
-its rows by time, and the child's columns come back through shared memory (pickle protocol 5
-out-of-band buffers); the two sorted runs are merged with block copies. A half that needs any
+in two processes: the array is cut at event boundaries into four runs; a forked child decodes
+runs 1 and 3 in its copy-on-write pages while this process decodes runs 0 and 2, each run in
+place (its bounding commas turned into ``[``/``]``, restored afterwards: no copy of the bytes;
+interleaving balances files whose start and end differ in cost per byte). Each run sorts its
+rows by time, the child's columns come back through shared memory (pickle protocol 5
+out-of-band buffers), and the sorted runs are merged with block copies. A run that needs any
 repair or report entry sends the whole file through the one-process path, which reports with
 whole-file offsets; results are identical either way (tested). ``NBPROF_LOAD_PROCESSES=1`` keeps
 every load in one process. The decoded objects are freed before the events table is assembled,
@@ -905,9 +906,9 @@ def load_kineto(
 
     Notes
     -----
-    Events arrays of 64 MB or more are decoded by this process and a forked child, half each
-    (Linux, two usable CPUs; module docstring); set ``NBPROF_LOAD_PROCESSES=1`` to keep the load
-    in one process. The result is the same.
+    Events arrays of 64 MB or more are decoded by this process and a forked child, half of the
+    array each (Linux, two usable CPUs; module docstring); set ``NBPROF_LOAD_PROCESSES=1`` to keep
+    the load in one process. The result is the same.
     """
     spath = os.fspath(path)
     report = LoadReport(path=spath)
