@@ -652,13 +652,6 @@ def _read_meta(data: bytes, start: int, end: int | None, report: LoadReport) -> 
 # --------------------------------------------------------------------------- columns
 
 
-def _first_bad(values: list[Any], ok: Any) -> int | None:
-    for i, v in enumerate(values):
-        if not ok(v):
-            return i
-    return None
-
-
 def _to_int_array(
     values: list[Any], name: str, ctx: _Ctx, rows: np.ndarray | None = None, *, tried: bool = False
 ) -> np.ndarray:
