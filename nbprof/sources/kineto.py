@@ -1578,7 +1578,10 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
                         v.codes = v.codes[o]
                 else:
                     events[k] = v[o]
-    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, e_sorted=e_sorted, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
+    # numeric columns holding one value (most args columns of a CPU trace): joined without a copy
+    const = {k: v[:1] for k, v in events.items()
+             if isinstance(v, np.ndarray) and len(v) and (v.min() == v.max() or np.isnan(v.min(initial=0.0)) and np.isnan(v).all())}
+    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, e_sorted=e_sorted, const=const, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
                  events=events, flows=flows, memory=memory, counters=counters, threads=threads)
 
 
@@ -1597,9 +1600,13 @@ def _join(parts: list[_Part], table: str, at: list[np.ndarray] | None = None) ->
     if len(parts) == 1:
         return dict(first)
     out = {}
+    consts = [getattr(p, "const", None) or {} for p in parts] if table == "events" else [{}]
     for k, v in first.items():
         vs = [getattr(p, table)[k] for p in parts]
-        if isinstance(v, _CatColumn):
+        c = [d.get(k) for d in consts]
+        if all(x is not None for x in c) and all(np.array_equal(x, c[0], equal_nan=True) for x in c):
+            out[k] = np.full(sum(len(x) for x in vs), c[0][0], dtype=v.dtype)  # every row holds one value
+        elif isinstance(v, _CatColumn):
             out[k] = _CatColumn.concat(vs, at)
         else:
             out[k] = np.concatenate(vs) if at is None else _scatter(vs, at)
