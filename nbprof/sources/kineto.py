@@ -272,6 +272,13 @@ class _Ctx:
         except (msgspec.DecodeError, IndexError):
             return None
 
+    def defect(self, kind: str, action: str, count: int, message: str, k: int | None, reason: str) -> None:
+        """``count`` values repaired or dropped (``action``), the first in event ``k``: recorded in the
+        load report with that event's byte offset, or (strict mode) raised as ``reason``."""
+        if self.strict:
+            self.fail(reason, k)
+        self.report.add(kind, action, count, message, offset=self.event_offset(k))
+
     def fail(self, reason: str, k: int | None = None) -> None:
         """Strict mode: raise ``TraceFormatError`` for event ``k`` (an index into ``traceEvents``)."""
         raise TraceFormatError(self.path, self.event_offset(k), reason, event_index=k)
@@ -703,14 +710,10 @@ def _to_int_array(
             out[i] = int(m.group(0)) if m and abs(int(m.group(0))) < 2**63 else -1
             nstr += 1
     if bad:
-        k = int(rows[bad[0]]) if rows is not None else None
-        if ctx.strict:
-            ctx.fail(f"{len(bad)} values of {name!r} are integers above 64 bits (e.g. {values[bad[0]]})", k)
-        ctx.report.add(
-            f"bigint_{name}", "repaired", len(bad),
-            f"{len(bad)} values of {name!r} were integers above 64 bits: set to -1",
-            offset=ctx.event_offset(k),
-        )
+        ctx.defect(f"bigint_{name}", "repaired", len(bad),
+                   f"{len(bad)} values of {name!r} were integers above 64 bits: set to -1",
+                   int(rows[bad[0]]) if rows is not None else None,
+                   f"{len(bad)} values of {name!r} are integers above 64 bits (e.g. {values[bad[0]]})")
     return out
 
 
@@ -735,14 +738,9 @@ def _to_float(values: list[Any], what: str, ctx: _Ctx, rows: np.ndarray | None) 
         else:
             out[i] = v
     if strs and rows is not None:
-        k = int(rows[strs[0]])
-        if ctx.strict:
-            ctx.fail(f"{len(strs)} events have string-typed {what!r} (e.g. {values[strs[0]]!r})", k)
-        ctx.report.add(
-            f"string_{what}", "repaired", len(strs),
-            f"{len(strs)} events had string-typed '{what}': converted to numbers",
-            offset=ctx.event_offset(k),
-        )
+        ctx.defect(f"string_{what}", "repaired", len(strs),
+                   f"{len(strs)} events had string-typed '{what}': converted to numbers", int(rows[strs[0]]),
+                   f"{len(strs)} events have string-typed {what!r} (e.g. {values[strs[0]]!r})")
     return out
 
 
@@ -1215,7 +1213,6 @@ _ARG_COLUMNS = {
 }
 _NO_ARGS_CATEGORIES = frozenset({schema.PYTHON_FUNCTION})
 _RT_GROUP = schema.RUNTIME_CATEGORIES | {schema.CUDA_SYNC}
-_KNOWN_PHASES = frozenset({"X", "i", "I", "s", "f", "t", "M", "C"})
 
 
 _NO_CATEGORIES = pd.Index([], dtype="float64")
@@ -1362,11 +1359,8 @@ def _decode_args(raws: list[msgspec.Raw], group: str, ctx: _Ctx, rows: np.ndarra
         except (msgspec.DecodeError, msgspec.ValidationError):
             out.append(default)
             bad.append(i)
-    k = int(rows[bad[0]])
-    if ctx.strict:
-        ctx.fail(f"{len(bad)} events have args of unexpected types", k)
-    ctx.report.add("bad_args", "repaired", len(bad), f"{len(bad)} {_REPAIR_TEXT['bad_args']}",
-                   offset=ctx.event_offset(k))
+    ctx.defect("bad_args", "repaired", len(bad), f"{len(bad)} {_REPAIR_TEXT['bad_args']}", int(rows[bad[0]]),
+               f"{len(bad)} events have args of unexpected types")
     return out
 
 
@@ -1441,11 +1435,8 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     ok_e = np.isfinite(ts_all[rows_e])
     missing_ts = int(np.count_nonzero(~ok_e))
     if missing_ts:
-        k = int(rows_e[np.flatnonzero(~ok_e)[0]])
-        if ctx.strict:
-            ctx.fail(f"{missing_ts} events have no usable 'ts'", k)
-        report.add("missing_ts", "dropped", missing_ts, f"{missing_ts} events had no usable 'ts' and were dropped",
-                   offset=ctx.event_offset(k))
+        ctx.defect("missing_ts", "dropped", missing_ts, f"{missing_ts} events had no usable 'ts' and were dropped",
+                   int(rows_e[np.flatnonzero(~ok_e)[0]]), f"{missing_ts} events have no usable 'ts'")
 
     # --- durations: instants 0; missing -> 0; negative (e.g. -1) -> clamped to 0
     dur_us = _floats(E, "dur", "dur", ctx, rows_e)
@@ -1457,11 +1448,9 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     neg = dur_f < 0
     n_neg = int(np.count_nonzero(neg & ok_e))
     if n_neg:
-        k = int(rows_e[np.flatnonzero(neg)[0]])
-        if ctx.strict:
-            ctx.fail(f"{n_neg} events have negative 'dur' (e.g. {dur_us[np.flatnonzero(neg)[0]]})", k)
-        report.add("negative_dur", "repaired", n_neg, f"{n_neg} events had negative dur (e.g. -1): clamped to 0",
-                   offset=ctx.event_offset(k))
+        first_neg = int(np.flatnonzero(neg)[0])
+        ctx.defect("negative_dur", "repaired", n_neg, f"{n_neg} events had negative dur (e.g. -1): clamped to 0",
+                   int(rows_e[first_neg]), f"{n_neg} events have negative 'dur' (e.g. {dur_us[first_neg]})")
     if n_missing_dur:
         report.add("missing_dur", "repaired", n_missing_dur, f"{n_missing_dur} complete events had no dur: set to 0")
     dur_f[neg] = 0
