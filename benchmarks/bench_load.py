@@ -47,6 +47,11 @@ path = sys.argv[1]
 def cpu():
     r, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime + c.ru_utime + c.ru_stime
+def read_trace(path):
+    import gzip
+    with open(path, "rb") as f:
+        raw = f.read()
+    return gzip.decompress(raw) if raw[:2] == b"\\x1f\\x8b" else raw
 def done(t0, c0, **kw):
     dt = time.perf_counter() - t0
     kw.update(seconds=dt, cpu_seconds=cpu() - c0, rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -56,18 +61,15 @@ def done(t0, c0, **kw):
 
 SNIPPETS = {
     "orjson": _PRELUDE + """
-import gzip, orjson
+import orjson
 gc.disable()
 t0, c0 = time.perf_counter(), cpu()
-with open(path, "rb") as f:
-    raw = f.read()
-if raw[:2] == b"\\x1f\\x8b":
-    raw = gzip.decompress(raw)
+raw = read_trace(path)
 doc = orjson.loads(raw)
 done(t0, c0, events=len(doc["traceEvents"] if isinstance(doc, dict) else doc))
 """,
     "msgspec": _PRELUDE + """
-import gzip, msgspec
+import msgspec
 Int = int | str | None
 Num = int | float | str | None
 class Args(msgspec.Struct, gc=False):
@@ -107,10 +109,7 @@ class Top(msgspec.Struct):
     traceEvents: list[Event] = []
 gc.disable()
 t0, c0 = time.perf_counter(), cpu()
-with open(path, "rb") as f:
-    raw = f.read()
-if raw[:2] == b"\\x1f\\x8b":
-    raw = gzip.decompress(raw)
+raw = read_trace(path)
 top = msgspec.json.decode(raw, type=Top)
 done(t0, c0, events=len(top.traceEvents))
 """,
