@@ -32,25 +32,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
 from conftest import CORPUS, ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = os.environ.get("NBPROF_CHROMIUM", "/usr/bin/chromium")
 GPU_TRACE = ROOT / "data" / "gpu" / "lm_mem.pt.trace.json.gz"
 CORPUS_TRACE = CORPUS / "AMD-AGI__TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 EVIL = '</script><img src=x onerror="window.__nbprof_xss=1">"\'&<b>bold</b>'
 # console noise that is not an error of the page under test
 BENIGN = ("Failed to load resource", "favicon", "[Violation]", "Widget model not found", "translations",
           "npm", "DevTools")
-
-
-def _need_chromium():
-    if not (os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.skip(f"Chromium not found at {CHROMIUM} (run `make browser`, i.e. apt-get install chromium)")
-    pytest.importorskip("playwright.sync_api", reason="playwright (pip) not installed")
 
 
 def _free_port() -> int:
@@ -139,7 +131,7 @@ def _write_notebook(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    _need_chromium()
+    need_chromium()
     pytest.importorskip("jupyterlab")
     base = tmp_path_factory.mktemp("lab")
     root = base / "root"
@@ -198,7 +190,7 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    _need_chromium()
+    need_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -394,16 +386,7 @@ def test_static_html_offline(browser, tmp_path):
     trace = nbprof.load(GPU_TRACE)
     path = viz.to_html(trace, tmp_path / "report.html")
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True, accept_downloads=True)
-    blocked: list[str] = []
-
-    def route(r):
-        if r.request.url.startswith("file:"):
-            r.continue_()
-        else:
-            blocked.append(r.request.url)
-            r.abort()
-
-    ctx.route("**/*", route)
+    blocked = block_network(ctx)
     page = ctx.new_page()
     errors = _errors_collector(page)
     page.goto(path.as_uri())

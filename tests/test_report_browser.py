@@ -2,40 +2,27 @@
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
+from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
 from conftest import DATA
 from nbprof.report import Artefacts, build_report
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = os.environ.get("NBPROF_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
 
 
 def test_report_renders_offline(tmp_path):
-    if not (os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.skip(f"Chromium not found at {CHROMIUM} (run `make browser`, i.e. apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (pip) not installed")
+    need_chromium()
+    from playwright import sync_api
     art = Artefacts(trace=str(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"))
     html = build_report(art, tmp_path, progress=False, notebooks=["01_system_nsys.ipynb", "02_operators_pytorch.ipynb"])
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         try:
             ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
-            blocked: list[str] = []
-
-            def route(r):
-                if r.request.url.startswith(("file:", "data:", "blob:")):
-                    r.continue_()
-                else:
-                    blocked.append(r.request.url)
-                    r.abort()
-
-            ctx.route("**/*", route)
+            blocked = block_network(ctx)
             page = ctx.new_page()
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
