@@ -225,6 +225,17 @@ def _errors_collector(page):
     return errors
 
 
+def _status_change(cell, before: str, seconds: float = 10.0) -> str:
+    """The timeline's status text once it differs from ``before`` (or as it is after ``seconds``)."""
+    text = _status_text(cell)
+    for _ in range(int(seconds * 10)):
+        if text != before:
+            break
+        time.sleep(0.1)
+        text = _status_text(cell)
+    return text
+
+
 def _status_text(cell) -> str:
     return cell.get_by_text(re.compile(r"showing \d+ events individually")).first.inner_text()
 
@@ -293,21 +304,13 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
     for _ in range(6):
         page.mouse.wheel(0, -300)
         time.sleep(0.15)
-    for _ in range(100):
-        after_text = _status_text(tl_cell)
-        if after_text != before_text:
-            break
-        time.sleep(0.1)
+    after_text = _status_change(tl_cell, before_text)
     assert after_text != before_text, "timeline did not re-aggregate after a wheel zoom"
     time.sleep(0.5)
     assert canvas.screenshot() != before_png, "timeline canvas did not change after zoom"
     # Perfetto-style keys: W zooms in further (and re-aggregates)
     page.keyboard.press("w")
-    for _ in range(100):
-        w_text = _status_text(tl_cell)
-        if w_text != after_text:
-            break
-        time.sleep(0.1)
+    w_text = _status_change(tl_cell, after_text)
     assert w_text != after_text, "W key did not zoom the timeline"
 
     # the hostile names are shown as text in the operators table (dashboard cell) and in the tooltips
