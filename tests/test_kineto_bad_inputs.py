@@ -396,3 +396,17 @@ def test_events_of_phases_kineto_does_not_write_are_reported(tmp_path):
     it = issue(tr, "unsupported_phase")
     assert (it.action, it.count) == ("dropped", 3)
     assert "phase , B, Z" in it.message
+
+
+def test_args_of_unexpected_types_are_ignored_for_that_event_only(tmp_path):
+    bad = ('{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 11, "tid": 12, "ts": 102.000, '
+           '"dur": 1.000, "args": {"External id": [8], "Sequence number": 4}}')
+    text = trace_text([STEP, OP, bad, RT, KERNEL])
+    p = write(tmp_path, text)
+    tr = nbprof.load(p)
+    it = issue(tr, "bad_args")
+    assert (it.action, it.count, it.offset) == ("repaired", 1, text.index(bad))
+    ops = tr.events[tr.events["cat"] == "cpu_op"].set_index("name")
+    assert (ops.loc["aten::add", "external_id"], ops.loc["aten::add", "seq"]) == (-1, -1)  # its args dropped
+    assert (ops.loc["aten::mm", "external_id"], ops.loc["aten::mm", "seq"]) == (7, 3)  # the others kept
+    assert strict_error(p).offset == text.index(bad)
