@@ -1327,7 +1327,8 @@ class _Part:
     (rows of the events table), ``is_m`` (``M`` metadata), ``is_flow``, ``is_mem`` (``[memory]``),
     ``is_c`` (counters); ``ns_abs``: ``ts_us`` as exact int64 ns (0 where unusable), or None when a
     value is beyond 2**43 µs; ``e_rows``: the run's positions of the ``events`` rows, in their
-    order (sorted by ``ns_abs`` when ``e_sorted``). ``events``: the events table's columns for the ``is_e`` rows except
+    order (sorted by ``ns_abs`` when ``e_sorted``); ``const``: the numeric ``events`` columns that
+    hold one value, with that value (joined without copies). ``events``: the events table's columns for the ``is_e`` rows except
     ``ts_ns`` (categoricals as ``_CatColumn``, finished once all parts are joined); ``flows`` and
     ``memory``: their columns for their rows (no times); ``counters``: (row among the run's ``C``
     events, name, series, value, pid) tuples; ``threads``: (pid, tid, name, kind) tuples.
