@@ -26,10 +26,10 @@ comprehensions compiled per field name; a key present in no event of a group cos
 ``dict.fromkeys`` over the values.
 
 Large traces (events arrays of 64 MB or more, Linux, two usable CPUs) are decoded and extracted
-in two processes: the array is cut at event boundaries into four runs; a forked child decodes
-runs 1 and 3 in its copy-on-write pages while this process decodes runs 0 and 2, each run in
-place (its bounding commas turned into ``[``/``]``, restored afterwards: no copy of the bytes;
-interleaving balances files whose start and end differ in cost per byte). Each run sorts its
+in two processes: the array is cut at event boundaries into sixteen runs, which this process
+and a forked child (in its copy-on-write pages) take one at a time from a queue, so files whose
+regions differ in cost per byte leave neither idle; each run is decoded in place (its bounding
+commas turned into ``[``/``]``, restored afterwards: no copy of the bytes). Each run sorts its
 rows by time, the child's columns come back through shared memory (pickle protocol 5
 out-of-band buffers), and the sorted runs are merged with block copies. A run that needs any
 repair or report entry sends the whole file through the one-process path, which reports with
@@ -71,7 +71,7 @@ import threading
 import warnings
 import zlib
 from contextlib import contextmanager
-from itertools import compress, repeat, zip_longest
+from itertools import compress, repeat
 from operator import attrgetter, is_
 from typing import Any, Iterator, Literal
 
@@ -659,6 +659,9 @@ def _read_meta(data: bytes, start: int, end: int | None, report: LoadReport) -> 
 # --------------------------------------------------------------------------- columns
 
 
+_INT_BLOCK = 1 << 16
+
+
 def _to_int_array(
     values: list[Any], name: str, ctx: _Ctx, rows: np.ndarray | None = None, *, tried: bool = False
 ) -> np.ndarray:
@@ -666,8 +669,8 @@ def _to_int_array(
 
     Fast path ``np.fromiter``; else strings like ``"12"`` are parsed, floats truncated,
     unsigned 64-bit values keep their bit pattern, larger integers become -1 (reported). The
-    plain ints among them still go through ``np.fromiter`` (a trace's few ``"pid": "Spans"``
-    rows must not send a million values through the Python loop).
+    plain ints among them still go through ``np.fromiter``, in blocks of ``_INT_BLOCK`` values
+    (a trace's one ``"pid": "Spans"`` row must not send a million values through the type check).
     """
     n = len(values)
     if not tried:  # (``tried``: the caller's own np.fromiter already failed)
@@ -676,16 +679,22 @@ def _to_int_array(
         except (TypeError, ValueError, OverflowError):
             pass
     out = np.empty(n, dtype=np.int64)
-    is_int = np.fromiter(map(is_, map(type, values), repeat(int, n)), dtype=bool, count=n)
-    todo = range(n)
-    if is_int.any():
+    todo: list[int] = []  # positions of the values that are not plain ints
+    for a in range(0, n, _INT_BLOCK):  # blocks: one odd value sends only its block to the type check
+        block = values[a : a + _INT_BLOCK]
+        k = len(block)
         try:
-            out[is_int] = np.fromiter(compress(values, is_int.tolist()), dtype=np.int64)
-            todo = np.flatnonzero(~is_int).tolist()
-        except OverflowError:  # ints beyond 64 bits: all through the loop
+            out[a : a + k] = np.fromiter(block, dtype=np.int64, count=k)
+            continue
+        except (TypeError, ValueError, OverflowError):
             pass
+        is_int = np.fromiter(map(is_, map(type, block), repeat(int, k)), dtype=bool, count=k)
+        try:
+            out[a : a + k][is_int] = np.fromiter(compress(block, is_int.tolist()), dtype=np.int64)
+            todo += (np.flatnonzero(~is_int) + a).tolist()
+        except OverflowError:  # ints beyond 64 bits: the whole block through the loop
+            todo += range(a, a + k)
     bad: list[int] = []
-    nstr = 0
     for i in todo:
         v = values[i]
         if v is None:
@@ -708,7 +717,6 @@ def _to_int_array(
         else:
             m = re.search(r"-?\d+", str(v))
             out[i] = int(m.group(0)) if m and abs(int(m.group(0))) < 2**63 else -1
-            nstr += 1
     if bad:
         ctx.defect(f"bigint_{name}", "repaired", len(bad),
                    f"{len(bad)} values of {name!r} were integers above 64 bits: set to -1",
@@ -897,8 +905,8 @@ def load_kineto(
 
     Notes
     -----
-    Events arrays of 64 MB or more are decoded by this process and a forked child, half of the
-    array each (Linux, two usable CPUs; module docstring); set ``NBPROF_LOAD_PROCESSES=1`` to keep
+    Events arrays of 64 MB or more are decoded by this process and a forked child, which share
+    the array's runs (Linux, two usable CPUs; module docstring); set ``NBPROF_LOAD_PROCESSES=1`` to keep
     the load in one process. The result is the same.
     """
     spath = os.fspath(path)
@@ -931,7 +939,7 @@ def load_kineto(
 # --------------------------------------------------------------------------- two processes
 
 _PARALLEL_MIN_BYTES = 64 << 20
-_CHUNKS = 4  # runs of the events array, interleaved between the two processes
+_CHUNKS = 16  # runs of the events array, taken one at a time by whichever process is free
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 
@@ -963,9 +971,11 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
     """The events array decoded and extracted in two processes at once: this one and a forked child.
 
     The array is cut into ``_CHUNKS`` runs at event boundaries ``},{`` after each equal share of
-    its bytes; this process takes runs 0, 2, ... and the child 1, 3, ... (a file's regions differ
-    in cost per byte: host ops with shapes first, Python frames later, so interleaving balances
-    the two). Each run is decoded in place as an array of its own: its bounding commas are turned
+    its bytes; the two processes take the runs one at a time from a queue (a pipe holding one byte
+    per run index: a one-byte read from a pipe goes to exactly one reader), so the one that
+    finishes its run first takes the next (a file's regions differ in cost per byte: host ops with
+    shapes first, Python frames later; a fixed split left one process idle up to a second at the
+    end). Each run is decoded in place as an array of its own: its bounding commas are turned
     into ``[`` and ``]`` (the child in its own copy-on-write pages; here they are restored after
     the decode), so nothing is copied. A boundary that is not between two top-level events (inside
     a string or a nested object) leaves the runs around it undecodable. The child sends its parts
@@ -994,6 +1004,19 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
             data[a], data[b] = old
 
     shm = mmap.mmap(-1, end - start)  # shared, anonymous: pages exist once written
+    qr, qw = os.pipe()  # the queue of run indices
+    os.write(qw, bytes(range(len(runs))))
+    os.close(qw)
+
+    def work(keep: list[Any] | None) -> list[tuple[int, _Part | None]]:
+        done: list[tuple[int, _Part | None]] = []
+        while not done or done[-1][1] is not None:  # a run that needs a repair ends it: all fall back
+            k = os.read(qr, 1)
+            if not k:
+                break
+            done.append((k[0], extract(k[0], keep)))
+        return done
+
     rfd, wfd = os.pipe()
     try:
         with warnings.catch_warnings():
@@ -1002,24 +1025,27 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
     except OSError:
-        os.close(rfd)
-        os.close(wfd)
+        for fd in (rfd, wfd, qr):
+            os.close(fd)
         return None
     if pid == 0:  # pragma: no cover - the child (its result is what the parent tests)
         code = 1
         try:
             os.close(rfd)
             keep: list[Any] = []  # the decoded objects: left to os._exit instead of freed one by one
-            parts = [extract(k, keep) for k in range(1, len(runs), 2)]
+            theirs = work(keep)
             with os.fdopen(wfd, "wb") as f:
-                _send_part(None if None in parts else parts, f, shm)
+                _send_part(theirs, f, shm)
             code = 0
         finally:
             os._exit(code)
     os.close(wfd)
     done = False
     try:
-        mine = [extract(k, None) for k in range(0, len(runs), 2)]
+        try:
+            mine = work(None)
+        finally:
+            os.close(qr)
         with os.fdopen(rfd, "rb") as f:
             rfd = -1
             theirs = _recv_part(f, shm)
@@ -1032,9 +1058,12 @@ def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[
         else:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-    if None in mine or theirs is None:
+    if theirs is None:
         return None
-    parts = [p for pair in zip_longest(mine, theirs) for p in pair if p is not None]
+    by_run = dict(mine + theirs)
+    if len(by_run) != len(runs) or any(p is None for p in by_run.values()):
+        return None
+    parts = [by_run[k] for k in range(len(runs))]
     if any(p.ns_abs is None for p in parts) and _BIG_FRACTIONAL_TS.search(data):
         return None  # absolute µs with fractions: the one-process path decodes the ts texts exactly
     return parts
@@ -1252,7 +1281,9 @@ class _CatColumn:
             return out
         lut, pieces = out.lut, []
         for c in cols:
-            if c.n == 0:
+            if c.n == 0:  # no rows, but its values are categories as in a one-process load
+                for u in c.lut:
+                    lut.setdefault(u, len(lut))
                 continue
             if c.codes is None:
                 pieces.append(np.full(c.n, lut.setdefault(None, len(lut)), dtype=np.int32))
@@ -1620,16 +1651,22 @@ def _merge_positions(runs: list[np.ndarray]) -> list[Any]:
     """Where the rows of sorted runs go in their stable merge (ties: the earlier run first).
 
     Returns, per run, (blocks of at least ``_BLOCK_ROWS`` consecutive rows that land together,
-    as (start, stop, destination); source and destination indices of the other rows). Runs from
-    successive parts of a trace overlap in time only near their ends, so almost every row is in
-    a block copy.
+    as (start, stop, destination); source and destination indices of the other rows). A run's
+    rows are searched only in the time range of each other run (runs of host ops follow each
+    other in time; Python frames, written after them, overlap them all), and rows that keep
+    their order together are copied as blocks.
     """
     plans = []
     for j, v in enumerate(runs):
         pos = np.arange(len(v), dtype=np.int64)
         for m, w in enumerate(runs):
-            if m != j:
-                pos += np.searchsorted(w, v, side="right" if m < j else "left")
+            if m == j or not len(w) or not len(v):
+                continue
+            # rows of v before w's first value have none of w before them, rows after its last all
+            # of it: only the rows in w's time range are searched (runs overlap in parts)
+            lo, hi = np.searchsorted(v, w[0], side="left"), np.searchsorted(v, w[-1], side="right")
+            pos[lo:hi] += np.searchsorted(w, v[lo:hi], side="right" if m < j else "left")
+            pos[hi:] += len(w)
         cut = np.flatnonzero(np.diff(pos) != 1) + 1
         starts, stops = np.concatenate([[0], cut]), np.concatenate([cut, [len(v)]])
         long = (stops - starts) >= _BLOCK_ROWS
