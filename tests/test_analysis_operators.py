@@ -236,6 +236,30 @@ def test_vectorised_tree_equals_torch_stack_sweep(rel):
     assert (tree["parent"].to_numpy() == p_ref).all()
 
 
+@pytest.mark.parametrize("rel", [RESNET_NW0, "AMD-AGI__TraceLens/tests/traces/mi300/ddp_resnet18_no_pool/train_resnet18.json.gz"])
+def test_thread_time_order_equals_lexsort(rel):
+    """The tree's row order (time-ordered rows: ties by -end, then a radix sort by thread) is lexsort's,
+    on real events and on rows with many equal starts, including the unsorted fallback."""
+    from nbprof.analysis.operators import _thread_time_order
+
+    ev = nbprof.load(corpus_path(rel)).events
+    pid, tid, ts = ev["pid"].to_numpy(), ev["tid"].to_numpy(), ev["ts_ns"].to_numpy()
+    end = ts + ev["dur_ns"].to_numpy()
+    assert (ts[1:] >= ts[:-1]).all() and len(np.unique(tid)) >= 3
+    assert (_thread_time_order(pid, tid, ts, end) == np.lexsort((-end, ts, tid, pid))).all()
+    rng = np.random.default_rng(0)
+    n = 20_000
+    ts = np.sort(rng.integers(0, 3_000, n))  # many runs of equal starts
+    end = ts + rng.integers(0, 50, n)
+    pid, tid = rng.integers(0, 3, n), rng.integers(-1, 7, n) * 1_000_003
+    want = np.lexsort((-end, ts, tid, pid))
+    assert (np.diff(ts) == 0).sum() > n // 2
+    assert (_thread_time_order(pid, tid, ts, end) == want).all()
+    shuffled = rng.permutation(n)
+    got = _thread_time_order(pid[shuffled], tid[shuffled], ts[shuffled], end[shuffled])
+    assert (got == np.lexsort((-end[shuffled], ts[shuffled], tid[shuffled], pid[shuffled]))).all()
+
+
 def test_torch_211_profile_without_python_functions():
     """torch 2.11's key_averages() leaves python_function events out; python_functions=False matches it.
 
