@@ -236,6 +236,27 @@ def test_vectorised_tree_equals_torch_stack_sweep(rel):
     assert (tree["parent"].to_numpy() == p_ref).all()
 
 
+def test_tree_links_equal_stack_sweep_on_random_intervals():
+    """Random overlapping, touching and zero-length intervals on 1-4 threads (sorted as the tree
+    sorts them): the vectorised parents and subtree ends are the stack sweep's, including the
+    1 ns slack cases and threads of one event."""
+    from nbprof.analysis.operators import _sweep_reference, _tree_links
+
+    rng = np.random.default_rng(1)
+    checked_parents = 0
+    for _ in range(300):
+        n = int(rng.integers(1, 400))
+        thread = np.sort(rng.integers(0, rng.integers(1, 5), n))
+        ts, dur = rng.integers(0, 100, n), rng.integers(0, 30, n)
+        o = np.lexsort((-(ts + dur), ts, thread))
+        thread, ts, end = thread[o], ts[o], (ts + dur)[o]
+        p_ref, last_ref = _sweep_reference(thread, ts, end)
+        p_vec, last_vec = _tree_links(thread, ts, end)
+        assert (p_ref == p_vec).all() and (last_ref == last_vec).all()
+        checked_parents += int((p_ref >= 0).sum())
+    assert checked_parents > 10_000
+
+
 @pytest.mark.parametrize("rel", [RESNET_NW0, "AMD-AGI__TraceLens/tests/traces/mi300/ddp_resnet18_no_pool/train_resnet18.json.gz"])
 def test_thread_time_order_equals_lexsort(rel):
     """The tree's row order (time-ordered rows: ties by -end, then a radix sort by thread) is lexsort's,

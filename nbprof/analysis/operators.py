@@ -196,21 +196,31 @@ def _tree_links(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple
     pos = np.arange(n, dtype=np.int64)
     new_thread = np.ones(n, dtype=bool)
     new_thread[1:] = thread[1:] != thread[:-1]
-    first = np.maximum.accumulate(np.where(new_thread, pos, 0))  # the thread's first position
     need = np.maximum(end - 1, start + 1)
     # parent: candidates move left from the previous event; a candidate that does not contain us
     # is skipped together with everything it skipped itself (none of that contains us either), so
     # every event jumps to its candidate's candidate: synchronous pointer jumping, each round
-    # doubling the skipped chain (about log2 of the longest sibling run in rounds)
+    # doubling the skipped chain (about log2 of the longest sibling run in rounds). Position n is
+    # a sentinel that contains nothing: the candidate of a thread's first event, and of a root.
     parent = np.full(n, -1, dtype=np.int64)
-    cand = pos - 1  # the next event to check, or the resolved parent
-    active = np.flatnonzero(pos > first)
+    end_x = np.append(end, np.iinfo(np.int64).min)
+    # round one on whole arrays: the previous event (same thread) is the parent of about half
+    first_child = np.zeros(n, dtype=bool)
+    first_child[1:] = ~new_thread[1:] & (end[:-1] >= need[1:])
+    # then every other event jumps to the previous event's candidate: i - 2, or the sentinel
+    # when the previous event is its thread's first
+    cand = np.append(pos - 2, n)
+    resolved = np.flatnonzero(first_child)
+    parent[resolved] = cand[resolved] = resolved - 1
+    cand[np.flatnonzero(new_thread)] = n
+    after_first = np.flatnonzero(new_thread[:-1]) + 1
+    cand[after_first[~first_child[after_first]]] = n
+    active = np.flatnonzero(~first_child & ~new_thread)
     while len(active):
         c = cand[active]
-        inside = c >= first[active]
-        found = inside & (end[np.where(inside, c, 0)] >= need[active])
+        found = end_x[c] >= need[active]
         parent[active[found]] = c[found]
-        active = active[inside & ~found]
+        active = active[~found & (c != n)]
         cand[active] = cand[cand[active]]
     # subtree end: the sweep keeps an event open exactly while its descendants come, so the
     # subtree is [i, last descendant]; the last descendant is the last child's, recursively
