@@ -234,6 +234,12 @@ def test_vectorised_tree_equals_torch_stack_sweep(rel):
     assert (p_ref == p_vec).all()
     assert (last_ref == last_vec).all()
     assert (tree["parent"].to_numpy() == p_ref).all()
+    depth_ref = np.zeros(len(p_ref), dtype=np.int64)
+    for i, p in enumerate(p_ref.tolist()):  # a parent comes before its children
+        if p >= 0:
+            depth_ref[i] = depth_ref[p] + 1
+    assert depth_ref.max() > 3
+    assert (tree["depth"].to_numpy() == depth_ref).all()
 
 
 def test_tree_links_equal_stack_sweep_on_random_intervals():

@@ -325,18 +325,10 @@ def host_call_tree(trace: Trace, *, python_functions: bool = True) -> pd.DataFra
         if not m.any():
             break
         eff[m] = parent[eff[m]]
-    # depth: number of ancestors, by pointer jumping (about log2(depth) vectorised passes)
-    depth = (parent >= 0).astype(np.int64)
-    anc = parent.copy()
-    while True:
-        live = np.flatnonzero(anc >= 0)
-        if not len(live):
-            break
-        up = anc[live]
-        depth_up = depth[up]
-        anc_up = anc[up]
-        depth[live] += depth_up
-        anc[live] = anc_up
+    # depth: number of ancestors = subtrees [j, last[j]] holding row i, less its own: i + 1 rows
+    # open at or before i, less those whose subtree closed before i
+    closed = np.cumsum(np.bincount(last + 1, minlength=n + 1)[:n])
+    depth = np.arange(n, dtype=np.int64) - closed
     cat_u, cat_id = np.unique(cat_cats, return_inverse=True)
     return pd.DataFrame(
         {
