@@ -1359,8 +1359,9 @@ class _Part:
     ``is_c`` (counters); ``ns_abs``: ``ts_us`` as exact int64 ns (0 where unusable), or None when a
     value is beyond 2**43 µs; ``e_rows``: the run's positions of the ``events`` rows, in their
     order (sorted by ``ns_abs`` when ``e_sorted``); ``const``: the numeric ``events`` columns that
-    hold one value, with that value (joined without copies). ``events``: the events table's columns for the ``is_e`` rows except
-    ``ts_ns`` (categoricals as ``_CatColumn``, finished once all parts are joined); ``flows`` and
+    hold one value, with that value as a 1-row array (their ``events`` entry is None; ``_join``
+    fills them). ``events``: the events table's columns for the ``is_e`` rows except ``ts_ns``
+    (categoricals as ``_CatColumn``, finished once all parts are joined); ``flows`` and
     ``memory``: their columns for their rows (no times); ``counters``: (row among the run's ``C``
     events, name, series, value, pid) tuples; ``threads``: (pid, tid, name, kind) tuples.
     """
@@ -1394,6 +1395,20 @@ def _decode_args(raws: list[msgspec.Raw], group: str, ctx: _Ctx, rows: np.ndarra
     ctx.defect("bad_args", "repaired", len(bad), f"{len(bad)} {_REPAIR_TEXT['bad_args']}", int(rows[bad[0]]),
                f"{len(bad)} events have args of unexpected types")
     return out
+
+
+class _ArgColumns(dict):
+    """Args columns of ``n`` rows by name; a numeric one appears (-1 or NaN in every row) when first written."""
+
+    DEFAULTS: dict[str, Any] = {"int": -1, "float": np.nan}
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def __missing__(self, col: str) -> np.ndarray:
+        v = self[col] = np.full(self.n, self.DEFAULTS[_ARG_COLUMNS[col]])
+        return v
 
 
 def _arg_columns(args: list[Any], group: str, ctx: _Ctx, rows: np.ndarray, cols: dict[str, Any],
@@ -1523,13 +1538,9 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     no_args = in_set(_NO_ARGS_CATEGORIES)
     is_op = ~(is_dev | is_rt | no_args)
 
-    cols: dict[str, Any] = {}
+    cols = _ArgColumns(nE)
     for col, kind in _ARG_COLUMNS.items():
-        if kind == "int":
-            cols[col] = np.full(nE, -1, dtype=np.int64)
-        elif kind == "float":
-            cols[col] = np.full(nE, np.nan)
-        else:
+        if kind not in ("int", "float"):
             cols[col] = _CatColumn(nE)
     args_e = _col(E, "args")
     for mask, group in ((is_op, "host op"), (is_rt, "runtime"), (is_dev, "device")):
@@ -1542,6 +1553,9 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
             del args
     del args_e
 
+    for col, kind in _ARG_COLUMNS.items():  # a key in no event: one row stands for all (``const``)
+        if kind in ("int", "float") and col not in cols:
+            cols[col] = np.full(min(nE, 1), _ArgColumns.DEFAULTS[kind])
     pid = _ints(E, "pid", "pid", ctx, rows_e)
     tid = _ints(E, "tid", "tid", ctx, rows_e)
     if keep is not None:
@@ -1583,6 +1597,14 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
         "dtype": cols["dtype"],
         "pg_name": cols["pg_name"],
     }
+    # numeric columns holding one value (most args columns of a CPU trace; an args key in no
+    # event is one row already): that value in ``const``, the column left to ``_join``
+    const = {}
+    for k, v in events.items():
+        if isinstance(v, np.ndarray) and len(v) and (
+                len(v) < nE or v.min() == v.max() or np.isnan(v.min(initial=0.0)) and np.isnan(v).all()):
+            const[k] = v[:1]
+            events[k] = None
     fin = np.isfinite(ts_all)
     small = not fin.any() or float(np.abs(ts_all[fin]).max()) < _EXACT_TS_MIN_US
     ns_abs = _us_to_ns(np.where(fin, ts_all, 0.0)) if small else None
@@ -1597,11 +1619,8 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
                 if isinstance(v, _CatColumn):
                     if v.codes is not None:
                         v.codes = v.codes[o]
-                else:
+                elif v is not None:
                     events[k] = v[o]
-    # numeric columns holding one value (most args columns of a CPU trace): joined without a copy
-    const = {k: v[:1] for k, v in events.items()
-             if isinstance(v, np.ndarray) and len(v) and (v.min() == v.max() or np.isnan(v.min(initial=0.0)) and np.isnan(v).all())}
     return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, e_sorted=e_sorted, const=const, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
                  events=events, flows=flows, memory=memory, counters=counters, threads=threads)
 
@@ -1617,17 +1636,18 @@ _CAT_TRANSFORMS: dict[str, Any] = {
 def _join(parts: list[_Part], table: str, at: list[np.ndarray] | None = None) -> dict[str, Any]:
     """One table's columns over all parts (categoricals merged, not finished): one after the other,
     or part i's rows placed at positions ``at[i]``."""
-    first = getattr(parts[0], table)
-    if len(parts) == 1:
-        return dict(first)
     out = {}
-    consts = [getattr(p, "const", None) or {} for p in parts] if table == "events" else [{}]
-    for k, v in first.items():
+    for k in getattr(parts[0], table):
         vs = [getattr(p, table)[k] for p in parts]
-        c = [d.get(k) for d in consts]
-        if all(x is not None for x in c) and all(np.array_equal(x, c[0], equal_nan=True) for x in c):
-            out[k] = np.full(sum(len(x) for x in vs), c[0][0], dtype=v.dtype)  # every row holds one value
-        elif isinstance(v, _CatColumn):
+        if table == "events" and any(v is None for v in vs):  # constant in some parts (``const``)
+            c = [p.const.get(k) for p in parts]
+            if all(x is not None for x in c) and all(np.array_equal(x, c[0], equal_nan=True) for x in c):
+                out[k] = np.full(sum(len(p.e_rows) for p in parts), c[0][0], dtype=c[0].dtype)
+                continue
+            vs = [np.full(len(p.e_rows), x[0], dtype=x.dtype) if v is None else v for v, x, p in zip(vs, c, parts)]
+        if len(vs) == 1:
+            out[k] = vs[0]
+        elif isinstance(vs[0], _CatColumn):
             out[k] = _CatColumn.concat(vs, at)
         else:
             out[k] = np.concatenate(vs) if at is None else _scatter(vs, at)
