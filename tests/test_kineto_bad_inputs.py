@@ -202,6 +202,27 @@ def test_integers_above_64_bits(tmp_path):
     assert strict_error(p).offset == text.index(bad)
 
 
+def test_odd_pids_among_many_events_are_read_block_by_block(tmp_path):
+    """Over 2 x 65536 events (ints read in blocks): a string pid (the profiler's own "Spans" row)
+    and two pids above 64 bits in different blocks; every other pid exact, one report entry
+    counting both big values, at the first one's offset."""
+    n = 150_000
+    big = 2**70
+    ops = [OP.replace('"pid": 11', f'"pid": {i % 7}').replace('"ts": 101.000', f'"ts": {101 + i}.000')
+           for i in range(n)]
+    for i, pid in ((70_000, '"Spans"'), (80_000, big), (140_000, big)):
+        ops[i] = ops[i].replace(f'"pid": {i % 7}', f'"pid": {pid}')
+    text = trace_text([STEP, *ops])
+    tr = nbprof.load(write(tmp_path, text))
+    ev = tr.events[tr.events["cat"] == "cpu_op"].reset_index(drop=True)
+    want = np.arange(n) % 7
+    want[[70_000, 80_000, 140_000]] = -1
+    assert len(ev) == n and (ev["pid"].to_numpy() == want).all()
+    it = issue(tr, "bigint_pid")
+    assert (it.count, it.offset) == (2, text.index(ops[80_000]))
+    assert it.message.startswith("2 values of 'pid'")
+
+
 def test_unsigned_64_bit_address_keeps_its_bit_pattern(tmp_path):
     mem = MEM.replace('"Addr": 1000', '"Addr": 18446744073709551000')
     tr = nbprof.load(write(tmp_path, trace_text([STEP, OP, mem])))
