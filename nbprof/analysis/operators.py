@@ -601,11 +601,12 @@ def operator_summary(
     dur = tree["dur_ns"].to_numpy()
     end = ts + dur
     last = tree["last"].to_numpy()
-    ch = kept & (effp >= 0)
+    ch = np.flatnonzero(kept & (effp >= 0))
+    ch_parent = effp[ch]
 
     def minus_children(total: np.ndarray) -> np.ndarray:
         # bincount sums in float64: exact for |sums| < 2**53 (104 days in ns, 8 PiB)
-        sub = np.bincount(effp[ch], weights=total[ch], minlength=n)
+        sub = np.bincount(ch_parent, weights=total[ch], minlength=n)
         return total - np.rint(sub).astype(total.dtype)
 
     self_host = minus_children(dur)
@@ -730,17 +731,19 @@ def _group_sums(key_cols: dict[str, tuple[np.ndarray, np.ndarray]], values: dict
     for k, (codes, labels) in key_cols.items():
         c = codes[lead]
         cols[k] = np.where(c >= 0, labels[np.clip(c, 0, None)], None)
+    # every row's group, the rows left out in an extra one (space): the values are summed as they are
+    key_all = np.full(len(rows), space, dtype=np.int64)
+    key_all[rows] = key
     for c, v in values.items():
-        v = v[rows]
         if v.dtype.kind == "f":
             ok = ~np.isnan(v)
-            total = np.bincount(key, weights=np.where(ok, v, 0.0), minlength=space)[present]
-            cols[c] = np.where(np.bincount(key, weights=ok, minlength=space)[present] > 0, total, np.nan)
+            total = np.bincount(key_all, weights=np.where(ok, v, 0.0), minlength=space + 1)[present]
+            cols[c] = np.where(np.bincount(key_all, weights=ok, minlength=space + 1)[present] > 0, total, np.nan)
         elif np.abs(v).sum() < 2**53:  # float64 sums of integers are exact below 2**53
-            cols[c] = np.rint(np.bincount(key, weights=v, minlength=space)[present]).astype(v.dtype)
+            cols[c] = np.rint(np.bincount(key_all, weights=v, minlength=space + 1)[present]).astype(v.dtype)
         else:  # exact int64 sums for huge totals
-            out = np.zeros(space, dtype=v.dtype)
-            np.add.at(out, key, v)
+            out = np.zeros(space + 1, dtype=v.dtype)
+            np.add.at(out, key_all, v)
             cols[c] = out[present]
     return pd.DataFrame(cols)
 
