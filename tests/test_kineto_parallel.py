@@ -139,19 +139,3 @@ def test_small_traces_stay_in_one_process(tmp_path, monkeypatch):
     monkeypatch.setattr(kineto, "_parallel_extract", lambda *a, **k: taken.append(1) or real(*a, **k))
     tr = nbprof.load(p)
     assert taken == [] and len(tr.events) == 51
-
-
-@pytest.mark.parametrize("seed", range(8))
-def test_merge_of_sorted_runs_is_the_stable_sort(seed, monkeypatch):
-    import numpy as np
-    monkeypatch.setattr(kineto, "_BLOCK_ROWS", 3)  # exercise block copies on small runs
-    rng = np.random.default_rng(seed)
-    runs = []
-    for _ in range(int(rng.integers(2, 5))):  # runs that overlap a little, a lot, or not at all
-        runs.append(np.sort(rng.integers(0, 50, int(rng.integers(0, 60))) + int(rng.integers(-20, 80))))
-    plan = kineto._merge_positions(runs)
-    merged = kineto._scatter(runs, plan)
-    want_order = np.argsort(np.concatenate(runs), kind="stable")
-    assert merged.tolist() == np.concatenate(runs)[want_order].tolist()
-    tags = kineto._scatter([np.arange(len(r)) + sum(len(q) for q in runs[:i]) for i, r in enumerate(runs)], plan)
-    assert tags.tolist() == want_order.tolist()  # ties keep the earlier run's rows first

@@ -31,7 +31,7 @@ and a forked child (in its copy-on-write pages) take one at a time from a queue,
 regions differ in cost per byte leave neither idle; each run is decoded in place (its bounding
 commas turned into ``[``/``]``, restored afterwards: no copy of the bytes). Each run sorts its
 rows by time, the child's columns come back through shared memory (pickle protocol 5
-out-of-band buffers), and the sorted runs are merged with block copies. A run that needs any
+out-of-band buffers), and the sorted runs are merged by one stable sort. A run that needs any
 repair or report entry sends the whole file through the one-process path, which reports with
 whole-file offsets; results are identical either way (tested). ``NBPROF_LOAD_PROCESSES=1`` keeps
 every load in one process. The decoded objects are freed before the events table is assembled,
@@ -1271,10 +1271,10 @@ class _CatColumn:
         self.codes[rows] = codes
 
     @staticmethod
-    def concat(cols: list[_CatColumn], at: list[np.ndarray] | None = None) -> _CatColumn:
-        """The columns one after the other, or column i's rows at positions ``at[i]`` (value codes
-        remapped onto one dictionary)."""
-        if len(cols) == 1:
+    def concat(cols: list[_CatColumn], take: np.ndarray | None = None) -> _CatColumn:
+        """The columns one after the other (value codes remapped onto one dictionary), then the
+        rows at positions ``take`` of that, when given."""
+        if len(cols) == 1 and take is None:
             return cols[0]
         out = _CatColumn(sum(c.n for c in cols))
         if all(c.codes is None for c in cols):
@@ -1290,10 +1290,9 @@ class _CatColumn:
             else:
                 remap = np.array([lut.setdefault(u, len(lut)) for u in c.lut], dtype=np.int32)
                 pieces.append(remap[c.codes])
-        if at is None:
-            out.codes = np.concatenate(pieces)
-        else:
-            out.codes = _scatter(pieces, [a for c, a in zip(cols, at) if c.n])
+        out.codes = np.concatenate(pieces)
+        if take is not None:
+            out.codes = out.codes[take]
         return out
 
     def finish(self, transform: Any = None) -> pd.Categorical:
@@ -1649,9 +1648,9 @@ _CAT_TRANSFORMS: dict[str, Any] = {
 }
 
 
-def _join(parts: list[_Part], table: str, at: list[np.ndarray] | None = None) -> dict[str, Any]:
+def _join(parts: list[_Part], table: str, take: np.ndarray | None = None) -> dict[str, Any]:
     """One table's columns over all parts (categoricals merged, not finished): one after the other,
-    or part i's rows placed at positions ``at[i]``."""
+    then the rows at positions ``take`` of that, when given."""
     out = {}
     for k in getattr(parts[0], table):
         vs = [getattr(p, table)[k] for p in parts]
@@ -1661,58 +1660,12 @@ def _join(parts: list[_Part], table: str, at: list[np.ndarray] | None = None) ->
                 out[k] = np.full(sum(len(p.e_rows) for p in parts), c[0][0], dtype=c[0].dtype)
                 continue
             vs = [np.full(len(p.e_rows), x[0], dtype=x.dtype) if v is None else v for v, x, p in zip(vs, c, parts)]
-        if len(vs) == 1:
-            out[k] = vs[0]
-        elif isinstance(vs[0], _CatColumn):
-            out[k] = _CatColumn.concat(vs, at)
+        if isinstance(vs[0], _CatColumn):
+            out[k] = vs[0] if len(vs) == 1 and take is None else _CatColumn.concat(vs, take)
         else:
-            out[k] = np.concatenate(vs) if at is None else _scatter(vs, at)
+            v = _concat(vs)
+            out[k] = v if take is None else v[take]
     return out
-
-
-def _scatter(vs: list[np.ndarray], at: list[Any]) -> np.ndarray:
-    """Rows of ``vs[i]`` placed as ``at[i]`` says (a ``_merge_positions`` plan)."""
-    out = np.empty(sum(len(v) for v in vs), dtype=vs[0].dtype)
-    for v, (blocks, src, dst) in zip(vs, at):
-        for a, b, d in blocks:  # long runs of rows that stay together: plain copies
-            out[d : d + b - a] = v[a:b]
-        out[dst] = v[src]
-    return out
-
-
-_BLOCK_ROWS = 4096
-
-
-def _merge_positions(runs: list[np.ndarray]) -> list[Any]:
-    """Where the rows of sorted runs go in their stable merge (ties: the earlier run first).
-
-    Returns, per run, (blocks of at least ``_BLOCK_ROWS`` consecutive rows that land together,
-    as (start, stop, destination); source and destination indices of the other rows). A run's
-    rows are searched only in the time range of each other run (runs of host ops follow each
-    other in time; Python frames, written after them, overlap them all), and rows that keep
-    their order together are copied as blocks.
-    """
-    plans = []
-    for j, v in enumerate(runs):
-        pos = np.arange(len(v), dtype=np.int64)
-        for m, w in enumerate(runs):
-            if m == j or not len(w) or not len(v):
-                continue
-            # rows of v before w's first value have none of w before them, rows after its last all
-            # of it: only the rows in w's time range are searched (runs overlap in parts)
-            lo, hi = np.searchsorted(v, w[0], side="left"), np.searchsorted(v, w[-1], side="right")
-            pos[lo:hi] += np.searchsorted(w, v[lo:hi], side="right" if m < j else "left")
-            pos[hi:] += len(w)
-        cut = np.flatnonzero(np.diff(pos) != 1) + 1
-        starts, stops = np.concatenate([[0], cut]), np.concatenate([cut, [len(v)]])
-        long = (stops - starts) >= _BLOCK_ROWS
-        blocks = [(int(a), int(b), int(pos[a])) for a, b in zip(starts[long], stops[long])]
-        rest = np.ones(len(v), dtype=bool)
-        for a, b, _d in blocks:
-            rest[a:b] = False
-        src = np.flatnonzero(rest)
-        plans.append((blocks, src, pos[src]))
-    return plans
 
 
 def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
@@ -1776,14 +1729,17 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     offs = np.cumsum([0] + [p.n for p in parts[:-1]])
     ts_parts = [t_all[o + p.e_rows] for o, p in zip(offs, parts)]
     ok_e = _concat([ok_all[o + p.e_rows] for o, p in zip(offs, parts)])  # in the rows' order
-    at = None
-    if len(parts) > 1 and all(p.e_sorted for p in parts):  # merge the sorted runs
-        at = _merge_positions(ts_parts)
-    data = _join(parts, "events", at)
+    ts_e = _concat(ts_parts)
+    take = None
+    if len(parts) > 1 and all(p.e_sorted for p in parts) and not bool((ts_e[1:] >= ts_e[:-1]).all()):
+        # merge the runs, each sorted by time: a stable sort of their concatenation (ties: the
+        # earlier run first) finds the sorted runs and merges them (~10 ms per million rows)
+        take = np.argsort(ts_e, kind="stable")
+    data = _join(parts, "events", take)
     for p in parts:
         p.events = None
-    data = {"ts_ns": _concat(ts_parts) if at is None else _scatter(ts_parts, at), **data}
-    del t_all, ts_parts
+    data = {"ts_ns": ts_e if take is None else ts_e[take], **data}
+    del t_all, ts_parts, ts_e
     for k, transform in _CAT_TRANSFORMS.items():
         data[k] = data[k].finish(transform)
     nE = len(rows_e)
