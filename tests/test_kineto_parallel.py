@@ -139,3 +139,44 @@ def test_small_traces_stay_in_one_process(tmp_path, monkeypatch):
     monkeypatch.setattr(kineto, "_parallel_extract", lambda *a, **k: taken.append(1) or real(*a, **k))
     tr = nbprof.load(p)
     assert taken == [] and len(tr.events) == 51
+
+
+def test_large_files_read_into_populated_memory_load_the_same(tmp_path, monkeypatch):
+    """Plain files of _POPULATE_MIN_BYTES or more are read into an anonymous MAP_POPULATE mapping
+    (forced here for small files): the same tables, reports and byte offsets as a bytearray read, in
+    one and two processes, through the two-process fallback, the tolerant path and strict mode."""
+    import mmap
+
+    from nbprof.errors import TraceFormatError
+
+    if not hasattr(mmap, "MAP_POPULATE"):
+        pytest.skip("MAP_POPULATE is Linux-only; other systems read into a bytearray")
+    gen = tmp_path / "gen.pt.trace.json"
+    generate(str(gen), 20_000, 3)
+    neg = tmp_path / "neg.pt.trace.json"
+    neg.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _events(2000, {"dur": -1.0})}, indent=1))
+    nan = tmp_path / "nan.pt.trace.json"
+    nan.write_text(json.dumps({"traceEvents": _events(300)}).replace('"dur": 5.5', '"dur": NaN', 1))
+
+    def load(p, processes, populate, **kw):
+        with monkeypatch.context() as m:
+            m.setenv("NBPROF_LOAD_PROCESSES", str(processes))
+            m.setattr(kineto, "_POPULATE_MIN_BYTES", 0 if populate else 1 << 62)
+            kinds = []
+            real = kineto._read_buffer
+            m.setattr(kineto, "_read_buffer", lambda *a: kinds.append(type(b := real(*a))) or b)
+            tr = nbprof.load(p, **kw)
+        assert kinds == [mmap.mmap if populate else bytearray]
+        return tr
+
+    for p in (gen, neg, nan):
+        ref = load(p, 1, False)
+        for processes in (1, 2):
+            _same(ref, load(p, processes, True))
+    assert load(nan, 1, True).report.get("nonfinite") is not None
+    offsets = []
+    for populate in (False, True):
+        with pytest.raises(TraceFormatError) as ei:
+            load(neg, 1, populate, strict=True)
+        offsets.append(ei.value.offset)
+    assert offsets[0] == offsets[1] and offsets[0] > 0

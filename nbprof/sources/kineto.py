@@ -338,15 +338,29 @@ def read_bytes(path: str | os.PathLike[str], report: LoadReport | None = None) -
         return out
 
 
-def _read_buffer(path: str, report: LoadReport) -> bytearray:
-    """``read_bytes`` into a mutable buffer (read in place for plain files; one copy after gunzip)."""
+_POPULATE_MIN_BYTES = 64 << 20
+
+
+def _read_buffer(path: str, report: LoadReport) -> bytearray | mmap.mmap:
+    """``read_bytes`` into a mutable buffer (read in place for plain files; one copy after gunzip).
+
+    A plain file of ``_POPULATE_MIN_BYTES`` or more goes into anonymous memory mapped with
+    ``MAP_POPULATE`` (Linux): the kernel provides all its pages in one call instead of one page
+    fault per 4 KiB as the read first touches them (580 MB: 0.27 s instead of 0.40 s here). The
+    file itself is never mapped, so it may change on disk while it is being loaded.
+    """
     with open(path, "rb") as f:
         if f.read(2) != b"\x1f\x8b":
             f.seek(0)
-            buf = bytearray(os.fstat(f.fileno()).st_size)
+            size = os.fstat(f.fileno()).st_size
+            buf: bytearray | mmap.mmap
+            if size >= _POPULATE_MIN_BYTES and hasattr(mmap, "MAP_POPULATE"):
+                buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE)
+            else:
+                buf = bytearray(size)
             n = f.readinto(buf)
-            if n < len(buf):  # the file shrank while being read
-                del buf[n:]
+            if n < size:  # the file shrank while being read
+                return bytearray(memoryview(buf)[:n])
             return buf
     return bytearray(read_bytes(path, report))
 
@@ -944,10 +958,10 @@ _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 
 
 def _parallel_ok(data: bytes, quick: tuple[int, int, dict[str, Any]]) -> bool:
-    """Load in two processes? Large events arrays read by nbprof (a bytearray) on Linux with two usable CPUs.
+    """Load in two processes? Large events arrays read by nbprof (a mutable buffer) on Linux with two usable CPUs.
     ``NBPROF_LOAD_PROCESSES=1`` turns it off (``=2`` forces it for any size, for tests)."""
     env = os.environ.get("NBPROF_LOAD_PROCESSES", "")
-    if env == "1" or not isinstance(data, bytearray) or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+    if env == "1" or not isinstance(data, (bytearray, mmap.mmap)) or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return False
     start, end, _meta = quick
     return env == "2" or (end - start >= _PARALLEL_MIN_BYTES and len(os.sched_getaffinity(0)) >= 2)
@@ -967,7 +981,7 @@ def _extract_span(span: memoryview, path: str, keep: list[Any] | None = None) ->
     return part if not sub.report.issues else None
 
 
-def _parallel_extract(data: bytearray, ctx: _Ctx, start: int, end: int) -> list[_Part] | None:
+def _parallel_extract(data: bytearray | mmap.mmap, ctx: _Ctx, start: int, end: int) -> list[_Part] | None:
     """The events array decoded and extracted in two processes at once: this one and a forked child.
 
     The array is cut into ``_CHUNKS`` runs at event boundaries ``},{`` after each equal share of
