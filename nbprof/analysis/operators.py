@@ -288,6 +288,27 @@ def host_call_tree(trace: Trace, *, python_functions: bool = True) -> pd.DataFra
     Tree rules from ``torch.autograd.profiler_util.EventList._populate_cpu_children`` and
     ``_remove_dup_nodes`` (torch 2.13).
     """
+    return _tree_frame(_host_tree(trace, python_functions))
+
+
+def _tree_frame(t: dict[str, Any]) -> pd.DataFrame:
+    """``_host_tree``'s arrays as ``host_call_tree``'s frame."""
+    return pd.DataFrame(
+        {
+            "event": t["event"],
+            # categoricals built from codes (sorted categories, only those used: what
+            # pd.Categorical(values) gives, without hashing a million strings)
+            "name": _used_categorical(t["name_codes"], t["name_labels"]),
+            "cat": _used_categorical(t["cat_codes"], t["cat_labels"]),
+            **{k: t[k] for k in ("pid", "tid", "ts_ns", "dur_ns", "parent", "effective_parent", "merged", "last",
+                                 "depth")},
+        }
+    )
+
+
+def _host_tree(trace: Trace, python_functions: bool) -> dict[str, Any]:
+    """``host_call_tree``'s columns as arrays; name and category as codes into sorted labels
+    (``name_codes``/``name_labels``, ``cat_codes``/``cat_labels``; labels may include unused values)."""
     ev = trace.events
     cat_cats = np.array([str(c) for c in ev["cat"].cat.categories] + [""], dtype=object)
     cat_codes = ev["cat"].cat.codes.to_numpy()
@@ -330,24 +351,12 @@ def host_call_tree(trace: Trace, *, python_functions: bool = True) -> pd.DataFra
     closed = np.cumsum(np.bincount(last + 1, minlength=n + 1)[:n])
     depth = np.arange(n, dtype=np.int64) - closed
     cat_u, cat_id = np.unique(cat_cats, return_inverse=True)
-    return pd.DataFrame(
-        {
-            "event": idx,
-            # categoricals built from codes (sorted categories, only those used: what
-            # pd.Categorical(values) gives, without hashing a million strings)
-            "name": _used_categorical(disp_id[c], disp_u),
-            "cat": _used_categorical(cat_id.ravel()[cat_codes[idx]], cat_u),
-            "pid": pid,
-            "tid": tid,
-            "ts_ns": ts,
-            "dur_ns": dur,
-            "parent": parent,
-            "effective_parent": eff,
-            "merged": merged,
-            "last": last,
-            "depth": depth,
-        }
-    )
+    return {
+        "event": idx, "name_codes": disp_id[c], "name_labels": np.asarray(disp_u, dtype=object),
+        "cat_codes": cat_id.ravel()[cat_codes[idx]], "cat_labels": np.asarray(cat_u, dtype=object),
+        "pid": pid, "tid": tid, "ts_ns": ts, "dur_ns": dur, "parent": parent, "effective_parent": eff,
+        "merged": merged, "last": last, "depth": depth,
+    }
 
 
 def _used_categorical(codes: np.ndarray, labels: np.ndarray) -> pd.Categorical:
@@ -372,10 +381,11 @@ def _memory_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
-def _device_own_ns(trace: Trace, tree: pd.DataFrame) -> np.ndarray:
-    """Device ns each tree row launched itself (kernels/memcpy/memset via External id or correlation)."""
+def _device_own_ns(trace: Trace, t: dict[str, Any]) -> np.ndarray:
+    """Device ns each tree row (``_host_tree``) launched itself (kernels/memcpy/memset via External id
+    or correlation)."""
     ev = trace.events
-    n = len(tree)
+    n = len(t["event"])
     own = np.zeros(n, dtype=np.int64)
     if n == 0:
         return own
@@ -385,9 +395,13 @@ def _device_own_ns(trace: Trace, tree: pd.DataFrame) -> np.ndarray:
     dev_ext = dev["external_id"].to_numpy()
     dev_corr = dev["correlation"].to_numpy()
     dev_dur = dev["dur_ns"].to_numpy()
-    ev_ext = ev["external_id"].to_numpy()[tree["event"].to_numpy()]
-    cats = tree["cat"].astype(object).to_numpy()
-    is_op = (cats == schema.CPU_OP) | (cats == schema.USER_ANNOTATION)
+    ev_ext = ev["external_id"].to_numpy()[t["event"]]
+    labels = t["cat_labels"]
+
+    def cat_in(cats: Any) -> np.ndarray:
+        return np.array([c in cats for c in labels], dtype=bool)[t["cat_codes"]]
+
+    is_op = cat_in((schema.CPU_OP, schema.USER_ANNOTATION))
     target = np.full(len(dev), -1, dtype=np.int64)
     # External id -> op row (the innermost op active at the launch); first occurrence wins
     op_rows = np.flatnonzero(is_op & (ev_ext >= 0))
@@ -400,25 +414,24 @@ def _device_own_ns(trace: Trace, tree: pd.DataFrame) -> np.ndarray:
     # fallback: correlation -> runtime call -> its enclosing op
     miss = target < 0
     if miss.any():
-        is_rt = np.isin(cats, list(schema.RUNTIME_CATEGORIES))
-        rt_rows = np.flatnonzero(is_rt)
-        rt_corr = ev["correlation"].to_numpy()[tree["event"].to_numpy()[rt_rows]]
+        rt_rows = np.flatnonzero(cat_in(schema.RUNTIME_CATEGORIES))
+        rt_corr = ev["correlation"].to_numpy()[t["event"][rt_rows]]
         ok_rt = rt_corr >= 0
         if ok_rt.any():
             lut = pd.Series(rt_rows[ok_rt], index=rt_corr[ok_rt])
             lut = lut[~lut.index.duplicated()]
             hit = lut.reindex(dev_corr[miss]).to_numpy()
             rows = np.where(np.isnan(hit), -1, hit).astype(np.int64)
-            par = tree["parent"].to_numpy()
+            par = t["parent"]
             owner = np.where(rows >= 0, par[np.clip(rows, 0, None)], -1)
             target[miss] = owner
     # kernels of a merged wrapper row go to the row it is merged into (torch lifts them)
-    merged = tree["merged"].to_numpy()
-    effp = tree["effective_parent"].to_numpy()
+    merged = t["merged"]
+    effp = t["effective_parent"]
     ok = target >= 0
-    t = target[ok]
-    t = np.where(merged[t], effp[t], t)
-    own += np.rint(np.bincount(t, weights=dev_dur[ok], minlength=n)).astype(np.int64)
+    rows = target[ok]
+    rows = np.where(merged[rows], effp[rows], rows)
+    own += np.rint(np.bincount(rows, weights=dev_dur[ok], minlength=n)).astype(np.int64)
     return own
 
 
@@ -593,14 +606,14 @@ def operator_summary(
     if group_by not in ("name", "shapes", "stack"):
         msg = f"group_by must be 'name', 'shapes' or 'stack', not {group_by!r}"
         raise ValueError(msg)
-    tree = host_call_tree(trace, python_functions=python_functions)
-    n = len(tree)
-    kept = ~tree["merged"].to_numpy()
-    effp = tree["effective_parent"].to_numpy()
-    ts = tree["ts_ns"].to_numpy()
-    dur = tree["dur_ns"].to_numpy()
+    t = _host_tree(trace, python_functions)
+    n = len(t["event"])
+    kept = ~t["merged"]
+    effp = t["effective_parent"]
+    ts = t["ts_ns"]
+    dur = t["dur_ns"]
     end = ts + dur
-    last = tree["last"].to_numpy()
+    last = t["last"]
     ch = np.flatnonzero(kept & (effp >= 0))
     ch_parent = effp[ch]
 
@@ -611,7 +624,7 @@ def operator_summary(
 
     self_host = minus_children(dur)
     # device time: own (plus lifted from merged wrappers), totals over the subtree range
-    own_dev = _device_own_ns(trace, tree)
+    own_dev = _device_own_ns(trace, t)
     cs = np.concatenate([[0], np.cumsum(own_dev)])
     total_dev = cs[last + 1] - cs[np.arange(n)]
     self_dev = minus_children(total_dev)
@@ -626,7 +639,7 @@ def operator_summary(
     self_host_mem = minus_children(host_mem)
     self_dev_mem = minus_children(dev_mem)
     ev = trace.events
-    flops = ev["flops"].to_numpy()[tree["event"].to_numpy()] if "flops" in ev else np.full(n, np.nan)
+    flops = ev["flops"].to_numpy()[t["event"]] if "flops" in ev else np.full(n, np.nan)
     values = {
         "count": np.ones(n, dtype=np.int64),
         "self_host_ns": self_host,
@@ -639,25 +652,25 @@ def operator_summary(
         "self_device_mem_bytes": self_dev_mem,
         "flops": flops,
     }
-    # group keys as (codes, labels): name and category from the tree's categoricals
+    # group keys as (codes, labels): name and category codes of the tree
     key_cols = {
-        "name": (tree["name"].cat.codes.to_numpy(), np.asarray(tree["name"].cat.categories, dtype=object)),
-        "cat": (tree["cat"].cat.codes.to_numpy(), np.asarray(tree["cat"].cat.categories, dtype=object)),
+        "name": (t["name_codes"], t["name_labels"]),
+        "cat": (t["cat_codes"], t["cat_labels"]),
     }
     if group_by == "shapes":
         if "input_dims" in ev:
-            codes = ev["input_dims"].cat.codes.to_numpy()[tree["event"].to_numpy()]
+            codes = ev["input_dims"].cat.codes.to_numpy()[t["event"]]
             keys_text = np.array([_torch_shapes_key(c) for c in ev["input_dims"].cat.categories] + ["[]"], dtype=object)
             key_cols["input_dims"] = pd.factorize(keys_text[codes])  # code -1 (no Input Dims) -> "[]"
         else:
             key_cols["input_dims"] = (np.zeros(n, dtype=np.int64), np.array(["[]"], dtype=object))
     elif group_by == "stack":
         if python_functions:
-            stack = _stack_keys(trace, tree, stack_depth)
+            stack = _stack_keys(trace, _tree_frame(t), stack_depth)
         else:  # frames still come from the python_function events
             full = host_call_tree(trace)
             by_event = pd.Series(_stack_keys(trace, full, stack_depth), index=full["event"].to_numpy())
-            stack = by_event.reindex(tree["event"].to_numpy()).fillna("").to_numpy()
+            stack = by_event.reindex(t["event"]).fillna("").to_numpy()
         key_cols["stack"] = pd.factorize(np.asarray(stack, dtype=object))
     keys = list(key_cols)
     frame = _group_sums(key_cols, values, kept)
