@@ -256,6 +256,22 @@ def test_string_typed_ts(tmp_path):
     assert strict_error(p).offset == text.index(bad)
 
 
+def test_events_without_a_usable_ts_are_dropped_and_the_rest_sorted(tmp_path):
+    """An op without "ts" and one with "ts": null, among events written out of time order: both
+    dropped (one report entry at the first one's offset), the others kept in time order."""
+    late = OP.replace('"ts": 101.000', '"ts": 140.000').replace("aten::mm", "aten::late")
+    no_ts = OP.replace('"ts": 101.000, ', "").replace("aten::mm", "aten::no_ts")
+    null_ts = OP.replace('"ts": 101.000', '"ts": null').replace("aten::mm", "aten::null_ts")
+    text = trace_text([STEP, late, no_ts, OP, null_ts, RT])
+    p = write(tmp_path, text)
+    tr = nbprof.load(p)
+    assert tr.events["name"].astype(str).tolist() == ["ProfilerStep#1", "aten::mm", "cudaLaunchKernel", "aten::late"]
+    assert tr.events["ts_ns"].tolist() == [0, 1_000, 3_000, 40_000]
+    it = issue(tr, "missing_ts")
+    assert (it.action, it.count, it.offset) == ("dropped", 2, text.index(no_ts))
+    assert strict_error(p).offset == text.index(no_ts)
+
+
 def test_negative_and_minus_one_durations(tmp_path):
     a = OP.replace('"dur": 10.500', '"dur": -1')
     b = RT.replace('"dur": 2.000', '"dur": -0.250')
