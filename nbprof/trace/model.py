@@ -167,6 +167,10 @@ class Trace:
         ``pid``, ``tid``, ``name``, ``kind`` ("process"/"thread"), from ``M`` events.
     meta : TraceMeta
     report : LoadReport
+    tables : dict of str to pandas.DataFrame
+        Declared side tables a source keeps beyond the common tables, by name (e.g. nsys's
+        ``"nvtx"``, ``"os_runtime"``, ``"cpu_samples"``; see ``nbprof.trace.schema.SIDE_TABLES``).
+        Plain DataFrames (no objects in metadata); the multi-rank cache persists them as Parquet.
     """
 
     events: pd.DataFrame
@@ -176,6 +180,7 @@ class Trace:
     threads: pd.DataFrame
     meta: TraceMeta
     report: LoadReport
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     # ----------------------------------------------------------------- basics
     @property

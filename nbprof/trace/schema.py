@@ -144,6 +144,21 @@ COUNTER_COLUMNS: dict[str, tuple[str, str, str]] = {
 
 INT_MISSING = -1
 
+#: Side tables a source may keep in ``Trace.tables`` (name -> what it holds). They have no home in the
+#: common tables; each is a plain DataFrame (times int64 ns on the trace's clock where present).
+SIDE_TABLES: dict[str, str] = {
+    "nvtx": "nsys NVTX_EVENTS as written: style, domain, payloads, range ids, end thread",
+    "kernels": "nsys kernel rows: short and mangled names, launch geometry",
+    "runtime": "nsys CUDA runtime/driver rows: names as written, eventClass, nameId",
+    "memcpy": "nsys memcpy rows: copy/src/dst kinds",
+    "memset": "nsys memset rows",
+    "osrt": "nsys OS runtime calls",
+    "cpu_samples": "nsys CPU IP samples with call stacks",
+    "sched": "nsys thread scheduling records",
+    "processes": "nsys processes",
+    "gpus": "nsys GPU list",
+}
+
 
 def empty_frame(columns: dict[str, tuple[str, str, str]]) -> pd.DataFrame:
     """An empty DataFrame with the schema's columns and dtypes."""
