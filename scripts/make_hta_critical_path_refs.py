@@ -29,6 +29,7 @@ import os
 import sys
 import time
 import warnings
+from decimal import Decimal
 
 #: trace directory -> (annotation, instance_id) given to HTA (those of HTA's own tests where it has them)
 CASES = {
@@ -46,6 +47,11 @@ def _raw_events(trace_dir: str) -> list:
     op = gzip.open if p.endswith(".gz") else open
     with op(p, "rt") as fh:
         return json.load(fh)["traceEvents"]
+
+
+def _us_to_ns(v) -> int:
+    """Exact µs -> ns (a float64 product would lose the last digits of epoch-µs timestamps)."""
+    return int((Decimal(str(v)) * 1000).to_integral_value())
 
 
 def run_one(trace_dir: str, annotation: str, instance_id):
@@ -86,8 +92,7 @@ def main() -> int:
             # HTA's row index is the raw event's position: check it is the same event
             assert sym[int(df.loc[ev, "name"])] == r["name"], (ev, r["name"])
             events.append({
-                "name": r["name"], "ts_ns": int(round(float(r["ts"]) * 1000)),
-                "dur_ns": int(round(float(r.get("dur", 0)) * 1000)),
+                "name": r["name"], "ts_ns": _us_to_ns(r["ts"]), "dur_ns": _us_to_ns(r.get("dur", 0)),
                 "pid": r["pid"], "tid": r["tid"], "cat": r.get("cat"),
             })
         events.sort(key=lambda e: (e["ts_ns"], -e["dur_ns"], e["name"]))
