@@ -74,7 +74,7 @@ def main() -> int:
     logging.disable(logging.WARNING)
     if args.bench:
         ta, g, ok, elapsed = run_one(args.bench, "", 0)
-        print(json.dumps({"hta_s": elapsed, "ok": bool(ok), "events": int(len(ta.t.get_trace(0)))}))
+        print(json.dumps({"hta_s": elapsed, "ok": bool(ok), "events": len(ta.t.get_trace(0))}))
         return 0
     import hta
 

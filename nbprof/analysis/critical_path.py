@@ -94,7 +94,6 @@ binding chain have 0; -1 marks events outside the graph.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,8 +103,12 @@ from ..trace import schema
 from .steps import _is_comm_kernel_name, _is_dataloader, _name_mask
 
 #: Edge kinds, codes in ``Graph.kind``.
-EDGE_KINDS = ("host", "launch", "device", "stream", "sync", "gpu_sync", "fwdbwd", "collective")
-HOST, LAUNCH, DEVICE, STREAM, SYNC, GPU_SYNC, FWDBWD, COLLECTIVE = range(8)
+EDGE_KINDS = ("host", "launch", "device", "stream", "sync", "gpu_sync", "fwdbwd", "collective", "wake")
+HOST, LAUNCH, DEVICE, STREAM, SYNC, GPU_SYNC, FWDBWD, COLLECTIVE, WAKE = range(9)
+
+#: A host gap that ends at most this long after another thread's marker (same process) is taken as
+#: that thread waking this one up (``wake`` edge).
+WAKE_MAX_NS = 1_000_000
 
 #: Breakdown kinds of ``CriticalPath.breakdown`` (ns, they sum to ``length_ns``).
 BREAKDOWN_KINDS = ("host_compute", "kernel_launch", "kernel", "memcpy_memset", "sync_wait", "communication",
@@ -157,10 +160,13 @@ class Graph:
     node_step : ndarray int64 (n,)
         Step of each node (host: the ``ProfilerStep`` range its event starts in; device: the step of
         its launching call), -1 outside steps.
-    is_dataloader, is_comm, is_launch_call, is_blocking : ndarray bool (k,)
+    is_dataloader, is_comm, is_launch_call, is_blocking, is_step_range : ndarray bool (k,)
         Per event of ``rows``.
     dropped_edges : int
         Edges dropped because they ran backwards in time.
+    queued_gap_ns, launch_delay_ns : int
+        Median gap between an op and the one queued behind it on a stream, and median launch delay
+        of launches onto an empty stream (the replay's smallest stream / launch weights), ns.
     window : tuple of int
         ``(start_ns, end_ns)`` analysed.
     """
@@ -181,8 +187,11 @@ class Graph:
     is_comm: np.ndarray
     is_launch_call: np.ndarray
     is_blocking: np.ndarray
+    is_step_range: np.ndarray
     dropped_edges: int = 0
     window: tuple = (0, 0)
+    queued_gap_ns: int = 0
+    launch_delay_ns: int = 0
     row_pos: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -368,7 +377,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     h_ts = ts_all[host_rows]
     h_end = end_all[host_rows]
     kh = host_rows.size
-    order, parent, depth_after = _marker_sequence(tkey, h_ts, h_end)
+    order, parent, _depth = _marker_sequence(tkey, h_ts, h_end)
     # innermost HTA-eligible ancestor-or-self of each host event
     hcat_hta = cat_is(_HTA_HOST_CATS)[host_rows]
     hta_self = np.where(hcat_hta, np.arange(kh), -1)
@@ -455,9 +464,28 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
         dt = np.where(v_st, h_ts[v_ev], h_end[v_ev]) - np.where(u_st, h_ts[u_ev], h_end[u_ev])
         blocking_end = (~v_st) & blocking_h[v_ev] & (hta_own == v_ev)
         hw = np.where((hta_own >= 0) & ~blocking_end, dt, 0)
+        # wake edges: a gap outside any op (or only inside a ProfilerStep range) that ends just after
+        # another thread of the process did something: that thread woke this one up
+        step_range_h = _name_mask(names, lambda n: n.startswith("ProfilerStep#"))[host_rows]
+        gap_like = (own_local < 0) | step_range_h[np.clip(own_local, 0, None)]
+        m_time = np.where(m_isstart, h_ts[m_ev], h_end[m_ev])
+        m_node = np.where(m_isstart, hs(m_ev), he(m_ev))
+        wk_src, wk_dst, wk_lat, wk_edge = _wake_edges(m_time, m_node, m_thread, pid_all[host_rows][m_ev], a_idx,
+                                                      gap_like & (dt > 0))
+        # the first marker of a thread that starts after others: woken up the same way
+        first_m = np.flatnonzero(np.concatenate([[True], ~same]))
+        f_src, f_dst, f_lat, _ = _wake_edges(m_time, m_node, m_thread, pid_all[host_rows][m_ev], first_m - 1,
+                                             np.ones(first_m.size, bool), first=True)
+        wdt = dt.copy()
+        wdt[wk_edge] = np.minimum(wdt[wk_edge], wk_lat)  # the gap then only costs the wake-up latency
         srcs.append(u_node); dsts.append(v_node); kinds.append(np.full(a_idx.size, HOST, np.int8))
         owners.append(np.where(own_local >= 0, host_rows[np.clip(own_local, 0, None)], -1))
-        htaw.append(hw); wmins.append(dt); prio.append(np.zeros(a_idx.size, np.int64))
+        htaw.append(hw); wmins.append(wdt); prio.append(np.zeros(a_idx.size, np.int64))
+        wk_src, wk_dst, wk_lat = (np.concatenate([wk_src, f_src]), np.concatenate([wk_dst, f_dst]),
+                                  np.concatenate([wk_lat, f_lat]))
+        srcs.append(wk_src); dsts.append(wk_dst); kinds.append(np.full(wk_src.size, WAKE, np.int8))
+        owners.append(np.full(wk_src.size, -1, np.int64)); htaw.append(np.full(wk_src.size, -1, np.int64))
+        wmins.append(wk_lat); prio.append(np.full(wk_src.size, 5, np.int64))
     # ---- device edges
     if kd:
         # span
@@ -702,8 +730,55 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     row_pos = {}
     return Graph(rows=rows, start=start_nodes, end=end_nodes, t=t_sorted, node_row=node_row, src=src, dst=dst,
                  kind=kind, owner=owner, hta_w=hta_w, wmin=wmin, node_step=node_step, is_dataloader=dl,
-                 is_comm=is_comm, is_launch_call=is_launch_call, is_blocking=is_blocking, dropped_edges=dropped,
-                 window=(w0, w1), row_pos=row_pos)
+                 is_comm=is_comm, is_launch_call=is_launch_call, is_blocking=is_blocking,
+                 is_step_range=_name_mask(names, lambda n: n.startswith("ProfilerStep#"))[rows], dropped_edges=dropped,
+                 window=(w0, w1), row_pos=row_pos, queued_gap_ns=int(gq), launch_delay_ns=int(lq))
+
+
+def _wake_edges(m_time, m_node, m_thread, m_pid, a_idx, cand, first=False):
+    """``wake`` edges for the host gaps ``cand`` (edge i runs from marker ``a_idx[i]`` to the next;
+    ``first``: the next markers are the first of their threads, the gap starts at -infinity).
+
+    For a gap ``(a, b]`` on thread T: the latest marker of another thread of the same process at or
+    before ``b``; an edge from it when it lies after ``a`` and at most ``WAKE_MAX_NS`` before ``b``.
+    Returns source nodes, destination nodes, latencies (ns) and the indices of the gaps they serve.
+    """
+    z = np.zeros(0, np.int64)
+    ci = np.flatnonzero(cand)
+    if ci.size == 0 or m_time.size == 0:
+        return z, z, z, z
+    upid, pinv = np.unique(m_pid, return_inverse=True)
+    if np.unique(m_thread).size == upid.size:  # one thread per process: nobody to wake anyone
+        return z, z, z, z
+    shift = np.int64(1) << np.int64(47)
+    key = pinv.astype(np.int64) * shift + m_time
+    po = np.argsort(key, kind="stable")
+    ks = key[po]
+    th = m_thread[po]
+    pp = pinv[po]
+    # index of the latest earlier marker on a different thread (same process), per sorted position
+    run_start = np.ones(po.size, bool)
+    run_start[1:] = th[1:] != th[:-1]
+    rs_idx = np.maximum.accumulate(np.where(run_start, np.arange(po.size), 0))
+    prev_diff = rs_idx - 1
+    bad = prev_diff >= 0
+    bad[bad] = pp[prev_diff[bad]] != pp[bad]
+    prev_diff[~bad & (prev_diff >= 0)] = prev_diff[~bad & (prev_diff >= 0)]
+    prev_diff[bad] = -1
+    a_pos, b_pos = a_idx[ci], a_idx[ci] + 1
+    b_t = m_time[b_pos]
+    a_t = np.full(b_t.size, -_BIG) if first else m_time[a_pos]
+    kb = pinv[b_pos].astype(np.int64) * shift + b_t
+    j = np.searchsorted(ks, kb, side="right") - 1
+    same_t = th[j] == m_thread[b_pos]
+    j = np.where(same_t, prev_diff[j], j)
+    ok = j >= 0
+    jj = np.clip(j, 0, None)
+    ok &= pp[jj] == pinv[b_pos]
+    tj = ks[jj] - pp[jj].astype(np.int64) * shift
+    ok &= (tj > a_t) & (b_t - tj <= WAKE_MAX_NS)
+    src_node = m_node[po[jj]]
+    return src_node[ok], m_node[b_pos][ok], (b_t - tj)[ok], ci[ok]
 
 
 def _host_event_at(pid, tid, t, tkey, h_ts, eligible):
@@ -818,7 +893,7 @@ def longest_path(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray, base: 
     m = src.size
     indeg = np.bincount(dst, minlength=n) if m else np.zeros(n, np.int64)
     order = np.argsort(dst, kind="stable")
-    s_src, s_dst, s_w = src[order], dst[order], w[order]
+    s_src, s_w = src[order], w[order]
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(indeg, out=ptr[1:])
     pred_edge = np.full(n, -1, dtype=np.int64)
@@ -957,7 +1032,7 @@ class CriticalPath:
 
 
 def critical_path(trace, step=None, *, annotation: str | None = None, instance=0, window=None,
-                  sync_args: pd.DataFrame | None = None, slack: bool = True) -> CriticalPath:
+                  sync_args: pd.DataFrame | None = None, slack: bool = True, model: str = "hta") -> CriticalPath:
     """The critical path of a trace or of one step (HTA's definition; see the module docstring).
 
     Parameters
@@ -967,6 +1042,12 @@ def critical_path(trace, step=None, *, annotation: str | None = None, instance=0
         ``N`` of ``ProfilerStep#N``: analyse that step only. Default: the whole trace.
     annotation, instance, window, sync_args
         See :func:`build_graph`.
+    model : {"hta", "replay"}
+        ``"hta"`` (default): HTA's weighted longest path (host gaps and blocking calls weigh 0, so
+        the path may cover only part of a host-bound step). ``"replay"``: the chain of *binding*
+        constraints of the replay model, walked back from the window's last node: every edge
+        weighs what it measured, so the path covers the window's wall-clock span from the source it
+        starts at, DataLoader waits and host gaps included (``hta_length_ns`` is then the same span).
     slack : bool, default True
         Compute ``slack_ns`` (one more pass over the graph); all -1 when False.
 
@@ -983,9 +1064,17 @@ def critical_path(trace, step=None, *, annotation: str | None = None, instance=0
     n = g.n_nodes
     if n == 0:
         raise ValueError(f"no event to analyse in the window {g.window}")
-    hm = g.hta_w >= 0
-    dist, pred = longest_path(n, g.src[hm], g.dst[hm], g.hta_w[hm], np.zeros(n, np.int64))
-    end_node = int(np.argmax(dist))
+    if model == "hta":
+        hm = g.hta_w >= 0
+        dist, pred = longest_path(n, g.src[hm], g.dst[hm], g.hta_w[hm], np.zeros(n, np.int64))
+        end_node = int(np.argmax(dist))
+    elif model == "replay":
+        hm = np.ones(g.src.size, bool)
+        rep, pred = longest_path(n, g.src, g.dst, g.wmin, g.t)
+        end_node = int(np.argmax(rep))
+        dist = rep - rep[_first_source(pred, g.src, end_node)]
+    else:
+        raise ValueError(f"model must be 'hta' or 'replay', not {model!r}")
     path, pedges = _walk_back(pred, g.src[hm], end_node)
     eidx = np.flatnonzero(hm)[pedges] if pedges.size else pedges
     ev = trace.events
@@ -1013,6 +1102,15 @@ def critical_path(trace, step=None, *, annotation: str | None = None, instance=0
     return CriticalPath(events=events, row_ids=rows_on.astype(np.int64), length_ns=length,
                         hta_length_ns=int(dist[end_node]), breakdown=bd, slack_ns=sl, edges=edges, graph=g,
                         window=g.window)
+
+
+def _first_source(pred_edge, src, node):
+    v = int(node)
+    pe = pred_edge.tolist()
+    sl = src.tolist()
+    while pe[v] >= 0:
+        v = sl[pe[v]]
+    return v
 
 
 def event_slack(g: Graph, n_events: int, w: np.ndarray | None = None) -> np.ndarray:
@@ -1059,7 +1157,7 @@ def _edge_parts(g: Graph, eidx: np.ndarray, ev) -> np.ndarray:
     launch = valid & g.is_launch_call[np.clip(op, 0, None)]
     block = valid & g.is_blocking[np.clip(op, 0, None)]
     comm = valid & g.is_comm[np.clip(op, 0, None)]
-    anno = valid & (catv[np.clip(own, 0, None)] == schema.USER_ANNOTATION)
+    anno = valid & (catv[np.clip(own, 0, None)] == schema.USER_ANNOTATION) & g.is_step_range[np.clip(op, 0, None)]
     hc = h & valid & ~anno
     out[hc] = "host_compute"
     out[h & launch] = "kernel_launch"
