@@ -39,6 +39,14 @@ Edge kinds (``EDGE_KINDS``) and the source of truth of each:
 ``fwdbwd``
     End of a forward op -> start of its backward op (``trace.flows`` of category ``fwdbwd``), which
     links the autograd thread to the main thread.
+``wake``
+    Another thread of the same process -> the end of a host gap on this thread: a gap outside any
+    op (or inside only a ``ProfilerStep`` range), or the very first marker of a thread, that ends at
+    most ``WAKE_MAX_NS`` (1 ms) after the other thread's latest marker is taken as that thread
+    waking this one up (the main thread resuming when the autograd thread finishes ``backward``,
+    the autograd thread starting when the main thread calls it). Kineto records no such event:
+    this is an inference from timing, used by the replay only (the gap then costs only the wake-up
+    latency, so a faster waker wakes it earlier).
 ``collective``
     Not built yet: the k-th collective of a communicator on each rank as one barrier needs several
     ranks' traces; one trace is analysed at a time here.
@@ -77,7 +85,9 @@ Where nbprof differs from HTA, and why:
 * ``launch`` and ``stream`` edges are both in the graph (the replay needs both constraints); only
   the one HTA would add carries HTA's weight in the longest path, the other is not used there.
 * Streams are keyed by ``(device, stream)``; HTA keys its last op per stream by stream id only.
-* ``fwdbwd`` and the name-based ``sync`` fallback are replay edges only (HTA has neither).
+* ``fwdbwd``, ``wake``, blocking-copy and the name-based ``sync`` fallback edges are replay edges only
+  (HTA has none of them), so they never change the HTA path.
+* HTA has no graph for several ranks either; nbprof analyses one trace at a time (``collective``).
 
 ``CriticalPath.length_ns`` is the wall-clock span of the path (last node time - first node time) and
 ``breakdown`` splits exactly that span by what the path is doing; ``hta_length_ns`` is HTA's weighted
@@ -94,7 +104,7 @@ binding chain have 0; -1 marks events outside the graph.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -192,7 +202,6 @@ class Graph:
     window: tuple = (0, 0)
     queued_gap_ns: int = 0
     launch_delay_ns: int = 0
-    row_pos: dict = field(default_factory=dict, repr=False)
 
     @property
     def n_nodes(self) -> int:
@@ -444,7 +453,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     blocking_h = _name_mask(names, lambda n: n in BLOCKING_CALLS)[host_rows] & cat_is(schema.RUNTIME_CATEGORIES)[host_rows]
     launch_h = _name_mask(names, lambda n: n in LAUNCH_NAMES)[host_rows]
 
-    srcs, dsts, kinds, owners, htaw, wmins, prio = [], [], [], [], [], [], []
+    srcs, dsts, kinds, owners, htaw, wmins = [], [], [], [], [], []
 
     # ---- host edges: consecutive markers per thread
     if kh:
@@ -480,18 +489,17 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
         wdt[wk_edge] = np.minimum(wdt[wk_edge], wk_lat)  # the gap then only costs the wake-up latency
         srcs.append(u_node); dsts.append(v_node); kinds.append(np.full(a_idx.size, HOST, np.int8))
         owners.append(np.where(own_local >= 0, host_rows[np.clip(own_local, 0, None)], -1))
-        htaw.append(hw); wmins.append(wdt); prio.append(np.zeros(a_idx.size, np.int64))
+        htaw.append(hw); wmins.append(wdt)
         wk_src, wk_dst, wk_lat = (np.concatenate([wk_src, f_src]), np.concatenate([wk_dst, f_dst]),
                                   np.concatenate([wk_lat, f_lat]))
         srcs.append(wk_src); dsts.append(wk_dst); kinds.append(np.full(wk_src.size, WAKE, np.int8))
         owners.append(np.full(wk_src.size, -1, np.int64)); htaw.append(np.full(wk_src.size, -1, np.int64))
-        wmins.append(wk_lat); prio.append(np.full(wk_src.size, 5, np.int64))
+        wmins.append(wk_lat)
     # ---- device edges
     if kd:
         # span
         srcs.append(ds(ev_dev)); dsts.append(de(ev_dev)); kinds.append(np.full(kd, DEVICE, np.int8))
         owners.append(dev_rows); htaw.append(d_end - d_ts); wmins.append(d_end - d_ts)
-        prio.append(np.zeros(kd, np.int64))
 
     # HTA kernel-loop state per device op
     so = np.lexsort((d_ts, d_stream, d_dev))  # per (device, stream) in time order
@@ -632,14 +640,14 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
         gi = np.flatnonzero(has_g)
         srcs.append(de(g_src[gi])); dsts.append(ds(gi)); kinds.append(np.full(gi.size, GPU_SYNC, np.int8))
         owners.append(np.full(gi.size, -1, np.int64)); htaw.append(np.zeros(gi.size, np.int64))
-        wmins.append(np.zeros(gi.size, np.int64)); prio.append(np.ones(gi.size, np.int64))
+        wmins.append(np.zeros(gi.size, np.int64))
         # launch edges (all; HTA weight only where HTA adds it)
         ldelay = d_ts - rt_ts
         bound_l = cond_launch & (ldelay >= 0)
         lq = int(np.median(ldelay[bound_l])) if bound_l.any() else (int(max(0, ldelay.min())) if kd else 0)
         srcs.append(hs(d_lpos)); dsts.append(ds(ev_dev)); kinds.append(np.full(kd, LAUNCH, np.int8))
         owners.append(host_rows[d_lpos]); htaw.append(np.where(cond_launch, ldelay, -1))
-        wmins.append(np.minimum(ldelay, lq)); prio.append(np.full(kd, 2, np.int64))
+        wmins.append(np.minimum(ldelay, lq))
         # stream edges
         pi = np.flatnonzero(has_prev)
         gap = d_ts[pi] - prev_end[pi]
@@ -647,7 +655,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
         gq = int(np.median(gap[gq_mask])) if gq_mask.any() else 0
         srcs.append(de(prev[pi])); dsts.append(ds(pi)); kinds.append(np.full(pi.size, STREAM, np.int8))
         owners.append(dev_rows[prev[pi]]); htaw.append(np.where(cond_kk[pi], np.maximum(gap, 0), -1))
-        wmins.append(np.minimum(np.maximum(gap, 0), gq)); prio.append(np.full(pi.size, 3, np.int64))
+        wmins.append(np.minimum(np.maximum(gap, 0), gq))
     else:
         lq = gq = 0
     # sync edges
@@ -668,7 +676,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
         lat = h_end[s_dsth] - d_end[s_src]
         srcs.append(de(s_src)); dsts.append(he(s_dsth)); kinds.append(np.full(s_src.size, SYNC, np.int8))
         owners.append(host_rows[s_dsth]); htaw.append(np.where(s_hta, 0, -1))
-        wmins.append(np.maximum(lat, 0)); prio.append(np.ones(s_src.size, np.int64))
+        wmins.append(np.maximum(lat, 0))
 
     # ---- fwdbwd flows: forward op end -> backward op start (replay only)
     fl = trace.flows
@@ -683,7 +691,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
             s_node, d_node = s_node[ok], d_node[ok]
             srcs.append(he(s_node)); dsts.append(hs(d_node)); kinds.append(np.full(s_node.size, FWDBWD, np.int8))
             owners.append(np.full(s_node.size, -1, np.int64)); htaw.append(np.full(s_node.size, -1, np.int64))
-            wmins.append(np.zeros(s_node.size, np.int64)); prio.append(np.full(s_node.size, 4, np.int64))
+            wmins.append(np.zeros(s_node.size, np.int64))
 
     if srcs:
         src = np.concatenate(srcs).astype(np.int64)
@@ -727,12 +735,11 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     node_step = np.empty(n_nodes, np.int64)
     node_step[start_nodes] = ev_step
     node_step[end_nodes] = ev_step
-    row_pos = {}
     return Graph(rows=rows, start=start_nodes, end=end_nodes, t=t_sorted, node_row=node_row, src=src, dst=dst,
                  kind=kind, owner=owner, hta_w=hta_w, wmin=wmin, node_step=node_step, is_dataloader=dl,
                  is_comm=is_comm, is_launch_call=is_launch_call, is_blocking=is_blocking,
                  is_step_range=_name_mask(names, lambda n: n.startswith("ProfilerStep#"))[rows], dropped_edges=dropped,
-                 window=(w0, w1), row_pos=row_pos, queued_gap_ns=int(gq), launch_delay_ns=int(lq))
+                 window=(w0, w1), queued_gap_ns=int(gq), launch_delay_ns=int(lq))
 
 
 def _wake_edges(m_time, m_node, m_thread, m_pid, a_idx, cand, first=False):
