@@ -1136,6 +1136,30 @@ def event_slack(g: Graph, n_events: int, w: np.ndarray | None = None) -> np.ndar
     return out
 
 
+def inside_ranges(ev, range_rows: np.ndarray, query_rows: np.ndarray, query_t: np.ndarray) -> np.ndarray:
+    """For each query (time ``query_t`` on the thread of event ``query_rows``): does it fall inside one of
+    the host events ``range_rows`` of the same ``(pid, tid)``, ``[ts, ts + dur)``? Vectorised (bool array)."""
+    if range_rows.size == 0 or query_rows.size == 0:
+        return np.zeros(query_rows.size, bool)
+    pid = ev["pid"].to_numpy(np.int64)
+    tid = ev["tid"].to_numpy(np.int64)
+    rk = pid[range_rows] * (1 << 32) + (tid[range_rows] & 0xFFFFFFFF)
+    qk = pid[query_rows] * (1 << 32) + (tid[query_rows] & 0xFFFFFFFF)
+    _u, inv = np.unique(np.concatenate([rk, qk]), return_inverse=True)
+    rt, qt = inv[: rk.size].astype(np.int64), inv[rk.size:].astype(np.int64)
+    shift = np.int64(1) << np.int64(47)
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    end = ts + ev["dur_ns"].to_numpy(np.int64)
+    keep = end[range_rows] > ts[range_rows]
+    order = np.argsort(rt[keep] * shift + ts[range_rows][keep], kind="stable")
+    s0 = (rt[keep] * shift + ts[range_rows][keep])[order]
+    e0 = (rt[keep] * shift + end[range_rows][keep])[order]
+    run_end = np.maximum.accumulate(e0) if e0.size else e0
+    a = qt * shift + np.asarray(query_t, np.int64)
+    k = np.searchsorted(s0, a, side="right") - 1
+    return (k >= 0) & (a < run_end[np.clip(k, 0, None)])
+
+
 def _edge_parts(g: Graph, eidx: np.ndarray, ev) -> np.ndarray:
     """Breakdown kind of each path edge (see ``BREAKDOWN_KINDS``)."""
     out = np.full(eidx.size, "idle", dtype=object)
@@ -1152,14 +1176,8 @@ def _edge_parts(g: Graph, eidx: np.ndarray, ev) -> np.ndarray:
     dl_rows = g.rows[g.is_dataloader]
     inside_dl = np.zeros(eidx.size, bool)
     if dl_rows.size and h.any():
-        ts = ev["ts_ns"].to_numpy(np.int64)
-        te = ts + ev["dur_ns"].to_numpy(np.int64)
-        pid = ev["pid"].to_numpy(np.int64)
-        tid = ev["tid"].to_numpy(np.int64)
-        a = g.t[g.src[eidx]]
-        srow = g.node_row[g.src[eidx]]
-        for r in dl_rows:
-            inside_dl |= h & (a >= ts[r]) & (a < te[r]) & (pid[srow] == pid[r]) & (tid[srow] == tid[r])
+        hi = np.flatnonzero(h)
+        inside_dl[hi] = inside_ranges(ev, dl_rows, g.node_row[g.src[eidx[hi]]], g.t[g.src[eidx[hi]]])
     valid = op >= 0
     launch = valid & g.is_launch_call[np.clip(op, 0, None)]
     block = valid & g.is_blocking[np.clip(op, 0, None)]

@@ -49,7 +49,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from . import _intervals as iv
 from . import critical_path as cpm
 from .steps import _is_dataloader, _name_mask, step_windows
 
@@ -151,26 +150,9 @@ class Prediction:
                 f"{self.predicted_step_ns / 1e6:.3f} ms over {len(self.per_step)} steps>")
 
 
-def _thread_keys(ev, rows):
-    return ev["pid"].to_numpy(np.int64)[rows] * (1 << 32) + (ev["tid"].to_numpy(np.int64)[rows] & 0xFFFFFFFF)
-
-
 def _host_inside(g, ev, match_rows, edge_idx):
-    """Which host edges (``edge_idx``) lie inside one of the host events ``match_rows`` (same thread)."""
-    if match_rows.size == 0 or edge_idx.size == 0:
-        return np.zeros(edge_idx.size, bool)
-    ts = ev["ts_ns"].to_numpy(np.int64)
-    end = ts + ev["dur_ns"].to_numpy(np.int64)
-    mk = _thread_keys(ev, match_rows)
-    a_rows = g.node_row[g.src[edge_idx]]
-    ek = _thread_keys(ev, a_rows)
-    _keys, inv = np.unique(np.concatenate([mk, ek]), return_inverse=True)
-    mt, et = inv[: mk.size].astype(np.int64), inv[mk.size:].astype(np.int64)
-    shift = np.int64(1) << np.int64(47)
-    s, e = iv.merge(mt * shift + ts[match_rows], mt * shift + end[match_rows])
-    a = et * shift + g.t[g.src[edge_idx]]
-    k = np.searchsorted(s, a, side="right") - 1
-    return (k >= 0) & (a < e[np.clip(k, 0, None)])
+    """Which host edges (``edge_idx``) start inside one of the host events ``match_rows`` (same thread)."""
+    return cpm.inside_ranges(ev, match_rows, g.node_row[g.src[edge_idx]], g.t[g.src[edge_idx]])
 
 
 def _apply(g, ev, changes):
