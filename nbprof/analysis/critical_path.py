@@ -216,8 +216,22 @@ class Graph:
         })
 
 
-def _group_sort(keys: list) -> np.ndarray:
-    return np.lexsort(keys[::-1])
+class _Lookup:
+    """int64 key -> int64 value (the last value of a repeated key); -1 for a missing key."""
+
+    def __init__(self, keys: np.ndarray, vals: np.ndarray) -> None:
+        o = np.argsort(keys, kind="stable")
+        k, v = keys[o], vals[o]
+        last = np.ones(k.size, bool)
+        last[:-1] = k[1:] != k[:-1]
+        self.k, self.v = k[last], v[last]
+
+    def get(self, q) -> np.ndarray:
+        q = np.asarray(q, dtype=np.int64)
+        if self.k.size == 0:
+            return np.full(q.shape, -1, np.int64)
+        j = np.clip(np.searchsorted(self.k, q), 0, self.k.size - 1)
+        return np.where(self.k[j] == q, self.v[j], -1).astype(np.int64)
 
 
 def _marker_sequence(tkey, ts, end):
@@ -252,7 +266,7 @@ def _marker_sequence(tkey, ts, end):
     sev = order[spos]
     sdepth = depth_after[spos]  # 1 = top level
     # parent: the last start at depth d-1 on the same thread before this start
-    for d in np.unique(sdepth):
+    for d in range(2, int(sdepth.max()) + 1 if sdepth.size else 0):
         if d <= 1:
             continue
         cur = sdepth == d
@@ -365,13 +379,12 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
 
     # ---- runtime <-> device op (correlation); HTA: the runtime with that correlation
     rt_rows = np.flatnonzero(is_rt_all & (corr_all >= 0))
-    rt_by_corr = pd.Series(rt_rows, index=corr_all[rt_rows])
-    rt_by_corr = rt_by_corr[~rt_by_corr.index.duplicated(keep="last")]
+    rt_by_corr = _Lookup(corr_all[rt_rows], rt_rows)
     dev_rows_all = np.flatnonzero(is_dev_all & (corr_all >= 0))
-    launcher_all = rt_by_corr.reindex(corr_all[dev_rows_all]).to_numpy()
-    has_l = ~np.isnan(launcher_all.astype(float))
+    launcher_all = rt_by_corr.get(corr_all[dev_rows_all])
+    has_l = launcher_all >= 0
     dev_rows_all = dev_rows_all[has_l]
-    launcher_all = launcher_all[has_l].astype(np.int64)
+    launcher_all = launcher_all[has_l]
 
     # ---- selection (HTA's clipping)
     host_sel = host_ev & (dur_all > 0) & (ts_all >= w0) & (ts_all <= w1)
@@ -537,8 +550,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     if sync_rows.size and kd:
         s_name = names.iloc[sync_rows].astype(str).to_numpy()
         s_corr = corr_all[sync_rows]
-        s_rt = rt_by_corr.reindex(s_corr).to_numpy()
-        s_rt = np.where(np.isnan(s_rt.astype(float)), -1, s_rt).astype(np.int64)
+        s_rt = rt_by_corr.get(s_corr)
         s_end = end_all[sync_rows]
         s_stream = stream_all[sync_rows]
         s_stream = np.where(s_stream >= 0, s_stream, np.where(dev_col[sync_rows] >= 0, -1, tid_all[sync_rows]))
@@ -578,12 +590,11 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
                 trace, sync_rows[ev_sel], s_rt[ev_sel], sync_args_df, names, corr_all, ts_all, pid_all, tid_all,
                 stream_all, dev_rows_all, launcher_all)
             # launches per (gpu, stream) in the full trace, by launcher ts
-            rec_rows = rt_by_corr.reindex(rec_corr).to_numpy()
+            rec_rows = rt_by_corr.get(rec_corr)
             for ii, si in enumerate(ev_sel):
-                rr = rec_rows[ii]
-                if rec_corr[ii] < 0 or rec_stream[ii] < 0 or np.isnan(float(rr)):
+                rr = int(rec_rows[ii])
+                if rec_corr[ii] < 0 or rec_stream[ii] < 0 or rr < 0:
                     continue
-                rr = int(rr)
                 src_dev_row = _prev_launch_op(int(s_dev[si]), int(rec_stream[ii]), ts_all[rr], dev_rows_all,
                                               launcher_all, ts_all, pid_all, stream_all, launch_all_mask)
                 if src_dev_row < 0:
@@ -612,7 +623,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
         # no cuda_sync rows: synchronising calls by name wait on every stream of the device
         sync_call = np.flatnonzero(_name_mask(names, lambda n: n in _SYNC_NAMES)[host_rows])
         key_ds = d_dev[so] * (1 << 32) + (d_stream[so] & 0xFFFFFFFF)
-        for sk in np.unique(key_ds):
+        for sk in pd.unique(key_ds):
             m = key_ds == sk
             sts = d_ts[so][m]
             sidx = so[m]
@@ -726,7 +737,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     is_comm[:kh] |= comm_ops
     is_launch_call = np.zeros(rows.size, bool)
     if kd:
-        is_launch_call[np.unique(d_lpos)] = True
+        is_launch_call[d_lpos] = True
     is_launch_call[:kh] |= launch_h
     is_blocking = np.zeros(rows.size, bool)
     is_blocking[:kh] = blocking_h
@@ -754,8 +765,8 @@ def _wake_edges(m_time, m_node, m_thread, m_pid, a_idx, cand, first=False):
     ci = np.flatnonzero(cand)
     if ci.size == 0 or m_time.size == 0:
         return z, z, z, z
-    upid, pinv = np.unique(m_pid, return_inverse=True)
-    if np.unique(m_thread).size == upid.size:  # one thread per process: nobody to wake anyone
+    pinv, upid = pd.factorize(m_pid)
+    if pd.unique(m_thread).size == upid.size:  # one thread per process: nobody to wake anyone
         return z, z, z, z
     shift = np.int64(1) << np.int64(47)
     key = pinv.astype(np.int64) * shift + m_time
@@ -877,7 +888,9 @@ def _tighten(t, src, dst, w):
     # one edge per node: the first edge reaching the max
     is_max = cand == best[dst]
     idx = np.flatnonzero(is_max)
-    first = pd.Series(idx).groupby(dst[idx]).first().to_numpy()
+    firsts = np.full(n, src.size, dtype=np.int64)
+    np.minimum.at(firsts, dst[idx], idx)
+    first = firsts[firsts < src.size]
     w = w.copy()
     w[first] += deficit[first]
     return w
@@ -952,21 +965,15 @@ def longest_path(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray, base: 
 
 
 def _walk_back(pred_edge, src, end_node):
+    """Nodes and edges of the path ending at ``end_node`` (following ``pred_edge``), in path order."""
+    pn = np.where(pred_edge >= 0, src[np.clip(pred_edge, 0, None)], -1).tolist()
     path = []
-    pe = pred_edge.tolist()
-    sl = src.tolist()
     v = int(end_node)
-    edges = []
-    while True:
+    while v >= 0:
         path.append(v)
-        e = pe[v]
-        if e < 0:
-            break
-        edges.append(e)
-        v = sl[e]
-    path.reverse()
-    edges.reverse()
-    return np.asarray(path, dtype=np.int64), np.asarray(edges, dtype=np.int64)
+        v = pn[v]
+    path = np.asarray(path[::-1], dtype=np.int64)
+    return path, pred_edge[path[1:]]
 
 
 def replay_times(g: Graph, w: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
@@ -1079,29 +1086,32 @@ def critical_path(trace, step=None, *, annotation: str | None = None, instance=0
         hm = np.ones(g.src.size, bool)
         rep, pred = longest_path(n, g.src, g.dst, g.wmin, g.t)
         end_node = int(np.argmax(rep))
-        dist = rep - rep[_first_source(pred, g.src, end_node)]
+        dist = None
     else:
         raise ValueError(f"model must be 'hta' or 'replay', not {model!r}")
     path, pedges = _walk_back(pred, g.src[hm], end_node)
+    if dist is None:
+        dist = rep - rep[path[0]]
     eidx = np.flatnonzero(hm)[pedges] if pedges.size else pedges
     ev = trace.events
-    rows_on = np.unique(g.node_row[path])
+    mark = np.zeros(len(ev), bool)
+    mark[g.node_row[path]] = True
+    rows_on = np.flatnonzero(mark)
     ts = ev["ts_ns"].to_numpy(np.int64)
     rows_on = rows_on[np.lexsort((rows_on, ts[rows_on]))]
     events = ev.iloc[rows_on]
     # breakdown along the path (wall clock between consecutive nodes)
     parts = _edge_parts(g, eidx, ev)
     seg = g.t[g.dst[eidx]] - g.t[g.src[eidx]]
-    bd = pd.Series(0, index=list(BREAKDOWN_KINDS), dtype="int64")
-    if eidx.size:
-        s = pd.Series(seg).groupby(parts).sum()
-        for k, v in s.items():
-            bd[k] += int(v)
+    bd = pd.Series(np.bincount(parts, weights=seg, minlength=len(BREAKDOWN_KINDS)).astype(np.int64)
+                   if eidx.size else np.zeros(len(BREAKDOWN_KINDS), np.int64), index=list(BREAKDOWN_KINDS))
+    # float64 bincount is exact below 2**53 ns (104 days)
     length = int(g.t[path[-1]] - g.t[path[0]]) if path.size else 0
     edges = pd.DataFrame({
-        "kind": np.asarray(EDGE_KINDS, dtype=object)[g.kind[eidx]],
+        "kind": pd.Categorical.from_codes(g.kind[eidx].astype(np.int64), categories=list(EDGE_KINDS)),
         "src_row": g.node_row[g.src[eidx]], "dst_row": g.node_row[g.dst[eidx]],
-        "start_ns": g.t[g.src[eidx]], "end_ns": g.t[g.dst[eidx]], "hta_w": g.hta_w[eidx], "part": parts,
+        "start_ns": g.t[g.src[eidx]], "end_ns": g.t[g.dst[eidx]], "hta_w": g.hta_w[eidx],
+        "part": pd.Categorical.from_codes(parts, categories=list(BREAKDOWN_KINDS)),
     })
     sl = pd.Series(np.full(len(ev), -1, np.int64), index=ev.index, name="slack_ns")
     if slack:
@@ -1109,15 +1119,6 @@ def critical_path(trace, step=None, *, annotation: str | None = None, instance=0
     return CriticalPath(events=events, row_ids=rows_on.astype(np.int64), length_ns=length,
                         hta_length_ns=int(dist[end_node]), breakdown=bd, slack_ns=sl, edges=edges, graph=g,
                         window=g.window)
-
-
-def _first_source(pred_edge, src, node):
-    v = int(node)
-    pe = pred_edge.tolist()
-    sl = src.tolist()
-    while pe[v] >= 0:
-        v = sl[pe[v]]
-    return v
 
 
 def event_slack(g: Graph, n_events: int, w: np.ndarray | None = None) -> np.ndarray:
@@ -1128,8 +1129,8 @@ def event_slack(g: Graph, n_events: int, w: np.ndarray | None = None) -> np.ndar
     out = np.full(n_events, -1, np.int64)
     if t.size == 0:
         return out
-    us, inv = np.unique(steps, return_inverse=True)
-    step_end = np.full(us.size, -_BIG)
+    inv = steps - steps.min()
+    step_end = np.full(int(inv.max()) + 1, -_BIG)
     np.maximum.at(step_end, inv, t)
     f = step_end[inv] - t - tail
     out[g.rows] = np.maximum(f[g.end], 0)
@@ -1161,39 +1162,57 @@ def inside_ranges(ev, range_rows: np.ndarray, query_rows: np.ndarray, query_t: n
 
 
 def _edge_parts(g: Graph, eidx: np.ndarray, ev) -> np.ndarray:
-    """Breakdown kind of each path edge (see ``BREAKDOWN_KINDS``)."""
-    out = np.full(eidx.size, "idle", dtype=object)
+    """Breakdown kind of each path edge: int codes into ``BREAKDOWN_KINDS``.
+
+    Host intervals: ``dataloader`` inside a DataLoader range; else by the innermost open event:
+    ``kernel_launch`` (a launching runtime call), ``sync_wait`` (a blocking call), ``communication``
+    (``nccl:``/``gloo:`` ops), ``host_compute`` (any other op or annotation), ``idle`` (none, or only
+    the ``ProfilerStep`` range). Launch edges: ``kernel_launch``; device spans: ``kernel`` /
+    ``memcpy_memset`` / ``communication``; sync edges: ``sync_wait``; stream gaps, wake, fwdbwd: ``idle``.
+    """
+    code = {k: i for i, k in enumerate(BREAKDOWN_KINDS)}
+    out = np.full(eidx.size, code["idle"], dtype=np.int64)
     if eidx.size == 0:
         return out
     kind = g.kind[eidx]
     own = g.owner[eidx]
-    pos_of_row = pd.Series(np.arange(g.rows.size), index=g.rows)
-    op = np.where(own >= 0, pos_of_row.reindex(own).fillna(-1).to_numpy(np.int64), -1)
-    catv = ev["cat"].astype(object).to_numpy()
-    # host intervals
+    op = np.full(eidx.size, -1, np.int64)
+    v = own >= 0
+    op[v] = _Lookup(g.rows, np.arange(g.rows.size)).get(own[v])
+    cat = ev["cat"]
+    cats = list(cat.cat.categories) if isinstance(cat.dtype, pd.CategoricalDtype) else None
+    own_c = np.clip(own, 0, None)
+    if cats is not None:
+        cc = cat.cat.codes.to_numpy()[own_c]
+
+        def is_cat(name):
+            return cc == (cats.index(name) if name in cats else -99)
+    else:
+        cv = cat.to_numpy(dtype=object)[own_c]
+
+        def is_cat(name):
+            return cv == name
     h = kind == HOST
-    # DataLoader: interval inside a DataLoader range (any enclosing): owner chain check via time cover
     dl_rows = g.rows[g.is_dataloader]
     inside_dl = np.zeros(eidx.size, bool)
     if dl_rows.size and h.any():
         hi = np.flatnonzero(h)
         inside_dl[hi] = inside_ranges(ev, dl_rows, g.node_row[g.src[eidx[hi]]], g.t[g.src[eidx[hi]]])
     valid = op >= 0
-    launch = valid & g.is_launch_call[np.clip(op, 0, None)]
-    block = valid & g.is_blocking[np.clip(op, 0, None)]
-    comm = valid & g.is_comm[np.clip(op, 0, None)]
-    anno = valid & (catv[np.clip(own, 0, None)] == schema.USER_ANNOTATION) & g.is_step_range[np.clip(op, 0, None)]
-    hc = h & valid & ~anno
-    out[hc] = "host_compute"
-    out[h & launch] = "kernel_launch"
-    out[h & block] = "sync_wait"
-    out[h & comm] = "communication"
-    out[inside_dl] = "dataloader"
-    out[kind == LAUNCH] = "kernel_launch"
+    opc = np.clip(op, 0, None)
+    launch = valid & g.is_launch_call[opc]
+    block = valid & g.is_blocking[opc]
+    comm = valid & g.is_comm[opc]
+    step_only = valid & is_cat(schema.USER_ANNOTATION) & g.is_step_range[opc]
+    out[h & valid & ~step_only] = code["host_compute"]
+    out[h & launch] = code["kernel_launch"]
+    out[h & block] = code["sync_wait"]
+    out[h & comm] = code["communication"]
+    out[inside_dl] = code["dataloader"]
+    out[kind == LAUNCH] = code["kernel_launch"]
     d = kind == DEVICE
-    dcat = catv[np.clip(own, 0, None)]
-    out[d & (dcat == schema.KERNEL)] = "kernel"
-    out[d & np.isin(dcat, [schema.GPU_MEMCPY, schema.GPU_MEMSET])] = "memcpy_memset"
-    out[d & comm] = "communication"
-    out[(kind == SYNC) | (kind == GPU_SYNC)] = "sync_wait"
+    out[d & is_cat(schema.KERNEL)] = code["kernel"]
+    out[d & (is_cat(schema.GPU_MEMCPY) | is_cat(schema.GPU_MEMSET))] = code["memcpy_memset"]
+    out[d & comm] = code["communication"]
+    out[(kind == SYNC) | (kind == GPU_SYNC)] = code["sync_wait"]
     return out
