@@ -39,6 +39,19 @@ def _best(fn, repeat):
     return best, out
 
 
+def _digest(trace, cp) -> dict:
+    """The digest of ``make_hta_critical_path_refs.critical_keys_digest`` for nbprof's critical events
+    (HTA's categories only: nbprof's path also lists user_annotation ranges)."""
+    import hashlib
+
+    e = cp.events[cp.events["cat"].astype(str).isin(
+        ["cpu_op", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset"])]
+    origin = trace.meta.origin_ns or 0
+    keys = sorted(f"{n}|{ts + origin}|{d}|{p}|{t}" for n, ts, d, p, t in zip(
+        e["name"].astype(str), e["ts_ns"].tolist(), e["dur_ns"].tolist(), e["pid"].tolist(), e["tid"].tolist()))
+    return {"n_critical": len(keys), "keys_sha1": hashlib.sha1("\n".join(keys).encode()).hexdigest()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", help="an existing Kineto trace (.json); default: generate one")
@@ -84,6 +97,8 @@ def main(argv=None) -> int:
         print(f"nbprof build_graph           {g_s:6.2f} s (best of {a.repeat})")
         print(f"nbprof critical_path + slack {cp_s:6.2f} s   (without slack {cp_noslack_s:.2f} s)")
         print(f"nbprof whatif replay         {wi_s:6.2f} s   ({pred})")
+        mine = _digest(trace, cp)
+        res.update({"nbprof_" + k: v for k, v in mine.items()})
         if a.hta_python:
             cmd = [a.hta_python, str(ROOT / "scripts" / "make_hta_critical_path_refs.py"), "--bench", str(d)]
             t0 = time.perf_counter()
@@ -94,6 +109,10 @@ def main(argv=None) -> int:
                     h = json.loads(line[-1])
                     res["hta_critical_path_s"] = h["hta_s"]
                     res["hta_ok"] = h["ok"]
+                    res["hta_n_critical"] = h.get("n_critical")
+                    res["same_critical_events"] = h.get("keys_sha1") == mine["keys_sha1"]
+                    print(f"critical events: nbprof {mine['n_critical']}, HTA {h.get('n_critical')}, "
+                          f"same set: {res['same_critical_events']}")
                     print(f"HTA critical_path_analysis   {h['hta_s']:6.2f} s (ok={h['ok']}; whole HTA process "
                           f"{time.perf_counter() - t0:.1f} s incl. its parse) -> nbprof {h['hta_s'] / cp_s:.1f}x faster")
                 else:

@@ -4,17 +4,17 @@ The graph is :func:`nbprof.analysis.critical_path.build_graph`'s over the whole 
 every node the time ``max(t[u] + w)`` over its in-edges, in topological order (sources keep their
 measured time), with the *replay weights* ``Graph.wmin``:
 
-* a host interval (between consecutive markers of one thread: an op's self time, or a gap between
-  ops) weighs what it measured: one thing at a time per thread, gaps kept as they were;
-* a device op weighs its duration; in-order streams: the stream edge weighs the measured gap when the
-  op was queued behind the previous one, else the median queued gap of the trace;
-* a launch edge weighs the measured launch delay when the stream was empty (HTA's queue-length test),
-  else the median launch delay of such launches (never more than measured);
-* a sync edge weighs the time from the op's end to the host call's return; the host interval inside
-  a call that waited weighs only that return latency (so a faster GPU shortens the wait);
-* every node's binding in-edge (the one that determined its measured time) absorbs what the others
-  leave unexplained, so a replay without change reproduces every measured time exactly (tested on
-  real traces: ``predict(trace, [])`` gives ``predicted == baseline`` per step).
+* every edge first weighs the least it could: a host interval (between consecutive markers of one
+  thread: an op's self time, or a gap between ops) what it measured (one thing at a time per thread,
+  gaps kept as they were), except a gap that a ``wake`` edge explains and the inside of a call that
+  waited for the device, which weigh only the wake-up / return latency; a device op its duration; a
+  launch edge the median delay of launches onto an empty stream (``Graph.launch_delay_ns``); a
+  stream edge the median gap behind a queued op (``Graph.queued_gap_ns``); a sync edge the time from
+  the op's end to the call's return; ``fwdbwd`` 0 (never more than measured);
+* then each node's *binding* in-edge (the one whose source time + weight is latest) is raised to
+  what it measured, so a replay without change reproduces every measured time exactly (tested on
+  nine real traces: ``predict(trace, [])`` gives ``predicted == baseline`` per step) and a change
+  moves a node only through the constraint that really held it.
 
 Step times are then measured on the replayed times with the same rule as
 :func:`nbprof.analysis.steps.step_windows` (host ``ProfilerStep#N`` extended to its device work).
