@@ -205,6 +205,7 @@ class Graph:
 
     @property
     def n_nodes(self) -> int:
+        """Number of nodes (2 per event)."""
         return int(self.t.size)
 
     def edges_frame(self) -> pd.DataFrame:
