@@ -44,10 +44,19 @@ class LoadReport:
     issues: list[LoadIssue] = field(default_factory=list)
 
     def add(self, kind: str, action: str, count: int, message: str, offset: int | None = None) -> None:
-        """Record one issue (merging counts with an existing issue of the same kind and action)."""
+        """Record one issue, merging it with an existing issue of the same kind and action.
+
+        A merge sums the counts and keeps the first message and the first known offset; a
+        message that starts with its count (``"1 events had ..."``, the convention of every
+        loader) is restated with the merged count (``"4 events had ..."``).
+        """
         for it in self.issues:
             if it.kind == kind and it.action == action:
+                old = it.count
                 it.count += count
+                lead = f"{old} "
+                if it.message.startswith(lead) and it.count != old:
+                    it.message = f"{it.count} " + it.message[len(lead):]
                 if it.offset is None:
                     it.offset = offset
                 return
