@@ -257,28 +257,21 @@ def build_report(
         folder = Path(out_dir) / (time.strftime("report-%Y%m%d-%H%M%S") + f"-{n}")
     folder.mkdir(parents=True)
     names = list(notebooks or [nb for nb, _ in NOTEBOOKS])
-    params = art.parameters() | {"use_examples": False} | (extra_parameters or {})
+    # static_views: the notebooks emit their views as static components (BokehJS is inlined once in the page)
+    params = art.parameters() | {"use_examples": False, "static_views": True} | (extra_parameters or {})
     executed: list[tuple[Path, str]] = []
     titles = dict(NOTEBOOKS)
-    old = os.environ.get("NBPROF_STATIC_VIEWS")
-    os.environ["NBPROF_STATIC_VIEWS"] = "1"  # the kernels inherit it: views become static components
-    try:
-        for nb in names:
-            dst = folder / nb
-            try:
-                pm.execute_notebook(
-                    str(src / nb), str(dst), parameters=params, kernel_name=kernel_name or "python3",
-                    progress_bar=progress, cwd=str(src.parent), report_mode=False,
-                )
-            except pm.PapermillExecutionError as exc:
-                msg = f"{nb} failed at cell {exc.exec_count}: {exc.ename}: {exc.evalue}; executed notebook kept at {dst}"
-                raise ReportError(msg, notebook=str(dst)) from exc
-            executed.append((dst, titles.get(nb, nb)))
-    finally:
-        if old is None:
-            os.environ.pop("NBPROF_STATIC_VIEWS", None)
-        else:
-            os.environ["NBPROF_STATIC_VIEWS"] = old
+    for nb in names:
+        dst = folder / nb
+        try:
+            pm.execute_notebook(
+                str(src / nb), str(dst), parameters=params, kernel_name=kernel_name or "python3",
+                progress_bar=progress, cwd=str(src.parent), report_mode=False,
+            )
+        except pm.PapermillExecutionError as exc:
+            msg = f"{nb} failed at cell {exc.exec_count}: {exc.ename}: {exc.evalue}; executed notebook kept at {dst}"
+            raise ReportError(msg, notebook=str(dst)) from exc
+        executed.append((dst, titles.get(nb, nb)))
     html = combine_html(executed, title=title, notes=art.notes)
     out = folder / "report.html"
     out.write_text(html, encoding="utf-8")

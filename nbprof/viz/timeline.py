@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from ..trace import schema
-from ._base import NbprofView, fmt_ns
+from ..results.format import fmt_ns
+from ._base import NbprofView
 from ._escape import truncate
 from .theme import apply_theme, auto_theme_callback, palette, style_widgets
 
@@ -721,3 +722,8 @@ def timeline(trace, *, width: int = 1100, height: int | None = None, theme: str 
         raise ValueError(f"theme must be 'auto', 'light' or 'dark', got {theme!r}")
     model = TimelineModel(trace, max_depth=max_depth, include_python=include_python)
     return TimelineView(model, width=width, height=height, theme=theme, max_quads=max_quads)
+
+
+def static_view(trace, *, theme: str = "light", width: int = 1100):
+    """The timeline as a static Bokeh layout with pre-aggregated resolutions (``TimelineModel.static_layout``)."""
+    return TimelineModel(trace).static_layout(width=width, theme=theme)
