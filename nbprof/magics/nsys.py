@@ -162,10 +162,7 @@ class NsysMagics(Magics):
             from IPython.display import display
 
             if not args.no_timeline:
-                try:
-                    display(result.timeline())
-                except ImportError:
-                    pass
+                display(result.timeline())
             display(result)
         return result if args.return_result else None
 

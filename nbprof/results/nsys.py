@@ -55,9 +55,9 @@ class NsysResult:
 
     def to_html(self, max_rows: int = 15) -> str:
         """The summary as escaped HTML (tables + findings)."""
-        from .nsys_render import NsysRenderer
+        from .render import renderer_for
 
-        return NsysRenderer().html(self, max_rows=max_rows)
+        return renderer_for(self).html(self, max_rows=max_rows)
 
     def __repr__(self) -> str:
         from .render import render

@@ -229,7 +229,7 @@ class _Events:
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
         except ImportError as exc:  # pragma: no cover - tensorboard is a core dependency
             msg = "writing TensorBoard scalars needs the 'tensorboard' package: pip install tensorboard"
-            raise MissingDependencyError(msg) from exc
+            raise MissingDependencyError(msg, name="tensorboard") from exc
         self._event_pb2, self._scalar_pb, self._text_pb = event_pb2, scalar_pb, text_pb
         self._w = EventFileWriter(run_dir, filename_suffix=".nbprof")
         self.path: str = self._w._file_name  # noqa: SLF001 - the writer exposes no getter for it
