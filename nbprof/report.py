@@ -4,7 +4,8 @@ Glue only: capture goes through ``nbprof.capture``, numbers through ``nbprof.ana
 through ``nbprof.viz``; this module runs a workload (optional), executes
 ``notebooks/01_system_nsys.ipynb`` … ``04_distributed_deepspeed.ipynb`` with parameters, and converts
 the executed notebooks to a single HTML file with BokehJS inline (the views are static Bokeh
-components, ``nbprof.viz.embed``), so the report opens with no network.
+components: the ``static_views=True`` papermill parameter, passed to ``nbprof.viz.embed.show``), so
+the report opens with no network.
 
 Nothing the user made is overwritten: every report goes to a new timestamped folder.
 """
