@@ -37,11 +37,11 @@ def fmt_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-def fmt_ms(ns: float) -> str:
-    """A duration in ns as a number of milliseconds (no unit), 3 decimals, thousands grouped: ``1,234.500``."""
+def fmt_ms(ns: float, digits: int = 3) -> str:
+    """A duration in ns as a number of milliseconds (no unit), ``digits`` decimals, thousands grouped: ``1,234.500``."""
     if is_missing(ns):
         return ""
-    return f"{float(ns) / 1e6:,.3f}"
+    return f"{float(ns) / 1e6:,.{int(digits)}f}"
 
 
 def fmt_bytes(b: float) -> str:

@@ -30,7 +30,7 @@ class ProfileRenderer:
         acts = "+".join(r.activities) or "CPU"
         if r.running:
             return [f"torch.profiler ({acts}): running"]
-        wall = f"{r.wall_ns / 1e6:,.1f} ms" if r.wall_ns is not None else "?"
+        wall = f"{fmt_ms(r.wall_ns, 1)} ms" if r.wall_ns is not None else "?"
         if r.traces:
             steps = sorted({s for t in r.traces for s in t.steps})
             nev = sum(len(t.events) for t in r.traces)
@@ -39,7 +39,7 @@ class ProfileRenderer:
             cyc = f", {len(r.traces)} cycles" if len(r.traces) > 1 else ""
             lines.append(
                 f"torch.profiler ({acts}): {r.steps_run} step(s) run, {srange}{cyc}; "
-                f"wall {wall}, traced span {span / 1e6:,.1f} ms, {nev:,} events"
+                f"wall {wall}, traced span {fmt_ms(span, 1)} ms, {nev:,} events"
             )
         else:
             lines.append(f"torch.profiler ({acts}): {r.steps_run} step(s) run, wall {wall}; nothing recorded")
