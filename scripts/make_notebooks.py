@@ -67,7 +67,8 @@ nsys_report = ""        # .nsys-rep or .sqlite from Nsight Systems
 logdir = ""             # TensorBoard logdir with tensorboard_trace_handler runs
 ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms logger)
 ds_traces = []          # per-rank traces of a distributed job
-use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False'''
+use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
+static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)'''
 
 # --------------------------------------------------------------------------- 01
 nb01 = [
@@ -141,7 +142,7 @@ if tr is not None:
     md("## Timeline\nZoom with the mouse wheel or W/S, pan with A/D. In the live notebook, selecting a kernel shows the CPU op that launched it."),
     code('''\
 if tr is not None:
-    show(tr, views=["overview", "timeline"])'''),
+    show(tr, views=["overview", "timeline"], static=static_views)'''),
 ]
 
 # --------------------------------------------------------------------------- 02
@@ -195,7 +196,7 @@ else:
     print("No [memory] events: profile with profile_memory=True to see allocations.")'''),
     code('''\
 if tr is not None:
-    show(tr, views=["operators", "memory"])'''),
+    show(tr, views=["operators", "memory"], static=static_views)'''),
     md("""### Profile your own cell
 In a live notebook: `%load_ext nbprof`, then
 
@@ -254,7 +255,7 @@ else:
 for name in names[:2]:
     tr = tb.load_run(logdir, name)
     print(name, repr(tr))
-    show(tr, views=["overview"])'''),
+    show(tr, views=["overview"], static=static_views)'''),
     md("""### In a live notebook
 `nbprof.tensorboard.start(logdir)` starts TensorBoard on 127.0.0.1 and embeds it; the scalars of every run
 appear under `nbprof/…`."""),

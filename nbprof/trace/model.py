@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from . import schema
+from .viewer import viewer
 
 
 @dataclass
@@ -255,7 +256,7 @@ class Trace:
         schema.validate(self.counters, schema.COUNTER_COLUMNS, "counters")
 
     def show(self, view: str | None = None, **kwargs: Any):
-        """The interactive viewer of this trace (imports ``nbprof.viz`` only now).
+        """The interactive viewer of this trace (the one ``nbprof.trace.viewer`` names: ``nbprof.viz``'s dashboard).
 
         Parameters
         ----------
@@ -269,8 +270,4 @@ class Trace:
         ipywidgets.Widget
             Display it (it is also the cell's value when last in a cell).
         """
-        from ..viz.dashboard import dashboard
-
-        if view is None:
-            return dashboard(self, **kwargs)
-        return dashboard(self, views=(view,), **kwargs).show_view(view)
+        return viewer()(self, view, **kwargs)
