@@ -29,6 +29,7 @@ import pandas as pd
 from .errors import NbprofError, TraceFormatError
 from .trace import schema
 from .trace.model import LoadReport, Trace, TraceMeta
+from .trace.predicates import is_step_row
 
 __all__ = ["load_ranks", "MultiRankTrace", "rank_summary", "reducer_key", "TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION"]
 
@@ -229,7 +230,7 @@ def rank_summary(trace: Trace) -> dict[str, pd.DataFrame]:
     """
     ev = trace.events
     origin = trace.meta.origin_ns or 0
-    is_step = ev["name"].astype(str).str.match(r"ProfilerStep\s*#\s*\d+") & (ev["device"] < 0)
+    is_step = is_step_row(ev)
     st = ev.loc[is_step, ["name", "ts_ns", "dur_ns"]]
     steps = pd.DataFrame(
         {

@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace import schema
+from ..trace import predicates as pred
 from . import _intervals as iv
 
-DEVICE_OP_CATEGORIES = (schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET)
+DEVICE_OP_CATEGORIES = pred.DEVICE_OP_CATEGORIES
 
 #: HTA's default threshold (``consecutive_kernel_delay=30``, applied by HTA to µs timestamps).
 DEFAULT_KERNEL_WAIT_NS = 30_000
@@ -39,19 +39,16 @@ def device_ops(trace) -> pd.DataFrame:
         Sorted by device, stream, ts_ns.
     """
     ev = trace.events
-    cat = ev["cat"].astype(object)
-    mask = cat.isin(DEVICE_OP_CATEGORIES).to_numpy() & (ev["device"].to_numpy() >= 0)
+    mask = pred.is_device_op(ev)
     d = ev.loc[mask, ["device", "stream", "ts_ns", "dur_ns", "cat", "name", "correlation"]].copy()
     d["cat"] = d["cat"].astype(object)
     d["name"] = d["name"].astype(object)
     d["device"] = d["device"].astype(np.int64)
     d["end_ns"] = d["ts_ns"] + d["dur_ns"]
-    names = d["name"].fillna("").astype(str)
-    is_comm = (d["cat"] == schema.KERNEL) & names.str.match(r"(?i)^(nccl|rccl)")
-    if "collective" in ev.columns:
-        is_comm |= (d["cat"] == schema.KERNEL) & ev.loc[mask, "collective"].notna().to_numpy()
-    d["kind"] = np.where(d["cat"] != schema.KERNEL, "memory", np.where(is_comm, "communication", "compute"))
-    rt_mask = cat.isin(list(schema.RUNTIME_CATEGORIES)).to_numpy() & (ev["correlation"].to_numpy() >= 0)
+    is_kernel = pred.is_kernel(ev)[mask]
+    is_comm = is_kernel & pred.is_communication(ev, where="device")[mask]
+    d["kind"] = np.where(~is_kernel, "memory", np.where(is_comm, "communication", "compute"))
+    rt_mask = pred.is_runtime(ev) & (ev["correlation"].to_numpy() >= 0)
     rt = ev.loc[rt_mask, ["correlation", "ts_ns", "dur_ns", "name"]]
     rt = rt.drop_duplicates("correlation", keep="last")
     rt = pd.DataFrame({

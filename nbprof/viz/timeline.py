@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import schema
+from ..trace.predicates import step_number
 from ._base import NbprofView, fmt_ns
 from ._escape import truncate
 from .theme import apply_theme, auto_theme_callback, palette, style_widgets
@@ -34,7 +35,6 @@ from .theme import apply_theme, auto_theme_callback, palette, style_widgets
 __all__ = ["TimelineModel", "timeline", "Lane"]
 
 _NAME_LIMIT = 200
-_STEP_PREFIX = "ProfilerStep#"
 _ANNOT_CATS = {schema.USER_ANNOTATION, schema.NVTX}
 _DEVICE_ANNOT_CATS = {schema.GPU_USER_ANNOTATION}
 
@@ -130,7 +130,7 @@ class TimelineModel:
         is_step = np.zeros(len(ts), dtype=bool)
         annot_mask = cat_mask(cat_codes, _ANNOT_CATS)
         if annot_mask.any():
-            step_names = np.array([str(n).startswith(_STEP_PREFIX) for n in name_cat.cat.categories] + [False])
+            step_names = np.array([step_number(n) is not None for n in name_cat.cat.categories] + [False])
             is_step = annot_mask & step_names[nid]
         cidx[is_step] = self._cat_base["step"] + (np.arange(is_step.sum()) % 2)
         device = col("device")
