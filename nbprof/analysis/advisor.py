@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..trace import schema
+from ..trace import predicates as pred
 
 SEVERITIES = ("high", "medium", "low")
 
@@ -178,11 +178,10 @@ _SYNC_MEMCPY = re.compile(r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemcpyToS
 
 def _rule_memcpy(trace, th, cache) -> list[Finding]:
     ev = trace.events
-    cat = ev["cat"].astype(object)
     names = ev["name"].astype(object).fillna("").astype(str)
-    mc = ev[(cat == schema.GPU_MEMCPY).to_numpy()]
+    mc = ev[pred.is_memcpy(ev)]
     pageable = mc[names[mc.index].str.contains("Pageable", regex=False)]
-    rt = ev[cat.isin(list(schema.RUNTIME_CATEGORIES)).to_numpy()]
+    rt = ev[pred.is_runtime(ev)]
     sync = rt[names[rt.index].str.match(_SYNC_MEMCPY)]
     if pageable.empty and sync.empty:
         return []
@@ -297,7 +296,7 @@ def _rule_tensor_cores(trace, th, cache) -> list[Finding]:
     if trace.meta.is_rocm:
         return []
     ev = trace.events
-    k = ev[(ev["cat"].astype(object) == schema.KERNEL).to_numpy()]
+    k = ev[pred.is_kernel(ev)]
     if k.empty:
         return []
     props = {int(p.get("id", i)): p for i, p in enumerate(trace.meta.device_properties)}

@@ -36,7 +36,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..trace import schema
+from ..trace import predicates as pred
 
 __all__ = ["gpu_gaps", "gpu_low_utilization", "sync_apis", "sync_memcpy", "sync_memset", "async_memcpy_pageable",
            "nsys_findings", "DEFAULT_GAP_NS", "DEFAULT_UTIL_THRESHOLD_RATIO", "DEFAULT_CHUNKS"]
@@ -54,7 +54,7 @@ def _tables(trace):
 def _gpu_ops(trace) -> pd.DataFrame:
     """``ts_ns, end_ns, device, pid, correlation, cat`` of kernels/memcpy/memset; pid = owning process (-1 unknown)."""
     ev = trace.events
-    ops = ev[ev["cat"].astype(str).isin([schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET])]
+    ops = ev[pred.is_device_op(ev)]
     out = pd.DataFrame({"ts_ns": ops["ts_ns"].to_numpy(), "end_ns": (ops["ts_ns"] + ops["dur_ns"]).to_numpy(),
                         "device": ops["device"].astype("int64").to_numpy(),
                         "correlation": ops["correlation"].to_numpy(), "cat": ops["cat"].astype(str).to_numpy()})
@@ -144,7 +144,7 @@ def _runtime(trace) -> pd.DataFrame:
     if rt is not None:
         return rt[["ts_ns", "dur_ns", "pid", "tid", "correlation", "api_name"]]
     ev = trace.events
-    r = ev[ev["cat"].astype(str).isin(list(schema.RUNTIME_CATEGORIES))]
+    r = ev[pred.is_runtime(ev)]
     return pd.DataFrame({"ts_ns": r["ts_ns"].to_numpy(), "dur_ns": r["dur_ns"].to_numpy(), "pid": r["pid"].to_numpy(),
                          "tid": r["tid"].to_numpy(), "correlation": r["correlation"].to_numpy(),
                          "api_name": r["name"].astype(str).to_numpy()})
@@ -171,7 +171,7 @@ def _memcpys(trace) -> pd.DataFrame:
         return mt[["ts_ns", "dur_ns", "correlation", "device", "bytes", "copy_kind", "src_kind", "dst_kind",
                    "src_device", "dst_device"]]
     ev = trace.events
-    m = ev[ev["cat"].astype(str) == schema.GPU_MEMCPY]
+    m = ev[pred.is_memcpy(ev)]
     kinds = m["name"].astype(str).str.extract(_KINETO_KINDS)
     htod = m["name"].astype(str).str.contains("HtoD")
     return pd.DataFrame({"ts_ns": m["ts_ns"].to_numpy(), "dur_ns": m["dur_ns"].to_numpy(),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..trace import predicates as pred
 from ..trace import schema
 
 __all__ = [
@@ -75,7 +76,7 @@ def _summary(df: pd.DataFrame, keys: list[str], value: str, *, unit: str = "ns",
 
 def _events(trace, cats) -> pd.DataFrame:
     ev = trace.events
-    return ev[ev["cat"].astype(str).isin(list(cats))]
+    return ev[pred.category_in(ev, cats)]
 
 
 def cuda_gpu_kern_sum(trace, *, name: str = "demangled") -> pd.DataFrame:

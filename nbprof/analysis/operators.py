@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.model import Trace
 
@@ -53,7 +54,7 @@ HOST_TREE_CATEGORIES = frozenset(
     {schema.CPU_OP, schema.USER_ANNOTATION, schema.PYTHON_FUNCTION} | set(schema.RUNTIME_CATEGORIES)
 )
 #: Device activities counted as device time of the launching op.
-DEVICE_TIME_CATEGORIES = (schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET)
+DEVICE_TIME_CATEGORIES = pred.DEVICE_OP_CATEGORIES
 
 # torch/autograd/profiler_util.py _filter_name (minus the [memory]/[OutOfMemory] records)
 _FILTERED_NAMES = frozenset(
@@ -389,7 +390,7 @@ def _device_own_ns(trace: Trace, t: dict[str, Any]) -> np.ndarray:
     own = np.zeros(n, dtype=np.int64)
     if n == 0:
         return own
-    dev = ev[ev["cat"].isin(DEVICE_TIME_CATEGORIES) & (ev["device"] >= 0)]
+    dev = ev[pred.is_device_op(ev)]
     if dev.empty:
         return own
     dev_ext = dev["external_id"].to_numpy()
