@@ -11,6 +11,7 @@ trace needs only numpy, pandas and msgspec.
 
 from __future__ import annotations
 
+from .capture.torch_profiler import profile, step
 from .errors import (
     CaptureError,
     EmptyProfileError,
@@ -19,7 +20,6 @@ from .errors import (
     SchemaError,
     TraceFormatError,
 )
-from .capture.torch_profiler import profile, step
 from .scale import load_ranks
 from .sources import load
 from .trace import LoadReport, Trace, TraceMeta

@@ -12,7 +12,6 @@ operator (``cpu_op``, else ``user_annotation``) open at its timestamp on the all
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 

@@ -188,7 +188,7 @@ def temporal_breakdown(trace) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype="float64" if c.endswith("ratio") else "int64") for c in cols})
     rows = []
     for dev, g in d.groupby("device", sort=True):
-        def u(kind):
+        def u(kind: str, g: pd.DataFrame = g) -> iv.Intervals:
             x = g[g["kind"] == kind]
             return iv.merge(x["ts_ns"].to_numpy(np.int64), x["end_ns"].to_numpy(np.int64))
         comp = u("compute")

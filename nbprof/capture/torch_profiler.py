@@ -38,10 +38,11 @@ import tempfile
 import time
 import warnings
 import weakref
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 __all__ = [
     "ACTIVITY_NAMES",
@@ -208,7 +209,7 @@ def _import_torch() -> Any:
     """
     try:
         import torch
-        import torch.profiler  # noqa: F401 - the profiler sub-package is what capture needs
+        import torch.profiler  # the profiler sub-package is what capture needs
     except ImportError as exc:
         from ..errors import MissingDependencyError
 
@@ -431,7 +432,7 @@ def step() -> None:
         sess.step()
 
 
-class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
+class profile:  # named like torch.profiler.profile, which it wraps
     """Profile a block of code with ``torch.profiler`` and get an nbprof result.
 
     ``with nbprof.profile(record_shapes=True, trace="run.json.gz") as p: ...`` runs the block
@@ -630,7 +631,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
                     try:
                         self._snapshot_cm.__exit__(None, None, None)
                         r.memory_snapshot = self._snapshot_cap.path
-                    except Exception as err:  # noqa: BLE001 - never hide the user's exception
+                    except Exception as err:  # never hide the user's exception
                         r.notes.append(f"memory snapshot failed: {type(err).__name__}: {err}")
                 r.wall_ns = time.perf_counter_ns() - self._t0
                 r.steps_run = self._steps + 1
@@ -664,7 +665,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
                 logdir = Path(self.options.tensorboard).resolve()
                 for trace in r.traces:
                     write_scalars(trace, str(logdir.parent), logdir.name)
-            except Exception as err:  # noqa: BLE001 - the traces are written; scalars are extra
+            except Exception as err:  # the traces are written; scalars are extra
                 r.notes.append(f"TensorBoard scalars not written: {type(err).__name__}: {err}")
         if not self._cycle_files:
             sched = self.options.schedule_args()

@@ -19,9 +19,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import CaptureError, MissingDependencyError
 from .parsers import CommsLog, DeepSpeedLog, FlopsProfile, parse_flops_profile, parse_log

@@ -70,10 +70,11 @@ import sys
 import threading
 import warnings
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import compress, repeat
 from operator import attrgetter, is_
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 import msgspec
 import numpy as np
@@ -826,7 +827,7 @@ def _col(objs: list[Any], attr: str) -> list[Any]:
     if f is None:
         if not attr.isidentifier():
             raise ValueError(attr)
-        f = _GETTERS[attr] = eval(f"lambda xs: [x.{attr} for x in xs]")  # noqa: S307 - attr is one of our field names
+        f = _GETTERS[attr] = eval(f"lambda xs: [x.{attr} for x in xs]")  # attr is one of our field names
     return f(objs)
 
 
@@ -944,7 +945,7 @@ def load_kineto(
             holder = [events]  # _extract frees the decoded events half-way; hold no other reference
             del events
             parts = [_extract(holder, ctx)]
-        data = quick = None  # noqa: F841
+        data = quick = None
         ctx.release()
         trace = _finish(parts, meta, ctx, rank, exact_ts)
     return trace
@@ -1629,7 +1630,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     const = {}
     for k, v in events.items():
         if isinstance(v, np.ndarray) and len(v) and (
-                len(v) < nE or v.min() == v.max() or np.isnan(v.min(initial=0.0)) and np.isnan(v).all()):
+                len(v) < nE or v.min() == v.max() or (np.isnan(v.min(initial=0.0)) and np.isnan(v).all())):
             const[k] = v[:1]
             events[k] = None
     fin = np.isfinite(ts_all)

@@ -9,7 +9,7 @@ HTML uses these, with ``"light"`` as the default).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from bokeh.models import CustomJS
 
