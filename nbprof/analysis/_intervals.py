@@ -21,7 +21,12 @@ def empty() -> Intervals:
 
 
 def merge(starts, ends) -> Intervals:
-    """Union of intervals ``[starts[i], ends[i])`` as a normalised set (touching intervals join)."""
+    """Union of intervals ``[starts[i], ends[i])`` as a normalised set (touching intervals join).
+
+    >>> s, e = merge([0, 5, 10, 30], [10, 8, 20, 30])  # [30, 30) is empty and dropped
+    >>> s.tolist(), e.tolist()
+    ([0], [20])
+    """
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
     keep = e > s
@@ -79,7 +84,12 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
 
 
 def subtract(a: Intervals, b: Intervals) -> Intervals:
-    """``a`` minus ``b`` for normalised sets."""
+    """``a`` minus ``b`` for normalised sets.
+
+    >>> s, e = subtract(merge([0], [100]), merge([10, 50], [20, 60]))
+    >>> s.tolist(), e.tolist(), total_ns((s, e))
+    ([0, 20, 60], [10, 50, 100], 80)
+    """
     if a[0].size == 0 or b[0].size == 0:
         return a
     return _combine(a, b, lambda x, y: x & ~y)

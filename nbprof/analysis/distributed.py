@@ -131,6 +131,9 @@ def busbw_factor(collective: str, n: int) -> float:
 
     all_reduce ``2(n-1)/n``; all_gather, reduce_scatter, all_to_all ``(n-1)/n``; broadcast, reduce,
     send/recv, gather, scatter ``1``; barrier NaN (no payload). Source: :data:`BUSBW_FACTOR_SOURCE`.
+
+    >>> busbw_factor("all_reduce", 8), busbw_factor("all_gather", 4), busbw_factor("broadcast", 8)
+    (1.75, 0.75, 1.0)
     """
     fam = _family(collective)
     if fam == "barrier" or n < 1:
