@@ -42,6 +42,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -145,7 +146,7 @@ def busbw_factor(collective: str, n: int) -> float:
     return 1.0
 
 
-def _tensor_bytes(dims_text, types_text) -> list[float]:
+def _tensor_bytes(dims_text: object, types_text: object) -> list[float]:
     """Per-tensor bytes from record_shapes text: '[[85002]]' + '["float"]' -> [340008]."""
     if not isinstance(dims_text, str) or not isinstance(types_text, str):
         return []
@@ -167,7 +168,7 @@ def _tensor_bytes(dims_text, types_text) -> list[float]:
     return out
 
 
-def _group_size(trace: Trace, pg_name) -> int:
+def _group_size(trace: Trace, pg_name: object) -> int:
     di = trace.meta.distributed_info or {}
     if isinstance(pg_name, str):
         for pg in di.get("pg_config") or []:
@@ -611,7 +612,7 @@ class ZeroPattern:
 
     stage: str
     per_step: pd.DataFrame
-    evidence: dict = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 def zero_stage_pattern(trace: Trace) -> ZeroPattern:
@@ -675,7 +676,7 @@ class DistributedReport:
     skew: pd.DataFrame
     collective_skew: pd.DataFrame
     memory: pd.DataFrame
-    zero: dict
+    zero: dict[int, Any]
 
     def __repr__(self) -> str:
         return (f"DistributedReport(ranks={sorted(self.overlap['rank'].tolist())}, "

@@ -49,7 +49,7 @@ def _dev_events(snap: MemorySnapshot, device: int) -> pd.DataFrame:
 
 def _deltas(ev: pd.DataFrame, table: dict[str, int]) -> np.ndarray:
     sign = ev["action"].map(table).astype("float64").fillna(0).to_numpy()
-    return (sign * ev["size_bytes"].to_numpy()).astype(np.int64)
+    return np.asarray(sign * ev["size_bytes"].to_numpy(), dtype=np.int64)
 
 
 def _final_state(snap: MemorySnapshot, device: int) -> tuple[int, int, int]:

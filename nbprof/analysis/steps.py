@@ -34,10 +34,13 @@ the first one, so that 0.4.3's numbers are reproduced on any trace it can read):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from ..trace import predicates as pred
+from ..trace.model import Trace
 from . import _intervals as iv
 
 #: Host op names torch-tb-profiler 0.4.3 treats as communication (``profiler/trace.py``). The Overview keeps
@@ -59,7 +62,7 @@ def _is_dataloader(name: str) -> bool:
     )
 
 
-def role_intervals(trace, *, legacy_tb_plugin: bool = False) -> dict:
+def role_intervals(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str, Any]:
     """Classify a trace's events into the Overview roles.
 
     Parameters
@@ -102,7 +105,7 @@ def role_intervals(trace, *, legacy_tb_plugin: bool = False) -> dict:
     is_memset = pred.is_memset(ev)
     is_runtime = pred.is_runtime(ev)
 
-    def m(mask):
+    def m(mask: np.ndarray) -> iv.Intervals:
         return iv.merge(ts[mask], end[mask])
 
     roles = {
@@ -133,7 +136,7 @@ def role_intervals(trace, *, legacy_tb_plugin: bool = False) -> dict:
     }
 
 
-def step_windows(trace, *, legacy_tb_plugin: bool = False, _roles: dict | None = None) -> pd.DataFrame:
+def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[str, Any] | None = None) -> pd.DataFrame:
     """Step boundaries as the Overview uses them, host steps extended to their device work.
 
     Parameters
@@ -231,7 +234,7 @@ def step_windows(trace, *, legacy_tb_plugin: bool = False, _roles: dict | None =
     return out.iloc[:keep].reset_index(drop=True)
 
 
-def step_breakdown(trace, *, legacy_tb_plugin: bool = False) -> pd.DataFrame:
+def step_breakdown(trace: Trace, *, legacy_tb_plugin: bool = False) -> pd.DataFrame:
     """Per-step time breakdown with priority counting (TensorBoard plugin Overview semantics).
 
     Parameters

@@ -15,10 +15,14 @@ ops), *other* otherwise. The tests cross-check these numbers against HTA on the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from ..trace import predicates as pred
+from ..trace.model import Trace
 from . import _intervals as iv
 
 DEVICE_OP_CATEGORIES = pred.DEVICE_OP_CATEGORIES
@@ -27,7 +31,7 @@ DEVICE_OP_CATEGORIES = pred.DEVICE_OP_CATEGORIES
 DEFAULT_KERNEL_WAIT_NS = 30_000
 
 
-def device_ops(trace) -> pd.DataFrame:
+def device_ops(trace: Trace) -> pd.DataFrame:
     """Device ops with their launching runtime call.
 
     Returns
@@ -65,7 +69,7 @@ def device_ops(trace) -> pd.DataFrame:
     return d.sort_values(["device", "stream", "ts_ns"], kind="stable").reset_index(drop=True)
 
 
-def _util_rows(groups) -> list[dict]:
+def _util_rows(groups: Iterable[tuple[Any, pd.DataFrame]]) -> list[dict[str, Any]]:
     rows = []
     for key, g in groups:
         s = g["ts_ns"].to_numpy(np.int64)
@@ -79,7 +83,7 @@ def _util_rows(groups) -> list[dict]:
     return rows
 
 
-def gpu_utilization(trace, *, by: str = "device") -> pd.DataFrame:
+def gpu_utilization(trace: Trace, *, by: str = "device") -> pd.DataFrame:
     """Busy and idle time per device (or per device and stream).
 
     Parameters
@@ -116,7 +120,7 @@ def gpu_utilization(trace, *, by: str = "device") -> pd.DataFrame:
     return pd.DataFrame(rows)[cols]
 
 
-def idle_breakdown(trace, *, consecutive_kernel_delay_ns: int = DEFAULT_KERNEL_WAIT_NS) -> pd.DataFrame:
+def idle_breakdown(trace: Trace, *, consecutive_kernel_delay_ns: int = DEFAULT_KERNEL_WAIT_NS) -> pd.DataFrame:
     """Idle time per device and stream, split into host wait, kernel wait and other (HTA's definition).
 
     Parameters
@@ -162,7 +166,7 @@ def idle_breakdown(trace, *, consecutive_kernel_delay_ns: int = DEFAULT_KERNEL_W
     return pd.DataFrame(rows)[cols]
 
 
-def temporal_breakdown(trace) -> pd.DataFrame:
+def temporal_breakdown(trace: Trace) -> pd.DataFrame:
     """Device time split into compute, communication, memory and idle.
 
     Returns
@@ -196,7 +200,7 @@ def temporal_breakdown(trace) -> pd.DataFrame:
         mem = iv.subtract(iv.subtract(u("memory"), comp), comm)
         span = int(g["end_ns"].max() - g["ts_ns"].min())
         busy = iv.total_ns(comp) + iv.total_ns(comm) + iv.total_ns(mem)
-        row = {"device": int(dev), "compute_ns": iv.total_ns(comp), "communication_ns": iv.total_ns(comm),
+        row: dict[str, Any] = {"device": int(dev), "compute_ns": iv.total_ns(comp), "communication_ns": iv.total_ns(comm),
                "memory_ns": iv.total_ns(mem), "idle_ns": span - busy, "span_ns": span}
         for p in parts:
             row[p[:-3] + "_ratio"] = row[p] / span if span > 0 else np.nan
