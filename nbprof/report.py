@@ -17,9 +17,10 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .errors import NbprofError
 
@@ -209,7 +210,7 @@ def run_workload(
             logdir = out / "tb"
             write_run(str(trace), str(logdir), run=Path(script).stem)
             art.logdir = str(logdir)
-        except Exception as exc:  # noqa: BLE001 - the report still runs without the TensorBoard run
+        except Exception as exc:  # the report still runs without the TensorBoard run
             art.notes.append(f"TensorBoard run not written: {exc}")
     return art
 

@@ -19,16 +19,17 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .errors import NbprofError, TraceFormatError
 from .trace import schema
 from .trace.model import LoadReport, Trace, TraceMeta
+from .trace.predicates import is_step_row
 
 __all__ = ["load_ranks", "MultiRankTrace", "rank_summary", "reducer_key", "TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION"]
 
@@ -170,7 +171,7 @@ def _summary_dir(cache: TraceCache, digest: str, reducer: Callable[..., Any]) ->
     return os.path.join(cache.entry(digest), f"summary-{reducer_key(reducer)}")
 
 
-def _put_summary(cache: TraceCache, digest: str, reducer: Callable[..., Any], res: "_RankResult") -> None:
+def _put_summary(cache: TraceCache, digest: str, reducer: Callable[..., Any], res: _RankResult) -> None:
     final = _summary_dir(cache, digest, reducer)
     if os.path.exists(os.path.join(final, "result.json")):
         return
@@ -191,7 +192,7 @@ def _put_summary(cache: TraceCache, digest: str, reducer: Callable[..., Any], re
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _get_summary(cache: TraceCache, path: str, reducer: Callable[..., Any]) -> "_RankResult | None":
+def _get_summary(cache: TraceCache, path: str, reducer: Callable[..., Any]) -> _RankResult | None:
     """The cached reducer output for ``path`` (no trace is read), or None."""
     t0 = time.perf_counter()
     try:
@@ -229,7 +230,7 @@ def rank_summary(trace: Trace) -> dict[str, pd.DataFrame]:
     """
     ev = trace.events
     origin = trace.meta.origin_ns or 0
-    is_step = ev["name"].astype(str).str.match(r"ProfilerStep\s*#\s*\d+") & (ev["device"] < 0)
+    is_step = is_step_row(ev)
     st = ev.loc[is_step, ["name", "ts_ns", "dur_ns"]]
     steps = pd.DataFrame(
         {
@@ -412,7 +413,7 @@ def _default_workers(paths: list[str]) -> int:
         import psutil
 
         avail = psutil.virtual_memory().available
-    except Exception:  # noqa: BLE001 - psutil is optional
+    except Exception:  # psutil is optional
         avail = 8 << 30
     sizes = [os.path.getsize(p) for p in paths]
     if sum(sizes) < (64 << 20):  # small jobs: starting processes costs more than parsing
@@ -561,7 +562,8 @@ def _worker_init() -> None:
 
 def _run_dask(client, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:
     try:
-        from dask.distributed import Client, as_completed as d_as_completed
+        from dask.distributed import Client
+        from dask.distributed import as_completed as d_as_completed
     except ImportError as exc:
         from .errors import MissingDependencyError
 

@@ -12,13 +12,13 @@ import sys
 
 import pandas as pd
 import pytest
+from conftest import DATA, ROOT, corpus_path
 
 import nbprof
-from conftest import DATA, ROOT, corpus_path
 from nbprof.sources import kineto
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from gen_kineto import generate  # noqa: E402
+from gen_kineto import generate
 
 
 def _load(path, processes: int, monkeypatch) -> tuple[nbprof.Trace, list]:

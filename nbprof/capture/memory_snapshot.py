@@ -14,9 +14,9 @@ import contextlib
 import os
 import pickle
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from ._files import unique_path
 

@@ -27,9 +27,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from ..errors import CaptureError
 from .nsys_fetch import NsysInstall, cache_dir, ensure_nsys

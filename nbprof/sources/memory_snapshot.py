@@ -166,7 +166,7 @@ class _RefuseClasses(pickle.Unpickler):
         super().__init__(f)
         self._path = path
 
-    def find_class(self, module: str, name: str):  # noqa: D401
+    def find_class(self, module: str, name: str):
         msg = (
             f"refusing to load {module}.{name}: a memory snapshot is plain data (dicts, lists, numbers, "
             "strings); this pickle references code, which nbprof never executes"

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -232,7 +233,7 @@ class _Events:
             raise MissingDependencyError(msg, name="tensorboard") from exc
         self._event_pb2, self._scalar_pb, self._text_pb = event_pb2, scalar_pb, text_pb
         self._w = EventFileWriter(run_dir, filename_suffix=".nbprof")
-        self.path: str = self._w._file_name  # noqa: SLF001 - the writer exposes no getter for it
+        self.path: str = self._w._file_name  # the writer exposes no getter for it
         self.scalar_tags: list[str] = []
         self.text_tags: list[str] = []
         self._described: set[str] = set()

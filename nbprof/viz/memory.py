@@ -63,8 +63,16 @@ def _pick(df: pd.DataFrame, names: tuple[str, ...]):
 
 def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     from bokeh.layouts import column
-    from bokeh.models import (ColumnDataSource, CustomJS, DataTable, Div, HoverTool, NumberFormatter,
-                              StringFormatter, TableColumn)
+    from bokeh.models import (
+        ColumnDataSource,
+        CustomJS,
+        DataTable,
+        Div,
+        HoverTool,
+        NumberFormatter,
+        StringFormatter,
+        TableColumn,
+    )
     from bokeh.plotting import figure
 
     curve = tables["curve"]

@@ -54,9 +54,17 @@ def _curve_data(tl: pd.DataFrame) -> dict:
 
 
 def _build(snap, device: int, tables: dict, *, live: bool, width: int = 1100, max_points: int = 4000):
-    from bokeh.layouts import column, row
-    from bokeh.models import (ColumnDataSource, DataTable, Div, HoverTool, NumberFormatter, RangeTool,
-                              StringFormatter, TableColumn)
+    from bokeh.layouts import column
+    from bokeh.models import (
+        ColumnDataSource,
+        DataTable,
+        Div,
+        HoverTool,
+        NumberFormatter,
+        RangeTool,
+        StringFormatter,
+        TableColumn,
+    )
     from bokeh.plotting import figure
 
     tl = tables["timeline"]

@@ -127,8 +127,18 @@ if (mode === 'copy') {
 
 def _build(tables: dict, *, theme: str = "light", width: int = 1100, top_n: int = 15):
     from bokeh.layouts import column, row
-    from bokeh.models import (Button, ColumnDataSource, CustomJS, DataTable, Div, NumberFormatter, Select,
-                              StringFormatter, TableColumn, TextInput)
+    from bokeh.models import (
+        Button,
+        ColumnDataSource,
+        CustomJS,
+        DataTable,
+        Div,
+        NumberFormatter,
+        Select,
+        StringFormatter,
+        TableColumn,
+        TextInput,
+    )
     from bokeh.plotting import figure
 
     if not tables:

@@ -20,13 +20,13 @@ import numpy as np
 import pandas as pd
 
 from ..trace import schema
+from ..trace.predicates import step_number
 from ._escape import truncate
 from .theme import palette
 
 __all__ = ["TimelineLayout", "Lane"]
 
 _NAME_LIMIT = 200
-_STEP_PREFIX = "ProfilerStep#"
 _ANNOT_CATS = {schema.USER_ANNOTATION, schema.NVTX}
 _DEVICE_ANNOT_CATS = {schema.GPU_USER_ANNOTATION}
 
@@ -122,7 +122,7 @@ class TimelineLayout:
         is_step = np.zeros(len(ts), dtype=bool)
         annot_mask = cat_mask(cat_codes, _ANNOT_CATS)
         if annot_mask.any():
-            step_names = np.array([str(n).startswith(_STEP_PREFIX) for n in name_cat.cat.categories] + [False])
+            step_names = np.array([step_number(n) is not None for n in name_cat.cat.categories] + [False])
             is_step = annot_mask & step_names[nid]
         cidx[is_step] = self._cat_base["step"] + (np.arange(is_step.sum()) % 2)
         device = col("device")
