@@ -48,7 +48,7 @@ _KINETO_KINDS = re.compile(r"\((\w+) -> (\w+)\)")
 
 
 def _tables(trace):
-    return trace.meta.extra.get("nsys_tables", {})
+    return getattr(trace, "tables", None) or {}
 
 
 def _gpu_ops(trace) -> pd.DataFrame:

@@ -56,8 +56,9 @@ for _suf in (".pickle", ".pkl", ".pickle.gz"):
     registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_snapshot")
 for _suf in (".raw.json", ".raw.json.gz", ".raw.gz"):
     registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_timeline")
-for _suf in (".sqlite", ".nsys-rep", ".qdrep"):  # Nsight Systems export / report (exported first)
-    registry.register(_suf, "nbprof.sources.nsys:load_nsys")
+registry.register(".sqlite", "nbprof.sources.nsys:load_nsys")  # Nsight Systems export
+for _suf in (".nsys-rep", ".qdrep"):  # Nsight Systems report: exported with nsys first (a façade, not a reader)
+    registry.register(_suf, "nbprof.api:load_nsys_report")
 
 
 def load(path: str | os.PathLike[str], **kwargs) -> Trace:
