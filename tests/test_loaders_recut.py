@@ -121,3 +121,96 @@ def test_cache_refuses_metadata_that_is_not_plain_data(saxpy, tmp_path):
     with pytest.raises(SchemaError, match=r"cannot cache trace\['meta'\]\['extra'\]\['oops'\]\['frame'\]: a pandas"):
         c.put("abc", t)
     assert not c.has("abc") and os.listdir(c.dir) == []
+
+
+# ------------------------------------------------------------------------------ nsys bad inputs (issue 18)
+
+
+def _sql(path, *stmts):
+    con = sqlite3.connect(path)
+    for st in stmts:
+        con.execute(st)
+    con.commit()
+    con.close()
+
+
+def test_nsys_wal_mode_export_writes_nothing_next_to_it(saxpy):
+    _sql(saxpy, "PRAGMA journal_mode=WAL")
+    assert saxpy.read_bytes()[18:20] == b"\x02\x02"  # WAL mode in the file header
+    before = sorted(os.listdir(saxpy.parent))
+    t = nbprof.load(saxpy)
+    assert len(t.tables["kernels"]) == 5 and sorted(os.listdir(saxpy.parent)) == before == ["saxpy.sqlite"]
+
+
+def test_nsys_wal_with_pending_pages_is_read_from_a_private_copy(saxpy):
+    _sql(saxpy, "PRAGMA journal_mode=WAL")
+    writer = sqlite3.connect(saxpy)  # a writer still alive: its pages sit in the -wal file
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("UPDATE StringIds SET value='saxpy_wal' WHERE value='saxpy'")
+    writer.commit()
+    try:
+        listing = {f: os.stat(saxpy.parent / f).st_mtime_ns for f in os.listdir(saxpy.parent)}
+        t = nbprof.load(saxpy)
+        assert t.tables["kernels"]["short_name"].iloc[0] == "saxpy_wal"
+        assert t.report.get("wal_copy").action == "assumed"
+        assert {f: os.stat(saxpy.parent / f).st_mtime_ns for f in os.listdir(saxpy.parent)} == listing
+    finally:
+        writer.close()
+
+
+def test_nsys_path_with_uri_characters(tmp_path):
+    d = tmp_path / "a b?c#d%20"
+    d.mkdir()
+    p = d / "x.sqlite"
+    shutil.copyfile(corpus_path(SAXPY), p)
+    assert len(nbprof.load(p).tables["kernels"]) == 5
+
+
+def test_nsys_bad_values_are_reported_repairs_and_strict_raises(saxpy):
+    _sql(saxpy,
+         """UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end"='abc' WHERE rowid=2""",
+         """UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "start"=1e30 WHERE rowid=3""",
+         "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs='noon'",
+         "UPDATE ANALYSIS_DETAILS SET duration=1e300",
+         "UPDATE EXPORT_META_DATA SET value='two.nine' WHERE name='EXPORT_SCHEMA_VERSION'",
+         "CREATE TABLE MPI_RANKS (globalTid INTEGER, rank INTEGER)",
+         "INSERT INTO MPI_RANKS VALUES (1, 'zero')")
+    t = nbprof.load(saxpy)
+    k = t.tables["kernels"]
+    assert len(k) == 5 and k["dur_ns"].tolist()[1] == 0 and k["ts_ns"].tolist()[2] == -1
+    it = t.report.get("bad_value:CUPTI_ACTIVITY_KIND_KERNEL.end")
+    assert it.action == "repaired" and it.count == 1 and "rowid 2: 'abc'" in it.message
+    assert t.report.get("bad_value:CUPTI_ACTIVITY_KIND_KERNEL.start").count == 1
+    assert t.report.get("negative_dur:CUPTI_ACTIVITY_KIND_KERNEL").count == 1
+    assert t.meta.origin_ns is None and t.report.get("bad_value:TARGET_INFO_SESSION_START_TIME.utcEpochNs").count == 1
+    assert "duration" not in t.meta.extra["analysis_details"]
+    assert t.meta.schema_version is None and t.report.get("bad_schema_version") is not None
+    assert t.meta.rank == 0 and t.meta.rank_source == "assumed" and t.report.get("rank_assumed") is not None
+    with pytest.raises(TraceFormatError) as ei:
+        nbprof.load(saxpy, strict=True)
+    assert ei.value.path == str(saxpy) and ei.value.table == "CUPTI_ACTIVITY_KIND_KERNEL"
+    assert "start: 1e+30 is not an integer in int64 range (rowid 3)" in str(ei.value)
+
+
+def test_nsys_invalid_utf8_in_string_ids_is_replaced_and_reported(saxpy):
+    _sql(saxpy, "UPDATE StringIds SET value=CAST(X'73617870FF79' AS TEXT) WHERE value='saxpy'")
+    t = nbprof.load(saxpy)
+    assert t.tables["kernels"]["short_name"].iloc[0] == "saxp\ufffdy"
+    it = t.report.get("bad_utf8")
+    assert it.count == 1 and "table StringIds" in it.message and "saxp\\xffy" in it.message
+    with pytest.raises(TraceFormatError) as ei:
+        nbprof.load(saxpy, strict=True)
+    assert ei.value.table == "StringIds" and "not valid UTF-8" in str(ei.value)
+
+
+def test_nsys_missing_column_and_absent_table(saxpy):
+    _sql(saxpy, 'ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN "end"', "DROP TABLE NVTX_EVENTS")
+    t = nbprof.load(saxpy)
+    it = t.report.get("missing_column:CUPTI_ACTIVITY_KIND_KERNEL")
+    assert it.action == "dropped" and it.count == 5 and "no column end" in it.message
+    assert "kernels" not in t.tables and (t.events["cat"] == "kernel").sum() == 0
+    assert "NVTX_EVENTS" in t.report.get("absent_tables").message and t.report.get("absent_tables").action == "assumed"
+    assert len(t.tables["memcpy"]) == 15  # the rest still loads
+    with pytest.raises(TraceFormatError, match="has no column end") as ei:
+        nbprof.load(saxpy, strict=True)
+    assert ei.value.table == "CUPTI_ACTIVITY_KIND_KERNEL"

@@ -124,7 +124,7 @@ class _Db:
             dst = os.path.join(self._tmp, "export.sqlite")
             shutil.copyfile(src, dst)
             shutil.copyfile(wal, dst + "-wal")
-            uri = "file:" + urllib.parse.quote(dst) + "?mode=ro"
+            uri = "file:" + urllib.parse.quote(dst)  # our private copy: SQLite may write its -shm there
             report.add("wal_copy", "assumed", 1, f"{os.path.basename(wal)} holds uncommitted pages: database and WAL "
                        "were read from a private copy (nothing written next to the file)")
         else:
@@ -182,7 +182,7 @@ class _Db:
 
     def fail(self, reason: str, table: str | None, row: int | None = None) -> None:
         """Raise the strict-mode error for ``table`` (and ``row``)."""
-        where = f" (row {row})" if row is not None else ""
+        where = f" (rowid {row})" if row is not None else ""
         raise TraceFormatError(self.path, None, reason + where, table=table)
 
     def read(self, base: str, wanted: list[str], where: str = "", required: tuple[str, ...] = ()) -> pd.DataFrame | None:
@@ -222,23 +222,32 @@ class _Db:
             self.flush_text_issues()
         for c in cols:
             if "INT" in info.get(c, "") and df[c].dtype != np.int64:
-                df[c] = self._clean_int(df, c, t)
+                df[c] = self._clean_int(df, c, t, where)
         return df
 
-    def _clean_int(self, df: pd.DataFrame, c: str, t: str) -> pd.Series:
+    def _rowid(self, t: str, where: str, i: int) -> int | None:
+        """SQLite rowid of the ``i``-th row the query read (scan order), or None for a rowid-less table."""
+        try:
+            r = self.con.execute(f'SELECT rowid FROM "{t}" {where} LIMIT 1 OFFSET {int(i)}').fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        return int(r[0]) if r else None
+
+    def _clean_int(self, df: pd.DataFrame, c: str, t: str, where: str = "") -> pd.Series:
         s = df[c]
-        num = pd.to_numeric(s, errors="coerce") if s.dtype == object else s.astype("float64")
-        if num.dtype == object:  # python ints beyond int64
-            num = pd.to_numeric(num.astype(str), errors="coerce")
-        f = num.astype("float64")
+        if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+            f = s.astype("float64")
+        else:  # text (or blobs) in an INTEGER column
+            f = pd.Series([_num(x) for x in s.astype(object)], index=s.index, dtype="float64")
         bad = s.notna().to_numpy() & ~(np.isfinite(f) & (f == np.floor(f)) & (f >= -_INT64_MAX) & (f < _INT64_MAX)).to_numpy()
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            row = int(df["rowid"].iloc[i]) if "rowid" in df and c != "rowid" else i
-            msg = (f"{int(bad.sum())} value(s) in {t}.{c} are not integers in int64 range (first at row {row}: "
-                   f"{s.iloc[i]!r}); read as missing")
+            row = self._rowid(t, where, i)
+            val = s.iloc[i].item() if hasattr(s.iloc[i], "item") else s.iloc[i]
+            msg = (f"{int(bad.sum())} value(s) in {t}.{c} are not integers in int64 range (first at rowid {row}: "
+                   f"{val!r}); read as missing")
             if self.strict:
-                self.fail(f"{t}.{c}: {s.iloc[i]!r} is not an integer in int64 range", t, row)
+                self.fail(f"{t}.{c}: {val!r} is not an integer in int64 range", t, row)
             self.report.add(f"bad_value:{t}.{c}", "repaired", int(bad.sum()), msg)
             f = f.where(~bad)
         return f
@@ -252,6 +261,16 @@ class _Db:
             return {str(k): v for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
         finally:
             self.flush_text_issues()
+
+
+def _num(x: Any) -> float:
+    """A cell of an INTEGER column as a float (NaN when it is not a number)."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x) if abs(x) < 2**64 else float("inf")
+    try:
+        return float(x) if isinstance(x, str) else float("nan")
+    except ValueError:
+        return float("nan")
 
 
 def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
@@ -344,10 +363,10 @@ def _durations(db: _Db, df: pd.DataFrame, table: str) -> tuple[np.ndarray, np.nd
     bad = end < start
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        msg = (f"{int(bad.sum())} rows of {table} end before they start or have no end (first: row {i}, start "
-               f"{int(start[i])}, end {int(end[i])}): duration set to 0")
+        msg = (f"{int(bad.sum())} rows of {table} end before they start or have no end (first: row #{i} read, "
+               f"start {int(start[i])}, end {int(end[i])}): duration set to 0")
         if db.strict:
-            db.fail(msg, table, i)
+            db.fail(msg, table)
         db.report.add(f"negative_dur:{table}", "repaired", int(bad.sum()), msg)
     return start, np.where(bad, 0, end - start)
 
