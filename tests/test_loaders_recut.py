@@ -214,3 +214,107 @@ def test_nsys_missing_column_and_absent_table(saxpy):
     with pytest.raises(TraceFormatError, match="has no column end") as ei:
         nbprof.load(saxpy, strict=True)
     assert ei.value.table == "CUPTI_ACTIVITY_KIND_KERNEL"
+
+
+# ------------------------------------------------------------------------------ path checks, strict everywhere
+
+
+def test_load_refuses_fifo_directory_and_device_without_blocking(tmp_path):
+    fifo = tmp_path / "pipe.pt.trace.json"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceFormatError, match=r"pipe\.pt\.trace\.json: is a FIFO \(named pipe\), not a trace file"):
+        nbprof.load(fifo)  # returns at once: nothing opens the FIFO
+    d = tmp_path / "run.sqlite"
+    d.mkdir()
+    with pytest.raises(TraceFormatError, match="is a directory, not a trace file"):
+        nbprof.load(d)
+    link = tmp_path / "null.pickle"
+    link.symlink_to("/dev/null")
+    with pytest.raises(TraceFormatError, match="is a character device, not a trace file"):
+        nbprof.load(link)
+
+
+def test_cli_summary_of_a_fifo_is_one_line_exit_2(tmp_path, capsys):
+    from nbprof.cli import main
+
+    fifo = tmp_path / "x.sqlite"
+    os.mkfifo(fifo)
+    rc = main(["summary", str(fifo)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == f"nbprof summary: error: cannot read the trace: {fifo}: is a FIFO (named pipe), not a trace file\n"
+
+
+@pytest.mark.parametrize("name", ["saxpy.sqlite", "lm_leak_snapshot.pickle", "lm_memory_timeline.raw.json.gz"])
+def test_every_format_takes_strict(name, tmp_path):
+    src = corpus_path(SAXPY) if name.endswith(".sqlite") else DATA / "gpu" / name
+    p = tmp_path / name
+    shutil.copyfile(src, p)
+    a, b = nbprof.load(p, strict=False), nbprof.load(p, strict=True)
+    assert len(a.events) == len(b.events) > 0
+
+
+def _timeline_rows():
+    import gzip
+    import json
+
+    return json.loads(gzip.decompress((DATA / "gpu" / "lm_memory_timeline.raw.json.gz").read_bytes()))
+
+
+def test_memory_timeline_ragged_null_huge_rows_are_dropped_and_reported(tmp_path):
+    import json
+
+    rows = _timeline_rows()[:6]
+    good = nbprof.load(_write(tmp_path / "ok.raw.json", json.dumps(rows)))
+    bad_rows = rows[:2] + [[5, 2, 64], None, [5, 2, 2**70, 3], [5, 2, "64", 3], [5.5, 2, 64, 3]] + rows[2:]
+    t = nbprof.load(_write(tmp_path / "bad.raw.json", json.dumps(bad_rows)))
+    pd.testing.assert_frame_equal(t.events, good.events)
+    it = t.report.get("bad_row")
+    assert it.action == "dropped" and it.count == 5 and "first: row 2: [5, 2, 64]" in it.message
+    with pytest.raises(TraceFormatError, match="5 rows are not"):
+        nbprof.load(tmp_path / "bad.raw.json", strict=True)
+
+
+def test_memory_timeline_with_a_utf8_bom(tmp_path):
+    import json
+
+    rows = _timeline_rows()[:6]
+    t = nbprof.load(_write(tmp_path / "bom.raw.json", b"\xef\xbb\xbf" + json.dumps(rows).encode()))
+    assert len(t.events) == 6 and t.report.get("utf8_bom").action == "assumed"
+
+
+def _write(p, data):
+    Path(p).write_bytes(data if isinstance(data, bytes) else data.encode())
+    return p
+
+
+def _snapshot_obj():
+    import pickle
+
+    return pickle.loads((DATA / "gpu" / "lm_leak_snapshot.pickle").read_bytes())
+
+
+def test_snapshot_containers_of_the_wrong_type_and_bad_frame_lines(tmp_path):
+    import pickle
+
+    obj = _snapshot_obj()
+    obj["segments"][0]["blocks"] = 7  # TypeError before: len(7)
+    import copy
+
+    e = next(e for e in obj["device_traces"][0] if e.get("frames"))
+    e["frames"] = copy.deepcopy(e["frames"])  # frames are shared by pickle's memo: change this entry's only
+    e["frames"][0]["line"] = "twelve"  # ValueError before: int("twelve")
+    t = nbprof.load(_write(tmp_path / "s.pickle", pickle.dumps(obj, protocol=4)))
+    assert t.report.get("bad_container:segment blocks").count == 1 and len(t.segments) == 16
+    assert t.report.get("bad_frame").count == 1 and "'twelve'" in t.report.get("bad_frame").message
+    obj["device_traces"] = 3
+    t2 = nbprof.load(_write(tmp_path / "s2.pickle", pickle.dumps(obj, protocol=4)))
+    assert len(t2.events) == 0 and t2.report.get("bad_container:device_traces").action == "dropped"
+    with pytest.raises(TraceFormatError, match=r"device_traces is a int, expected a list"):
+        nbprof.load(tmp_path / "s2.pickle", strict=True)
+
+
+def test_snapshot_history_that_starts_mid_run_is_noted():
+    t = nbprof.load(DATA / "gpu" / "lm_leak_snapshot.pickle")
+    it = t.report.get("history_starts_mid_run:blocks")
+    assert it.action == "assumed" and it.count == 15 and "trace entry 29 of device 0" in it.message
+    assert t.report.clean
