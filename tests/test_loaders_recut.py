@@ -318,3 +318,37 @@ def test_snapshot_history_that_starts_mid_run_is_noted():
     it = t.report.get("history_starts_mid_run:blocks")
     assert it.action == "assumed" and it.count == 15 and "trace entry 29 of device 0" in it.message
     assert t.report.clean
+
+
+# ------------------------------------------------------------------------------ advisor, static HTML
+
+
+@pytest.mark.parametrize("dev_id", ["cuda:0", "0", "GPU 0"])
+def test_advisor_takes_device_ids_written_as_text(dev_id):
+    from nbprof.analysis import advisor
+
+    t = nbprof.load(corpus_path("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz"))
+    t.meta.device_properties[0]["id"] = dev_id  # ValueError: invalid literal for int() before
+    (f,) = advisor.advise(t, rules=["tensor_cores"])
+    assert f.evidence["device"] == 0 and f.evidence["compute_capability"] == "7.0"
+
+
+def test_to_html_never_writes_through_a_planted_tmp_name(tmp_path):
+    pytest.importorskip("bokeh")
+    from nbprof import viz
+
+    t = nbprof.load(DATA / "cpu" / "cnn_nw0.pt.trace.json.gz")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "report.html"
+    (tmp_path / "report.html.tmp").symlink_to(victim)  # the old fixed temp name, planted
+    (tmp_path / "other.html.tmp").write_text("someone's file")
+    viz.to_html(t, out, views=["overview"])
+    assert victim.read_text() == "keep me" and (tmp_path / "other.html.tmp").read_text() == "someone's file"
+    assert out.read_text().startswith("<!DOCTYPE html>") and not out.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.html.tmp", "report.html", "report.html.tmp", "victim.txt"]
+    assert oct(out.stat().st_mode & 0o777) == oct(0o666 & ~0o022) or out.stat().st_mode & 0o044  # readable like open()
+    with pytest.raises(FileExistsError):
+        viz.to_html(t, out, views=["overview"])
+    viz.to_html(t, out, views=["overview"], overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.html.tmp", "report.html", "report.html.tmp", "victim.txt"]
