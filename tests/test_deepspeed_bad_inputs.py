@@ -114,3 +114,14 @@ def test_a_module_shared_by_two_parents_is_flagged():
     q = prof.quirks[prof.quirks["kind"] == "shared_module"]
     assert len(q) == 1 and "the root module" in q.iloc[0]["message"] and "101,640 params" in q.iloc[0]["message"]
     assert "shared_module" not in P.parse_flops_profile(text).flags
+
+
+def test_utf8_bom_in_a_log_and_a_config(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_bytes(b"\xef\xbb\xbf" + sample_path(STAGE1).read_bytes())
+    prof = P.parse_flops_profile(log)
+    assert prof.get("world_size") == 2 and len(prof.modules) == 6
+    cfg = tmp_path / "ds.json"
+    cfg.write_bytes(b'\xef\xbb\xbf{"zero_optimization": {"stage": 3}}')
+    assert P.zero_stage_of(cfg) == 3
+    assert P.zero_stage_of({"zero_optimization": {"stage": float("nan")}}) is None  # ValueError before
