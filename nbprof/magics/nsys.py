@@ -89,9 +89,9 @@ class NsysMagics(Magics):
         if args.action == "load":
             if cell is not None:
                 raise UsageError("%%nsys load is not a cell magic; use %nsys load FILE")
-            from ..sources.nsys import load_nsys
+            from ..sources import load
 
-            trace = load_nsys(os.path.expanduser(load_file))
+            trace = load(os.path.expanduser(load_file))
             return self._publish(NsysResult(trace), args)
         if cell is not None:
             if command:
@@ -146,7 +146,9 @@ class NsysMagics(Magics):
 
             handle.update(HTML(f"<code>nsys: done in {run.elapsed_s:.1f} s &middot; "
                                f"{html.escape(str(run.report_path))}</code>"))
-        result = NsysResult(run.load(), run)
+        from ..api import load_nsys_run
+
+        result = NsysResult(load_nsys_run(run), run)
         self._publish(result, args, display_it=show and not args.return_result)
         if run.returncode != 0:
             raise CaptureError(f"the profiled program exited with status {run.returncode} (report kept: "

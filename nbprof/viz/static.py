@@ -60,6 +60,18 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
     return column(*items, name="nbprof_static")
 
 
+def _umask() -> int:
+    """The process umask, read without changing it (``/proc``; 0o022 where that is not available)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def to_html(trace_or_view, path, views=None, *, theme: str = "light", title: str | None = None,
             width: int = 1100, overwrite: bool = False) -> Path:
     """Write a standalone HTML page of a Trace's views (or of one view) to ``path``.
@@ -102,7 +114,25 @@ def to_html(trace_or_view, path, views=None, *, theme: str = "light", title: str
     html = file_html(lay, INLINE, title=title)  # bokeh escapes the title and the JSON it embeds
     if theme == "dark":
         html = html.replace("<body>", '<body style="background:#1e1e1e;color:#e0e0e0">', 1)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, path)
+    # a private temp file in the target folder (O_EXCL: never an existing file, never a planted symlink),
+    # then an atomic rename; without overwrite, a hard link that fails if the name appeared meanwhile
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent or ".")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # the mode a plain open() would give, not mkstemp's 0600
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise FileExistsError(f"{path} exists; pass overwrite=True to replace it") from None
+            except OSError:  # no hard links here (some file systems): rename, after the check above
+                os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
     return path
