@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint setup setup-test browser nsys clean
+.PHONY: demo test lint fuzz setup setup-test browser nsys clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -45,6 +45,12 @@ lint: setup-test
 test: lint browser nsys
 	$(BIN)/python -m pytest tests
 	$(BIN)/python -m pytest --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks
+
+# the long fuzz run (issue 18): ~20,000 cases over every format; failing cases land in fuzz-failures/
+FUZZ_SEED ?= 0
+FUZZ_CASES ?= 20000
+fuzz: setup-test
+	$(BIN)/python -m tests.fuzz --seed $(FUZZ_SEED) --cases $(FUZZ_CASES) --timeout 5 --html-rate 0.02 --out fuzz-failures
 
 clean:
 	rm -rf $(VENV) results
