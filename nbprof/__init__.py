@@ -19,7 +19,7 @@ from .errors import (
     SchemaError,
     TraceFormatError,
 )
-from .capture.torch_profiler import profile, step
+from .profiling import profile, step
 from .scale import load_ranks
 from .sources import load
 from .trace import LoadReport, Trace, TraceMeta

@@ -20,7 +20,8 @@ import ctypes
 import functools
 import os
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["range", "mark", "start_range", "end_range", "push", "pop", "available", "library_path"]
 
@@ -244,7 +245,7 @@ def mark(message: str, *, domain: str | None = None, color: int | str | None = N
     lib.nvtxDomainMarkEx(_domain(lib, domain), ctypes.byref(a))
 
 
-class range(contextlib.ContextDecorator):  # noqa: A001 -- mirrors nvtx.annotate / torch.cuda.nvtx.range
+class range(contextlib.ContextDecorator):  # mirrors nvtx.annotate / torch.cuda.nvtx.range
     """An NVTX push/pop range as a context manager or decorator.
 
     Parameters

@@ -11,7 +11,6 @@ report's kind, count and byte offset; the strict-mode tests assert the error's o
 from __future__ import annotations
 
 import gzip
-import json
 
 import numpy as np
 import pytest
@@ -385,7 +384,7 @@ def test_absolute_microsecond_timestamps_keep_nanoseconds(tmp_path):
     tr = nbprof.load(write(tmp_path, trace_text([a, b, c], head='{"traceEvents": [\n')))
     assert tr.events["ts_ns"].tolist() == [0, 6_765, 6_766]
     assert tr.meta.origin_ns == 1712195495519689047
-    assert float(1712195495519695.812) == float(1712195495519695.813)  # why the exact path is needed
+    assert 1712195495519695.812 == 1712195495519695.813  # why the exact path is needed
 
 
 def test_strict_mode_clean_trace_loads(tmp_path):

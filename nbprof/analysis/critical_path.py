@@ -110,7 +110,9 @@ import numpy as np
 import pandas as pd
 
 from ..trace import schema
-from .steps import _is_comm_kernel_name, _is_dataloader, _name_mask
+from ..trace.predicates import _is_comm_kernel_name
+from ..trace.predicates import name_mask as _name_mask
+from .steps import _is_dataloader
 
 #: Edge kinds, codes in ``Graph.kind``.
 EDGE_KINDS = ("host", "launch", "device", "stream", "sync", "gpu_sync", "fwdbwd", "collective", "wake")

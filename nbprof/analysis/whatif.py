@@ -50,7 +50,8 @@ import numpy as np
 import pandas as pd
 
 from . import critical_path as cpm
-from .steps import _is_dataloader, _name_mask, step_windows
+from ..trace.predicates import name_mask as _name_mask
+from .steps import _is_dataloader, step_windows
 
 SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication")
 

@@ -166,7 +166,7 @@ class DeepSpeedProfilerWindow:
                 del self.engine.step
         return self.traces
 
-    def __enter__(self) -> "DeepSpeedProfilerWindow":
+    def __enter__(self) -> DeepSpeedProfilerWindow:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -44,10 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # deepspeed launcher
     args = p.parse_args(argv)
 
-    import torch
-
     import deepspeed
     import deepspeed.comm as dist
+    import torch
 
     if not args.build_shm and "deepspeed.comm.torch" in sys.modules:
         # `import deepspeed.comm.torch as m` binds torch itself (name clash): go through sys.modules
@@ -69,11 +68,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train_one(args: argparse.Namespace, stage: int, out_dir: str, rank: int, world: int) -> None:
-    import torch
-    from torch import nn
-
     import deepspeed
     import deepspeed.comm as dist
+    import torch
+    from torch import nn
 
     from nbprof.deepspeed.attach import attach
     from nbprof.deepspeed.config import profiling_config
