@@ -13,7 +13,8 @@ import pytest
 import nbprof
 from nbprof.analysis import whatif
 from nbprof.analysis.critical_path import build_graph
-from nbprof.analysis.steps import _is_dataloader, _name_mask
+from nbprof.analysis.steps import _is_dataloader
+from nbprof.trace.predicates import name_mask as _name_mask
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU = ROOT / "data" / "gpu"

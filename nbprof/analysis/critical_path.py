@@ -110,7 +110,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import schema
-from ..trace.predicates import _is_comm_kernel_name
+from ..trace.predicates import is_communication, is_step_row
 from ..trace.predicates import name_mask as _name_mask
 from .steps import _is_dataloader
 
@@ -379,6 +379,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     tid_all = ev["tid"].to_numpy(np.int64)
     stream_all = ev["stream"].to_numpy(np.int64)
     names = ev["name"]
+    step_rows_all = is_step_row(ev)
 
     # ---- runtime <-> device op (correlation); HTA: the runtime with that correlation
     rt_rows = np.flatnonzero(is_rt_all & (corr_all >= 0))
@@ -491,7 +492,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
         hw = np.where((hta_own >= 0) & ~blocking_end, dt, 0)
         # wake edges: a gap outside any op (or only inside a ProfilerStep range) that ends just after
         # another thread of the process did something: that thread woke this one up
-        step_range_h = _name_mask(names, lambda n: n.startswith("ProfilerStep#"))[host_rows]
+        step_range_h = step_rows_all[host_rows]
         gap_like = (own_local < 0) | step_range_h[np.clip(own_local, 0, None)]
         m_time = np.where(m_isstart, h_ts[m_ev], h_end[m_ev])
         m_node = np.where(m_isstart, hs(m_ev), he(m_ev))
@@ -503,19 +504,29 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
                                              np.ones(first_m.size, bool), first=True)
         wdt = dt.copy()
         wdt[wk_edge] = np.minimum(wdt[wk_edge], wk_lat)  # the gap then only costs the wake-up latency
-        srcs.append(u_node); dsts.append(v_node); kinds.append(np.full(a_idx.size, HOST, np.int8))
+        srcs.append(u_node)
+        dsts.append(v_node)
+        kinds.append(np.full(a_idx.size, HOST, np.int8))
         owners.append(np.where(own_local >= 0, host_rows[np.clip(own_local, 0, None)], -1))
-        htaw.append(hw); wmins.append(wdt)
+        htaw.append(hw)
+        wmins.append(wdt)
         wk_src, wk_dst, wk_lat = (np.concatenate([wk_src, f_src]), np.concatenate([wk_dst, f_dst]),
                                   np.concatenate([wk_lat, f_lat]))
-        srcs.append(wk_src); dsts.append(wk_dst); kinds.append(np.full(wk_src.size, WAKE, np.int8))
-        owners.append(np.full(wk_src.size, -1, np.int64)); htaw.append(np.full(wk_src.size, -1, np.int64))
+        srcs.append(wk_src)
+        dsts.append(wk_dst)
+        kinds.append(np.full(wk_src.size, WAKE, np.int8))
+        owners.append(np.full(wk_src.size, -1, np.int64))
+        htaw.append(np.full(wk_src.size, -1, np.int64))
         wmins.append(wk_lat)
     # ---- device edges
     if kd:
         # span
-        srcs.append(ds(ev_dev)); dsts.append(de(ev_dev)); kinds.append(np.full(kd, DEVICE, np.int8))
-        owners.append(dev_rows); htaw.append(d_end - d_ts); wmins.append(d_end - d_ts)
+        srcs.append(ds(ev_dev))
+        dsts.append(de(ev_dev))
+        kinds.append(np.full(kd, DEVICE, np.int8))
+        owners.append(dev_rows)
+        htaw.append(d_end - d_ts)
+        wmins.append(d_end - d_ts)
 
     # HTA kernel-loop state per device op
     so = np.lexsort((d_ts, d_stream, d_dev))  # per (device, stream) in time order
@@ -575,10 +586,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
                 sts = ts_so[m]
                 sidx = so[m]
                 st_dev, st_stream = d_dev[sidx[0]], d_stream[sidx[0]]
-                if per_stream:
-                    sel2 = sel[(s_stream[sel] == st_stream)]
-                else:
-                    sel2 = sel[s_dev[sel] == st_dev]
+                sel2 = sel[s_stream[sel] == st_stream] if per_stream else sel[s_dev[sel] == st_dev]
                 if sel2.size == 0:
                     continue
                 j = np.searchsorted(sts, s_end[sel2], side="left") - 1
@@ -638,7 +646,9 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     # blocking copies: a call whose own op ends before it returns (replay only)
     if kd:
         bl = (d_end <= h_end[d_lpos]) & (d_ts >= h_ts[d_lpos])
-        sync_pairs_src.append(ev_dev[bl]); sync_pairs_dst_h.append(d_lpos[bl]); sync_hta.append(np.zeros(int(bl.sum()), bool))
+        sync_pairs_src.append(ev_dev[bl])
+        sync_pairs_dst_h.append(d_lpos[bl])
+        sync_hta.append(np.zeros(int(bl.sum()), bool))
 
     # ---- launch / stream / gpu_sync edges with HTA's choice
     if kd:
@@ -652,23 +662,32 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
         cond_kk = ~cond_launch & has_prev & (~has_g | (g_end < prev_end))
         # gpu_sync edges
         gi = np.flatnonzero(has_g)
-        srcs.append(de(g_src[gi])); dsts.append(ds(gi)); kinds.append(np.full(gi.size, GPU_SYNC, np.int8))
-        owners.append(np.full(gi.size, -1, np.int64)); htaw.append(np.zeros(gi.size, np.int64))
+        srcs.append(de(g_src[gi]))
+        dsts.append(ds(gi))
+        kinds.append(np.full(gi.size, GPU_SYNC, np.int8))
+        owners.append(np.full(gi.size, -1, np.int64))
+        htaw.append(np.zeros(gi.size, np.int64))
         wmins.append(np.zeros(gi.size, np.int64))
         # launch edges (all; HTA weight only where HTA adds it)
         ldelay = d_ts - rt_ts
         bound_l = cond_launch & (ldelay >= 0)
         lq = int(np.median(ldelay[bound_l])) if bound_l.any() else (int(max(0, ldelay.min())) if kd else 0)
-        srcs.append(hs(d_lpos)); dsts.append(ds(ev_dev)); kinds.append(np.full(kd, LAUNCH, np.int8))
-        owners.append(host_rows[d_lpos]); htaw.append(np.where(cond_launch, ldelay, -1))
+        srcs.append(hs(d_lpos))
+        dsts.append(ds(ev_dev))
+        kinds.append(np.full(kd, LAUNCH, np.int8))
+        owners.append(host_rows[d_lpos])
+        htaw.append(np.where(cond_launch, ldelay, -1))
         wmins.append(np.minimum(ldelay, lq))
         # stream edges
         pi = np.flatnonzero(has_prev)
         gap = d_ts[pi] - prev_end[pi]
         gq_mask = cond_kk[pi] & (gap >= 0)
         gq = int(np.median(gap[gq_mask])) if gq_mask.any() else 0
-        srcs.append(de(prev[pi])); dsts.append(ds(pi)); kinds.append(np.full(pi.size, STREAM, np.int8))
-        owners.append(dev_rows[prev[pi]]); htaw.append(np.where(cond_kk[pi], np.maximum(gap, 0), -1))
+        srcs.append(de(prev[pi]))
+        dsts.append(ds(pi))
+        kinds.append(np.full(pi.size, STREAM, np.int8))
+        owners.append(dev_rows[prev[pi]])
+        htaw.append(np.where(cond_kk[pi], np.maximum(gap, 0), -1))
         wmins.append(np.minimum(np.maximum(gap, 0), gq))
     else:
         lq = gq = 0
@@ -688,8 +707,11 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
             s_hta = dfk.to_numpy()
         # replay weight: the post-latency after the latest source
         lat = h_end[s_dsth] - d_end[s_src]
-        srcs.append(de(s_src)); dsts.append(he(s_dsth)); kinds.append(np.full(s_src.size, SYNC, np.int8))
-        owners.append(host_rows[s_dsth]); htaw.append(np.where(s_hta, 0, -1))
+        srcs.append(de(s_src))
+        dsts.append(he(s_dsth))
+        kinds.append(np.full(s_src.size, SYNC, np.int8))
+        owners.append(host_rows[s_dsth])
+        htaw.append(np.where(s_hta, 0, -1))
         wmins.append(np.maximum(lat, 0))
 
     # ---- fwdbwd flows: forward op end -> backward op start (replay only)
@@ -703,8 +725,11 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
                                     f["dst_ts_ns"].to_numpy(np.int64), tkey, h_ts, hcat_hta)
             ok = (s_node >= 0) & (d_node >= 0)
             s_node, d_node = s_node[ok], d_node[ok]
-            srcs.append(he(s_node)); dsts.append(hs(d_node)); kinds.append(np.full(s_node.size, FWDBWD, np.int8))
-            owners.append(np.full(s_node.size, -1, np.int64)); htaw.append(np.full(s_node.size, -1, np.int64))
+            srcs.append(he(s_node))
+            dsts.append(hs(d_node))
+            kinds.append(np.full(s_node.size, FWDBWD, np.int8))
+            owners.append(np.full(s_node.size, -1, np.int64))
+            htaw.append(np.full(s_node.size, -1, np.int64))
             wmins.append(np.zeros(s_node.size, np.int64))
 
     if srcs:
@@ -730,14 +755,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     start_nodes = np.concatenate([hs(ev_local), ds(ev_dev)]) if rows.size else np.zeros(0, np.int64)
     end_nodes = np.concatenate([he(ev_local), de(ev_dev)]) if rows.size else np.zeros(0, np.int64)
     dl = _name_mask(names, _is_dataloader)[rows] & (dev_col[rows] < 0)
-    is_comm = np.zeros(rows.size, bool)
-    if kd:
-        kn = _name_mask(names, _is_comm_kernel_name)[dev_rows] & cat_is((schema.KERNEL,))[dev_rows]
-        if "collective" in ev.columns:
-            kn |= ev["collective"].notna().to_numpy()[dev_rows]
-        is_comm[kh:] = kn
-    comm_ops = _name_mask(names, lambda n: n.startswith(("nccl:", "gloo:")))[host_rows]
-    is_comm[:kh] |= comm_ops
+    is_comm = is_communication(ev)[rows]
     is_launch_call = np.zeros(rows.size, bool)
     if kd:
         is_launch_call[d_lpos] = True
@@ -752,7 +770,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     return Graph(rows=rows, start=start_nodes, end=end_nodes, t=t_sorted, node_row=node_row, src=src, dst=dst,
                  kind=kind, owner=owner, hta_w=hta_w, wmin=wmin, node_step=node_step, is_dataloader=dl,
                  is_comm=is_comm, is_launch_call=is_launch_call, is_blocking=is_blocking,
-                 is_step_range=_name_mask(names, lambda n: n.startswith("ProfilerStep#"))[rows], dropped_edges=dropped,
+                 is_step_range=step_rows_all[rows], dropped_edges=dropped,
                  window=(w0, w1), queued_gap_ns=int(gq), launch_delay_ns=int(lq))
 
 

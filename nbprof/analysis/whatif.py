@@ -49,8 +49,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from . import critical_path as cpm
 from ..trace.predicates import name_mask as _name_mask
+from . import critical_path as cpm
 from .steps import _is_dataloader, step_windows
 
 SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication")
