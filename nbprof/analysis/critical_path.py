@@ -104,12 +104,15 @@ binding chain have 0; -1 marks events outside the graph.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from ..trace import schema
+from ..trace.model import Trace
 from ..trace.predicates import is_communication, is_step_row
 from ..trace.predicates import name_mask as _name_mask
 from .steps import _is_dataloader
@@ -201,7 +204,7 @@ class Graph:
     is_blocking: np.ndarray
     is_step_range: np.ndarray
     dropped_edges: int = 0
-    window: tuple = (0, 0)
+    window: tuple[int, int] = (0, 0)
     queued_gap_ns: int = 0
     launch_delay_ns: int = 0
 
@@ -229,7 +232,7 @@ class _Lookup:
         last[:-1] = k[1:] != k[:-1]
         self.k, self.v = k[last], v[last]
 
-    def get(self, q) -> np.ndarray:
+    def get(self, q: ArrayLike) -> np.ndarray:
         q = np.asarray(q, dtype=np.int64)
         if self.k.size == 0:
             return np.full(q.shape, -1, np.int64)
@@ -237,7 +240,7 @@ class _Lookup:
         return np.where(self.k[j] == q, self.v[j], -1).astype(np.int64)
 
 
-def _marker_sequence(tkey, ts, end):
+def _marker_sequence(tkey: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Call-stack order of the start/end markers of host events, per thread.
 
     Returns ``order`` over 2k markers (marker i < k is the start of event i, i >= k the end of event
@@ -284,7 +287,8 @@ def _marker_sequence(tkey, ts, end):
     return order, parent, depth_after
 
 
-def _window(trace, step, annotation, instance, window):
+def _window(trace: Trace, step: int | None, annotation: str | None, instance: int | tuple[int, int],
+            window: tuple[int, int] | None) -> tuple[int, int]:
     ev = trace.events
     ts = ev["ts_ns"].to_numpy(np.int64)
     end = ts + ev["dur_ns"].to_numpy(np.int64)
@@ -312,7 +316,7 @@ def _window(trace, step, annotation, instance, window):
     return int(ts.min()), int(end.max())
 
 
-def _sync_args_frame(trace, sync_args):
+def _sync_args_frame(trace: Trace, sync_args: pd.DataFrame | None) -> pd.DataFrame | None:
     if sync_args is None:
         sync_args = getattr(trace, "tables", {}).get("cuda_sync")
     if sync_args is None or len(sync_args) == 0:
@@ -324,7 +328,8 @@ def _sync_args_frame(trace, sync_args):
     return sync_args
 
 
-def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, window=None,
+def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None = None,
+                instance: int | tuple[int, int] = 0, window: tuple[int, int] | None = None,
                 sync_args: pd.DataFrame | None = None) -> Graph:
     """The dependency graph of ``trace`` (whole trace, one step, an annotation or a time window).
 
@@ -362,12 +367,12 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     cat = ev["cat"]
     cat_codes = cat.cat.codes.to_numpy() if isinstance(cat.dtype, pd.CategoricalDtype) else None
 
-    def cat_is(names):
+    def cat_is(names: Iterable[str]) -> np.ndarray:
         if cat_codes is not None:
             cats = list(cat.cat.categories)
             ids = [cats.index(c) for c in names if c in cats]
             return np.isin(cat_codes, ids) if ids else np.zeros(n_ev, bool)
-        return cat.isin(list(names)).to_numpy()
+        return np.asarray(cat.isin(list(names)).to_numpy(), dtype=bool)
 
     dev_col = ev["device"].to_numpy()
     host_ev = cat_is(_HOST_CATS) & (dev_col < 0)
@@ -453,24 +458,29 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     rows_local = np.concatenate([host_rows, host_rows, dev_rows, dev_rows])
     node_row = rows_local[norder]
 
-    def hs(i):  # host start node (sorted id)
-        return pos[i]
+    def hs(i: np.ndarray) -> np.ndarray:  # host start node (sorted id)
+        return np.asarray(pos[i])
 
-    def he(i):
-        return pos[kh + i]
+    def he(i: np.ndarray) -> np.ndarray:
+        return np.asarray(pos[kh + i])
 
-    def ds(j):
-        return pos[2 * kh + j]
+    def ds(j: np.ndarray) -> np.ndarray:
+        return np.asarray(pos[2 * kh + j])
 
-    def de(j):
-        return pos[2 * kh + kd + j]
+    def de(j: np.ndarray) -> np.ndarray:
+        return np.asarray(pos[2 * kh + kd + j])
 
     ev_local = np.arange(kh)
     ev_dev = np.arange(kd)
     blocking_h = _name_mask(names, lambda n: n in BLOCKING_CALLS)[host_rows] & cat_is(schema.RUNTIME_CATEGORIES)[host_rows]
     launch_h = _name_mask(names, lambda n: n in LAUNCH_NAMES)[host_rows]
 
-    srcs, dsts, kinds, owners, htaw, wmins = [], [], [], [], [], []
+    srcs: list[np.ndarray] = []
+    dsts: list[np.ndarray] = []
+    kinds: list[np.ndarray] = []
+    owners: list[np.ndarray] = []
+    htaw: list[np.ndarray] = []
+    wmins: list[np.ndarray] = []
 
     # ---- host edges: consecutive markers per thread
     if kh:
@@ -774,7 +784,8 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
                  window=(w0, w1), queued_gap_ns=int(gq), launch_delay_ns=int(lq))
 
 
-def _wake_edges(m_time, m_node, m_thread, m_pid, a_idx, cand, first=False):
+def _wake_edges(m_time: np.ndarray, m_node: np.ndarray, m_thread: np.ndarray, m_pid: np.ndarray, a_idx: np.ndarray,
+                cand: np.ndarray, first: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``wake`` edges for the host gaps ``cand`` (edge i runs from marker ``a_idx[i]`` to the next;
     ``first``: the next markers are the first of their threads, the gap starts at -infinity).
 
@@ -820,7 +831,8 @@ def _wake_edges(m_time, m_node, m_thread, m_pid, a_idx, cand, first=False):
     return src_node[ok], m_node[b_pos][ok], (b_t - tj)[ok], ci[ok]
 
 
-def _host_event_at(pid, tid, t, tkey, h_ts, eligible):
+def _host_event_at(pid: np.ndarray, tid: np.ndarray, t: np.ndarray, tkey: np.ndarray, h_ts: np.ndarray,
+                   eligible: np.ndarray) -> np.ndarray:
     """Index of the host event (among the graph's, HTA-eligible) starting exactly at ``t`` on (pid, tid)."""
     key = pid * (1 << 32) + (tid & 0xFFFFFFFF)
     idx = np.flatnonzero(eligible)
@@ -835,13 +847,14 @@ def _host_event_at(pid, tid, t, tkey, h_ts, eligible):
     return np.where(j >= 0, idx[o][np.clip(j, 0, None)], -1)
 
 
-def _first_indexer(sk, st, key, t):
+def _first_indexer(sk: np.ndarray, st: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
     df = pd.DataFrame({"k": sk, "t": st, "i": np.arange(sk.size)}).drop_duplicates(["k", "t"], keep="first")
     m = pd.DataFrame({"k": key, "t": t}).merge(df, on=["k", "t"], how="left")
-    return m["i"].fillna(-1).to_numpy(np.int64)
+    return np.asarray(m["i"].fillna(-1).to_numpy(np.int64))
 
 
-def _prev_launch_op(gpu, stream, t, dev_rows_all, launcher_all, ts_all, pid_all, stream_all, launch_mask):
+def _prev_launch_op(gpu: int, stream: int, t: int, dev_rows_all: np.ndarray, launcher_all: np.ndarray,
+                    ts_all: np.ndarray, pid_all: np.ndarray, stream_all: np.ndarray, launch_mask: np.ndarray) -> int:
     """Device op (row) of the last launch on (gpu, stream) whose call started at or before ``t``."""
     m = launch_mask & (pid_all[dev_rows_all] == gpu) & (stream_all[dev_rows_all] == stream)
     if not m.any():
@@ -853,8 +866,9 @@ def _prev_launch_op(gpu, stream, t, dev_rows_all, launcher_all, ts_all, pid_all,
     return int(rows[o][j]) if j >= 0 else -1
 
 
-def _next_launch_op(pid, tid, stream, t, dev_rows_all, launcher_all, ts_all, pid_all, tid_all, stream_all,
-                    launch_mask):
+def _next_launch_op(pid: int, tid: int, stream: int, t: int, dev_rows_all: np.ndarray, launcher_all: np.ndarray,
+                    ts_all: np.ndarray, pid_all: np.ndarray, tid_all: np.ndarray, stream_all: np.ndarray,
+                    launch_mask: np.ndarray) -> int:
     """Device op (row) of the first launch from (pid, tid) onto ``stream`` whose call starts at or after ``t``."""
     la = launcher_all
     m = launch_mask & (pid_all[la] == pid) & (tid_all[la] == tid) & (stream_all[dev_rows_all] == stream)
@@ -867,8 +881,10 @@ def _next_launch_op(pid, tid, stream, t, dev_rows_all, launcher_all, ts_all, pid
     return int(rows[o][j]) if j < rows.size else -1
 
 
-def _event_record_targets(trace, sync_rows, call_rows, sync_args, names, corr_all, ts_all, pid_all, tid_all,
-                          stream_all, dev_rows_all, launcher_all):
+def _event_record_targets(trace: Trace, sync_rows: np.ndarray, call_rows: np.ndarray, sync_args: pd.DataFrame | None,
+                          names: pd.Series, corr_all: np.ndarray, ts_all: np.ndarray, pid_all: np.ndarray,
+                          tid_all: np.ndarray, stream_all: np.ndarray, dev_rows_all: np.ndarray,
+                          launcher_all: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(record correlation, record stream) per Event Sync / Stream Wait Event row."""
     n = sync_rows.size
     rec_corr = np.full(n, -1, np.int64)
@@ -897,7 +913,7 @@ def _event_record_targets(trace, sync_rows, call_rows, sync_args, names, corr_al
     return rec_corr, rec_stream
 
 
-def _tighten(t, src, dst, w):
+def _tighten(t: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Raise the weight of each node's binding in-edge so that ``max(t[u] + w) == t[v]`` (measured)."""
     if src.size == 0:
         return w
@@ -918,7 +934,8 @@ def _tighten(t, src, dst, w):
 
 
 # ----------------------------------------------------------------------------------- longest paths
-def longest_path(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray, base: np.ndarray):
+def longest_path(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
+                 base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Longest paths in a DAG whose nodes ``0..n-1`` are in topological order (``src < dst``).
 
     ``dist[v] = base[v]`` for a node without in-edges, else ``max(dist[u] + w)`` over its in-edges
@@ -985,15 +1002,15 @@ def longest_path(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray, base: 
     return dist, pred_edge
 
 
-def _walk_back(pred_edge, src, end_node):
+def _walk_back(pred_edge: np.ndarray, src: np.ndarray, end_node: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and edges of the path ending at ``end_node`` (following ``pred_edge``), in path order."""
     pn = np.where(pred_edge >= 0, src[np.clip(pred_edge, 0, None)], -1).tolist()
-    path = []
+    nodes: list[int] = []
     v = int(end_node)
     while v >= 0:
-        path.append(v)
+        nodes.append(v)
         v = pn[v]
-    path = np.asarray(path[::-1], dtype=np.int64)
+    path = np.asarray(nodes[::-1], dtype=np.int64)
     return path, pred_edge[path[1:]]
 
 
@@ -1006,7 +1023,7 @@ def replay_times(g: Graph, w: np.ndarray | None = None, mask: np.ndarray | None 
         src, dst, w = src[mask], dst[mask], w[mask]
     n = g.n_nodes
     dist, _ = longest_path(n, src, dst, w, g.t)
-    return dist
+    return np.asarray(dist, dtype=np.int64)
 
 
 def tail_lengths(g: Graph, w: np.ndarray | None = None, same_step: bool = True) -> np.ndarray:
@@ -1020,7 +1037,7 @@ def tail_lengths(g: Graph, w: np.ndarray | None = None, same_step: bool = True) 
     rs = (n - 1 - dst[keep])
     rd = (n - 1 - src[keep])
     dist, _ = longest_path(n, rs, rd, w[keep], np.zeros(n, np.int64))
-    return dist[::-1]
+    return np.asarray(dist[::-1], dtype=np.int64)
 
 
 # ------------------------------------------------------------------------------------ the result
@@ -1058,7 +1075,7 @@ class CriticalPath:
     slack_ns: pd.Series
     edges: pd.DataFrame
     graph: Graph
-    window: tuple
+    window: tuple[int, int]
 
     def __repr__(self) -> str:
         top = self.breakdown.sort_values(ascending=False)
@@ -1066,7 +1083,8 @@ class CriticalPath:
         return f"<CriticalPath {len(self.row_ids)} events, {self.length_ns / 1e6:.3f} ms: {parts}>"
 
 
-def critical_path(trace, step=None, *, annotation: str | None = None, instance=0, window=None,
+def critical_path(trace: Trace, step: int | None = None, *, annotation: str | None = None,
+                  instance: int | tuple[int, int] = 0, window: tuple[int, int] | None = None,
                   sync_args: pd.DataFrame | None = None, slack: bool = True, model: str = "hta") -> CriticalPath:
     """The critical path of a trace or of one step (HTA's definition; see the module docstring).
 
@@ -1158,7 +1176,8 @@ def event_slack(g: Graph, n_events: int, w: np.ndarray | None = None) -> np.ndar
     return out
 
 
-def inside_ranges(ev, range_rows: np.ndarray, query_rows: np.ndarray, query_t: np.ndarray) -> np.ndarray:
+def inside_ranges(ev: pd.DataFrame, range_rows: np.ndarray, query_rows: np.ndarray,
+                  query_t: np.ndarray) -> np.ndarray:
     """For each query (time ``query_t`` on the thread of event ``query_rows``): does it fall inside one of
     the host events ``range_rows`` of the same ``(pid, tid)``, ``[ts, ts + dur)``? Vectorised (bool array)."""
     if range_rows.size == 0 or query_rows.size == 0:
@@ -1179,10 +1198,10 @@ def inside_ranges(ev, range_rows: np.ndarray, query_rows: np.ndarray, query_t: n
     run_end = np.maximum.accumulate(e0) if e0.size else e0
     a = qt * shift + np.asarray(query_t, np.int64)
     k = np.searchsorted(s0, a, side="right") - 1
-    return (k >= 0) & (a < run_end[np.clip(k, 0, None)])
+    return np.asarray((k >= 0) & (a < run_end[np.clip(k, 0, None)]), dtype=bool)
 
 
-def _edge_parts(g: Graph, eidx: np.ndarray, ev) -> np.ndarray:
+def _edge_parts(g: Graph, eidx: np.ndarray, ev: pd.DataFrame) -> np.ndarray:
     """Breakdown kind of each path edge: int codes into ``BREAKDOWN_KINDS``.
 
     Host intervals: ``dataloader`` inside a DataLoader range; else by the innermost open event:
@@ -1206,13 +1225,13 @@ def _edge_parts(g: Graph, eidx: np.ndarray, ev) -> np.ndarray:
     if cats is not None:
         cc = cat.cat.codes.to_numpy()[own_c]
 
-        def is_cat(name):
-            return cc == (cats.index(name) if name in cats else -99)
+        def is_cat(name: str) -> np.ndarray:
+            return np.asarray(cc == (cats.index(name) if name in cats else -99))
     else:
         cv = cat.to_numpy(dtype=object)[own_c]
 
-        def is_cat(name):
-            return cv == name
+        def is_cat(name: str) -> np.ndarray:
+            return np.asarray(cv == name)
     h = kind == HOST
     dl_rows = g.rows[g.is_dataloader]
     inside_dl = np.zeros(eidx.size, bool)

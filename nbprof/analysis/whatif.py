@@ -44,11 +44,13 @@ Changes (combine them in a list; factors multiply):
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from ..trace.model import Trace
 from ..trace.predicates import name_mask as _name_mask
 from . import critical_path as cpm
 from .steps import _is_dataloader, step_windows
@@ -100,7 +102,7 @@ def faster_host(factor: float) -> Change:
     return Change("faster_host", float(factor))
 
 
-def _as_changes(scenario) -> list[Change]:
+def _as_changes(scenario: str | Change | Sequence[str | Change] | None) -> list[Change]:
     if scenario is None:
         return []
     if isinstance(scenario, (str, Change)):
@@ -137,7 +139,7 @@ class Prediction:
     baseline_step_ns: float
     predicted_step_ns: float
     per_step: pd.DataFrame
-    changes: list
+    changes: list[Change]
     times: pd.DataFrame
 
     @property
@@ -151,12 +153,12 @@ class Prediction:
                 f"{self.predicted_step_ns / 1e6:.3f} ms over {len(self.per_step)} steps>")
 
 
-def _host_inside(g, ev, match_rows, edge_idx):
+def _host_inside(g: cpm.Graph, ev: pd.DataFrame, match_rows: np.ndarray, edge_idx: np.ndarray) -> np.ndarray:
     """Which host edges (``edge_idx``) start inside one of the host events ``match_rows`` (same thread)."""
     return cpm.inside_ranges(ev, match_rows, g.node_row[g.src[edge_idx]], g.t[g.src[edge_idx]])
 
 
-def _apply(g, ev, changes):
+def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.ndarray, np.ndarray]:
     w = g.wmin.astype(np.float64).copy()
     keep = np.ones(w.size, bool)
     host_e = np.flatnonzero(g.kind == cpm.HOST)
@@ -166,8 +168,12 @@ def _apply(g, ev, changes):
     for c in changes:
         if c.kind in ("scale", "dataloader"):
             if c.kind == "scale":
-                rx = re.compile(c.pattern, re.IGNORECASE)
-                hit = _name_mask(names, lambda n, rx=rx: rx.search(n) is not None)
+                rx = re.compile(c.pattern or "", re.IGNORECASE)
+
+                def matches(n: str, rx: re.Pattern[str] = rx) -> bool:
+                    return rx.search(n) is not None
+
+                hit = _name_mask(names, matches)
             else:
                 hit = _name_mask(names, _is_dataloader)
             gr = np.zeros(len(ev), bool)
@@ -201,7 +207,8 @@ def _apply(g, ev, changes):
     return np.rint(w).astype(np.int64), keep
 
 
-def predict(trace, scenario, *, graph=None) -> Prediction:
+def predict(trace: Trace, scenario: str | Change | Sequence[str | Change] | None, *,
+            graph: cpm.Graph | None = None) -> Prediction:
     """Predict the mean step time after ``scenario`` by replaying the trace's dependency graph.
 
     Parameters
