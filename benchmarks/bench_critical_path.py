@@ -39,15 +39,15 @@ def _best(fn, repeat):
     return best, out
 
 
-def _digest(trace, cp) -> dict:
+def _digest(trace, cp, offset_ns: int = 0) -> dict:
     """The digest of ``make_hta_critical_path_refs.critical_keys_digest`` for nbprof's critical events
-    (HTA's categories only: nbprof's path also lists user_annotation ranges)."""
+    (HTA's categories only: nbprof's path also lists user_annotation ranges); ``offset_ns`` maps
+    nbprof's ``ts_ns`` to the file's timestamps."""
     import hashlib
 
     e = cp.events[cp.events["cat"].astype(str).isin(
         ["cpu_op", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset"])]
-    origin = trace.meta.origin_ns or 0
-    keys = sorted(f"{n}|{ts + origin}|{d}|{p}|{t}" for n, ts, d, p, t in zip(
+    keys = sorted(f"{n}|{ts + offset_ns}|{d}|{p}|{t}" for n, ts, d, p, t in zip(
         e["name"].astype(str), e["ts_ns"].tolist(), e["dur_ns"].tolist(), e["pid"].tolist(), e["tid"].tolist()))
     return {"n_critical": len(keys), "keys_sha1": hashlib.sha1("\n".join(keys).encode()).hexdigest()}
 
@@ -97,8 +97,8 @@ def main(argv=None) -> int:
         print(f"nbprof build_graph           {g_s:6.2f} s (best of {a.repeat})")
         print(f"nbprof critical_path + slack {cp_s:6.2f} s   (without slack {cp_noslack_s:.2f} s)")
         print(f"nbprof whatif replay         {wi_s:6.2f} s   ({pred})")
-        mine = _digest(trace, cp)
-        res.update({"nbprof_" + k: v for k, v in mine.items()})
+        res["nbprof_n_critical"] = int(cp.events["cat"].astype(str).isin(
+            ["cpu_op", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy", "gpu_memset"]).sum())
         if a.hta_python:
             cmd = [a.hta_python, str(ROOT / "scripts" / "make_hta_critical_path_refs.py"), "--bench", str(d)]
             t0 = time.perf_counter()
@@ -110,7 +110,18 @@ def main(argv=None) -> int:
                     res["hta_critical_path_s"] = h["hta_s"]
                     res["hta_ok"] = h["ok"]
                     res["hta_n_critical"] = h.get("n_critical")
+                    shift = int(trace.events["ts_ns"].min()) - h.get("raw_min_ts_ns", 0)
+                    mine = _digest(trace, cp, -shift)
                     res["same_critical_events"] = h.get("keys_sha1") == mine["keys_sha1"]
+                    if not res["same_critical_events"] and "last_ts_ns" in h:
+                        # HTA's parser drops the last ProfilerStep's events: compare on the window it kept
+                        w = (h["first_ts_ns"] + shift, h["last_ts_ns"] + shift)
+                        mine_w = _digest(trace, critical_path(trace, window=w, slack=False), -shift)
+                        res["same_critical_events_in_hta_window"] = h.get("keys_sha1") == mine_w["keys_sha1"]
+                        res["nbprof_n_critical_in_hta_window"] = mine_w["n_critical"]
+                        print(f"  HTA analysed ts {w[0]}..{w[1]} ns only (its parser drops the last step); "
+                              f"nbprof on that window: {mine_w['n_critical']} critical events, same set: "
+                              f"{res['same_critical_events_in_hta_window']}")
                     print(f"critical events: nbprof {mine['n_critical']}, HTA {h.get('n_critical')}, "
                           f"same set: {res['same_critical_events']}")
                     print(f"HTA critical_path_analysis   {h['hta_s']:6.2f} s (ok={h['ok']}; whole HTA process "

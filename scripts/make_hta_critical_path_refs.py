@@ -89,6 +89,10 @@ def main() -> int:
         if ok:
             raw = _raw_events(args.bench)
             out.update(critical_keys_digest([raw[int(i)] for i in g.critical_path_events_set]))
+            # HTA's parser leaves the last ProfilerStep's events out: say which window it analysed
+            kept = [_us_to_ns(raw[int(i)]["ts"]) for i in ta.t.get_trace(0)["index"] if "ts" in raw[int(i)]]
+            out["first_ts_ns"], out["last_ts_ns"] = min(kept), max(kept)
+            out["raw_min_ts_ns"] = min(_us_to_ns(e["ts"]) for e in raw if "ts" in e and e.get("ph") == "X")
         print(json.dumps(out))
         return 0
     import hta
