@@ -88,6 +88,11 @@ Where nbprof differs from HTA, and why:
 * ``fwdbwd``, ``wake``, blocking-copy and the name-based ``sync`` fallback edges are replay edges only
   (HTA has none of them), so they never change the HTA path.
 * HTA has no graph for several ranks either; nbprof analyses one trace at a time (``collective``).
+* Inputs, not rules: HTA 0.5.0's trace parser left the last ``ProfilerStep`` range's events out of
+  ``benchmarks/gen_kineto.py``'s traces (its dataframe ends where that step starts), so on those files
+  HTA's set equals nbprof's on the window HTA kept (``window=``), checked by
+  ``benchmarks/bench_critical_path.py``. HTA also rounds µs-with-decimals timestamps to integer µs,
+  so its path *length* can differ by those fractions while the critical events are the same.
 
 ``CriticalPath.length_ns`` is the wall-clock span of the path (last node time - first node time) and
 ``breakdown`` splits exactly that span by what the path is doing; ``hta_length_ns`` is HTA's weighted
