@@ -174,7 +174,7 @@ class NsysMagics(Magics):
                 raise UsageError("%%nsys load is not a cell magic; use %nsys load FILE")
             from ..sources.nsys import load_nsys
 
-            trace = load_nsys(os.path.expanduser(load_file))
+            trace = load_nsys(os.path.expanduser(str(load_file)))
             return self._publish(NsysResult(trace), args)
         if cell is not None:
             if command:
@@ -237,7 +237,7 @@ class NsysMagics(Magics):
         return result if args.return_result else None
 
     def _publish(self, result: NsysResult, args: Any, *, display_it: bool | None = None) -> Any:
-        if args.var:
+        if args.var and self.shell is not None:
             self.shell.user_ns[args.var] = result
         if display_it is None:
             display_it = not (args.quiet or args.return_result)
