@@ -11,7 +11,6 @@ trace needs only numpy, pandas and msgspec.
 
 from __future__ import annotations
 
-from .capture.torch_profiler import profile, step
 from .errors import (
     CaptureError,
     EmptyProfileError,
@@ -20,6 +19,7 @@ from .errors import (
     SchemaError,
     TraceFormatError,
 )
+from .profiling import profile, step
 from .scale import load_ranks
 from .sources import load
 from .trace import LoadReport, Trace, TraceMeta

@@ -16,26 +16,26 @@ def _fail(cmd: str, msg: str, rc: int = 1) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    """Load one trace and print its summary (JSON) and load report."""
+    """Load one trace and print its summary (JSON) and load report.
+
+    Anything that stops the load (missing file, a directory/FIFO/device, an unreadable or, with
+    ``--strict``, an imperfect trace) is one ``nbprof summary: error: ...`` line on stderr and exit
+    status 2 -- never a traceback.
+    """
     from . import load
-    from .errors import TraceFormatError
+    from .errors import NbprofError
 
     try:
-        # only the Kineto loader has a strict mode: other loaders get no such argument
-        tr = load(args.trace, **({"strict": True} if args.strict else {}))
+        tr = load(args.trace, strict=bool(args.strict))
     except FileNotFoundError as exc:
         return _fail("summary", str(exc), 2)
-    except TypeError as exc:
-        if args.strict and "strict" in str(exc):
-            return _fail("summary", f"--strict applies to Kineto JSON traces only, not to {args.trace!r}", 2)
-        raise
-    except OSError as exc:  # a directory, no permission, ...
-        return _fail("summary", f"cannot read {args.trace!r}: {exc.strerror or exc}", 2)
-    except TraceFormatError as exc:
+    except NbprofError as exc:
         hint = ""
         if args.strict:
             hint = "\nhint: without --strict nbprof repairs what it can and lists the repairs in the load report"
-        return _fail("summary", f"cannot read the trace: {exc}{hint}")
+        return _fail("summary", f"cannot read the trace: {exc}{hint}", 2)
+    except OSError as exc:  # no permission, I/O error, ...
+        return _fail("summary", f"cannot read {args.trace!r}: {exc.strerror or exc}", 2)
     print(json.dumps(tr.summary(), indent=1, default=str))
     print(str(tr.report))
     return 0
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a trace file: Kineto JSON (.json, .json.gz), Nsight Systems (.sqlite, .nsys-rep), "
         "CUDA allocator snapshot (.pickle), export_memory_timeline rows (.raw.json.gz)",
     )
-    s.add_argument("--strict", action="store_true", help="Kineto JSON only: fail on the first defect instead of repairing")
+    s.add_argument("--strict", action="store_true", help="fail on the first defect instead of repairing it (every format)")
     s.set_defaults(func=_cmd_summary)
     d = sub.add_parser("demo", help="profile the bundled example CNN and summarise it")
     d.add_argument("--steps", type=int, default=8, help="training steps to run (default 8)")

@@ -26,14 +26,14 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import NbprofError, TraceFormatError
+from .errors import NbprofError, SchemaError, TraceFormatError
 from .trace import schema
 from .trace.model import LoadReport, Trace, TraceMeta
 from .trace.predicates import is_step_row
 
 __all__ = ["load_ranks", "MultiRankTrace", "rank_summary", "reducer_key", "TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION"]
 
-CACHE_FORMAT_VERSION = 1
+CACHE_FORMAT_VERSION = 2  # 2: side tables (Trace.tables) as Parquet, metadata JSON with types kept
 _TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
 
 
@@ -49,13 +49,80 @@ def default_cache_dir() -> str:
 # --------------------------------------------------------------------------- cache
 
 
+_TAGS = ("__tuple__", "__items__", "__np__")
+_TABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+
+
+def _plain(v: Any, where: str) -> Any:
+    """``v`` as JSON values that :func:`_unplain` turns back into the same types.
+
+    Kept exactly: None, bool, int (any size), float (NaN/inf too), str, list, tuple, dict (any plain
+    keys), numpy scalars. Anything else raises ``SchemaError`` naming where it sits (nothing is str()-ed).
+    """
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, np.generic) and v.dtype.kind in "biufU":
+        return {"__np__": v.dtype.str, "v": v.item()}
+    if isinstance(v, list):
+        return [_plain(x, f"{where}[{i}]") for i, x in enumerate(v)]
+    if isinstance(v, tuple):
+        return {"__tuple__": [_plain(x, f"{where}[{i}]") for i, x in enumerate(v)]}
+    if isinstance(v, dict):
+        if all(type(k) is str for k in v) and not any(k in _TAGS for k in v):
+            return {k: _plain(x, f"{where}[{k!r}]") for k, x in v.items()}
+        return {"__items__": [[_plain(k, f"{where} key"), _plain(x, f"{where}[{k!r}]")] for k, x in v.items()]}
+    raise SchemaError(f"cannot cache {where}: a {type(v).__module__}.{type(v).__name__} is not plain data "
+                      "(metadata may hold None, bool, int, float, str, lists, tuples, dicts and numpy scalars)")
+
+
+def _unplain(v: Any) -> Any:
+    if isinstance(v, list):
+        return [_unplain(x) for x in v]
+    if isinstance(v, dict):
+        if len(v) == 1 and "__tuple__" in v:
+            return tuple(_unplain(x) for x in v["__tuple__"])
+        if len(v) == 1 and "__items__" in v:
+            return {_unplain(k): _unplain(x) for k, x in v["__items__"]}
+        if set(v) == {"__np__", "v"}:
+            return np.dtype(v["__np__"]).type(v["v"])
+        return {k: _unplain(x) for k, x in v.items()}
+    return v
+
+
+def _dump_json(obj: Any, path: str, where: str) -> None:
+    with open(path, "w") as f:
+        json.dump(_plain(obj, where), f)
+
+
+def _side_table_to_parquet(df: pd.DataFrame, path: str, where: str) -> list[str]:
+    """Write a side table; object columns holding anything but str/None go as JSON text (returned)."""
+    out, json_cols = df, []
+    for c in df.columns:
+        if df[c].dtype == object and not all(x is None or isinstance(x, str) for x in df[c]):
+            if out is df:
+                out = df.copy()
+            out[c] = [json.dumps(_plain(x, f"{where}.{c}")) for x in df[c]]
+            json_cols.append(str(c))
+    out.to_parquet(path)
+    return json_cols
+
+
+def _side_table_from_parquet(path: str, json_cols: list[str]) -> pd.DataFrame:
+    df = pd.read_parquet(path)
+    for c in json_cols:
+        df[c] = pd.Series([_unplain(json.loads(x)) for x in df[c]], index=df.index, dtype=object)
+    return df
+
+
 class TraceCache:
     """Parquet cache of parsed ``Trace`` tables, keyed by the BLAKE2b digest of the file's bytes.
 
-    Layout: ``<dir>/<digest>/{events,flows,memory,counters,threads}.parquet`` + ``meta.json`` (with
-    ``nbprof_cache_format``). A small index maps (path, size, mtime_ns) to the digest so an unchanged
-    file is not re-hashed. A cache entry written by a newer nbprof (higher format) is rejected, naming
-    both versions.
+    Layout: ``<dir>/<digest>/{events,flows,memory,counters,threads}.parquet``, the side tables
+    ``tables/<name>.parquet`` and ``meta.json`` (with ``nbprof_cache_format``): metadata and load
+    report round-trip with their types (ints, None, nested dicts/lists/tuples), and something that is not
+    plain data raises ``SchemaError`` instead of being stored as its ``str()``. A small index maps
+    (path, size, mtime_ns) to the digest so an unchanged file is not re-hashed. A cache entry written by
+    a newer nbprof (higher format) is rejected, naming both versions; an older one is rebuilt.
     """
 
     def __init__(self, directory: str | None = None) -> None:
@@ -101,35 +168,65 @@ class TraceCache:
         """Directory of the cache entry for the content digest ``digest`` (it may not exist yet)."""
         return os.path.join(self.dir, digest)
 
+    def _format(self, digest: str) -> Any:
+        try:
+            with open(os.path.join(self.entry(digest), "meta.json")) as f:
+                return json.load(f).get("nbprof_cache_format")
+        except (OSError, ValueError, AttributeError):
+            return None
+
     def has(self, digest: str) -> bool:
-        """True when the entry for ``digest`` exists (entries appear whole: ``put`` renames a finished folder)."""
-        return os.path.exists(os.path.join(self.entry(digest), "meta.json"))
+        """True when a current-format entry for ``digest`` exists (``put`` renames a finished folder).
+
+        An entry of a newer format also answers True, so that ``get`` names the versions.
+        """
+        fmt = self._format(digest)
+        return isinstance(fmt, int) and fmt >= CACHE_FORMAT_VERSION
 
     def put(self, digest: str, trace: Trace) -> None:
-        """Write ``trace``'s tables (atomically: a temp folder renamed into place)."""
+        """Write ``trace``'s tables, side tables, metadata and report (atomically: a temp folder renamed
+        into place; an entry of an older format is replaced).
+
+        Raises
+        ------
+        SchemaError
+            When metadata, report or a side table holds something that is not plain data (nothing is
+            written then).
+        """
+        import shutil
+
         final = self.entry(digest)
         if self.has(digest):
             return
         tmp = final + f".{os.getpid()}.tmp"
-        os.makedirs(tmp, exist_ok=True)
-        for name in ("events", "flows", "memory", "counters", "threads"):
-            getattr(trace, name).to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
-        meta = {
-            "nbprof_cache_format": CACHE_FORMAT_VERSION,
-            "meta": {k: v for k, v in trace.meta.__dict__.items()},
-            "report": {"path": trace.report.path, "issues": [i.__dict__ for i in trace.report.issues]},
-        }
-        with open(os.path.join(tmp, "meta.json"), "w") as f:
-            json.dump(meta, f, default=str)
+        os.makedirs(os.path.join(tmp, "tables"), exist_ok=True)
+        try:
+            for name in ("events", "flows", "memory", "counters", "threads"):
+                getattr(trace, name).to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
+            side: dict[str, list[str]] = {}
+            for name, df in (trace.tables or {}).items():
+                if not isinstance(name, str) or not _TABLE_NAME.match(name) or not isinstance(df, pd.DataFrame):
+                    raise SchemaError(f"cannot cache side table {name!r}: names are [A-Za-z0-9_.-] and values DataFrames")
+                side[name] = _side_table_to_parquet(df, os.path.join(tmp, "tables", f"{name}.parquet"), f"tables[{name!r}]")
+            meta = {
+                "nbprof_cache_format": CACHE_FORMAT_VERSION,
+                "meta": dict(trace.meta.__dict__),
+                "report": {"path": trace.report.path, "issues": [dict(i.__dict__) for i in trace.report.issues]},
+                "tables": side,
+            }
+            _dump_json(meta, os.path.join(tmp, "meta.json"), "trace")
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if os.path.isdir(final):  # an older format's entry
+            shutil.rmtree(final, ignore_errors=True)
         try:
             os.replace(tmp, final)
         except OSError:  # another process won the race
-            import shutil
-
             shutil.rmtree(tmp, ignore_errors=True)
 
     def get(self, digest: str) -> Trace:
-        """Read a cached Trace.
+        """Read a cached Trace (tables, side tables, metadata and report as they were put).
 
         Raises
         ------
@@ -143,16 +240,19 @@ class TraceCache:
         if not isinstance(fmt, int) or fmt > CACHE_FORMAT_VERSION:
             msg = f"cache entry has format {fmt}, this nbprof reads up to {CACHE_FORMAT_VERSION}; clear the cache or upgrade nbprof"
             raise TraceFormatError(d, None, msg)
+        meta = _unplain(meta)
         tabs = {n: pd.read_parquet(os.path.join(d, f"{n}.parquet")) for n in ("events", "flows", "memory", "counters", "threads")}
         for n, cols in (("events", schema.EVENT_COLUMNS), ("flows", schema.FLOW_COLUMNS), ("memory", schema.MEMORY_COLUMNS),
                         ("counters", schema.COUNTER_COLUMNS)):
             tabs[n] = schema.coerce(tabs[n], cols)
+        side = {n: _side_table_from_parquet(os.path.join(d, "tables", f"{n}.parquet"), jc)
+                for n, jc in (meta.get("tables") or {}).items()}
         from .trace.model import LoadIssue
 
         rep = LoadReport(path=meta["report"]["path"], issues=[LoadIssue(**i) for i in meta["report"]["issues"]])
         m = meta["meta"]
         tm = TraceMeta(**{k: v for k, v in m.items() if k in TraceMeta.__dataclass_fields__})
-        return Trace(meta=tm, report=rep, **tabs)
+        return Trace(meta=tm, report=rep, tables=side, **tabs)
 
 
 # --------------------------------------------------------------------------- summary cache
@@ -182,8 +282,7 @@ def _put_summary(cache: TraceCache, digest: str, reducer: Callable[..., Any], re
     meta = {"nbprof_cache_format": CACHE_FORMAT_VERSION, "rank": res.rank, "rank_source": res.rank_source,
             "world_size": res.world_size, "distributed_info": res.distributed_info, "issues": res.issues,
             "tables": sorted(res.tables)}
-    with open(os.path.join(tmp, "result.json"), "w") as f:
-        json.dump(meta, f, default=str)
+    _dump_json(meta, os.path.join(tmp, "result.json"), "rank summary")
     try:
         os.replace(tmp, final)
     except OSError:
@@ -204,6 +303,7 @@ def _get_summary(cache: TraceCache, path: str, reducer: Callable[..., Any]) -> _
         return None
     if meta.get("nbprof_cache_format") != CACHE_FORMAT_VERSION:
         return None
+    meta = _unplain(meta)
     tables = {n: pd.read_parquet(os.path.join(d, f"{n}.parquet")) for n in meta["tables"]}
     return _RankResult(path=path, rank=meta["rank"], rank_source=meta["rank_source"], world_size=meta["world_size"],
                        distributed_info=meta["distributed_info"], digest=digest, tables=tables, issues=meta["issues"],

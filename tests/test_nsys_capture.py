@@ -112,7 +112,9 @@ def test_runner_argv_output_and_no_overwrite(small_run):
     assert run.returncode == 0 and run.report_path == str(d / "out.nsys-rep") and os.path.exists(run.sqlite_path)
     assert run.argv[1] == "profile" and "--force-overwrite" in run.argv and run.argv[-1].endswith("work.py")
     assert phases[0] == "starting" and phases[-1] == "done" and "generating report" in phases
-    assert run.load().steps == [0, 1]
+    from nbprof.api import load_nsys_run
+
+    assert load_nsys_run(run).steps == [0, 1]
     with pytest.raises(CaptureError, match="exists"):
         profile([sys.executable, "-c", "pass"], output=d / "out")
 

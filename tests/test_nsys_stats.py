@@ -14,6 +14,7 @@ from conftest import corpus_path
 from nsys_support import agents_running, assert_matches, nsys_or_skip, oracle_frame
 
 from nbprof.analysis import nsys_rules, nsys_stats
+from nbprof.api import load_nsys_run
 from nbprof.sources.nsys import load_nsys
 
 SAXPY = "hpcgroup__pipit/pipit/tests/data/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
@@ -169,7 +170,7 @@ def test_pushpop_tree_matches_nsys_csv_of_nbody():
     tr = Trace(schema.empty_frame(schema.EVENT_COLUMNS), schema.empty_frame(schema.FLOW_COLUMNS),
                schema.empty_frame(schema.MEMORY_COLUMNS), schema.empty_frame(schema.COUNTER_COLUMNS),
                pd.DataFrame(columns=["pid", "tid", "name", "kind"]),
-               TraceMeta(extra={"nsys_tables": {"nvtx": nv}}), LoadReport())
+               TraceMeta(), LoadReport(), tables={"nvtx": nv})
     ours = _tree_frame(nsys_stats.nvtx_pushpop_trace(tr))
     assert_matches(ours, theirs, _PP_PAIRS, ["range_id"])
     assert ours["lvl"].max() >= 1
@@ -216,7 +217,7 @@ def cpu_report(tmp_path_factory):
 def test_cpu_report_reports_match_nsys(cpu_report):
     run = cpu_report
     assert run.returncode == 0, run.output[-2000:]
-    trace = run.load()
+    trace = load_nsys_run(run)
     o = _stats(run.sqlite_path, "osrtsum", "nvtxsum", "nvtxpptrace")
     assert_matches(nsys_stats.osrt_sum(trace), o["osrtsum"],
                    _sum_pairs("num_calls", "Num Calls") + [("name", "Name", "str")], ["name", "total_ns"])
@@ -233,7 +234,7 @@ def test_cpu_report_reports_match_nsys(cpu_report):
 
 
 def test_cpu_report_loads_into_trace_model(cpu_report):
-    trace = cpu_report.load()
+    trace = load_nsys_run(cpu_report)
     trace.validate()
     from nbprof.sources.nsys import nsys_tables
 

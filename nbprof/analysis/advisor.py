@@ -294,6 +294,14 @@ def _is_tc(name: str) -> bool:
     return any(p in low for p in TC_PATTERNS)
 
 
+def _device_index(v: object, default: int) -> int:
+    """A device id as written by producers (``0``, ``"0"``, ``"cuda:0"``, ``"GPU 0"``) -> int; else ``default``."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 2**31:
+        return int(v)
+    m = re.fullmatch(r"\s*(?:[A-Za-z]+\s*:?\s*)?(\d{1,9})(?:\.0+)?\s*", str(v)) if v is not None else None
+    return int(m.group(1)) if m else default
+
+
 def _rule_tensor_cores(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     if trace.meta.is_rocm:
         return []
@@ -301,12 +309,12 @@ def _rule_tensor_cores(trace: Trace, th: dict[str, float], cache: dict[str, Any]
     k = ev[pred.is_kernel(ev)]
     if k.empty:
         return []
-    props = {int(p.get("id", i)): p for i, p in enumerate(trace.meta.device_properties)}
+    props = {_device_index(p.get("id"), i): p for i, p in enumerate(trace.meta.device_properties)}
     out = []
     for dev, g in k.groupby("device", sort=True):
         p = props.get(int(dev), {})
-        major = p.get("computeMajor")
-        if major is None or int(major) < 7:
+        major = _device_index(p.get("computeMajor"), -1)
+        if major < 7:
             continue  # unknown, or no Tensor Cores before Volta
         names = g["name"].astype(object).fillna("").astype(str)
         is_gemm = names.map(lambda n: bool(_GEMM_RE.search(n)))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..sources.memory_snapshot import MemorySnapshot, MemoryTimeline
+from ..trace.memory_snapshot import MemorySnapshot, MemoryTimeline
 
 __all__ = [
     "snapshot_timeline",

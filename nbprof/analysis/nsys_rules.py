@@ -54,8 +54,7 @@ _KINETO_KINDS = re.compile(r"\((\w+) -> (\w+)\)")
 
 
 def _tables(trace: Trace) -> dict[str, pd.DataFrame]:
-    tables: dict[str, pd.DataFrame] = trace.meta.extra.get("nsys_tables", {})
-    return tables
+    return trace.tables
 
 
 def _gpu_ops(trace: Trace) -> pd.DataFrame:

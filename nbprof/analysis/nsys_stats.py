@@ -12,7 +12,7 @@ middle values for an even count), ``min``, ``max``, ``std`` = sample standard de
 The time share is relative to the sum over the rows of the same report, not to wall time.
 
 Works on traces from :func:`nbprof.sources.nsys.load_nsys` (uses the nsys-only tables in
-``meta.extra["nsys_tables"]`` for names/kinds the common schema does not keep) and, where the data
+``trace.tables`` for names/kinds the common schema does not keep) and, where the data
 allows, on Kineto traces (kernel, CUDA API and GPU memory summaries from the events table).
 """
 
@@ -48,7 +48,7 @@ _STAT_COLS = ["total", "count", "avg", "med", "min", "max", "std"]
 
 
 def _tables(trace: Trace) -> dict[str, pd.DataFrame]:
-    return trace.meta.extra.get("nsys_tables", {}) if hasattr(trace, "meta") else {}
+    return trace.tables
 
 
 def _summary(df: pd.DataFrame, keys: list[str], value: str, *, unit: str = "ns", count_name: str = "instances",

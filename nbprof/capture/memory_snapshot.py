@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .torch_profiler import unique_path
+from ._files import unique_path
 
 __all__ = ["record", "SnapshotCapture", "cuda_available"]
 

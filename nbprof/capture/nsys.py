@@ -92,7 +92,8 @@ class NsysRun:
     returncode : int
         Exit status of ``nsys profile`` (the application's status when nsys passes it through).
     report_path, sqlite_path : str or None
-        The ``.nsys-rep`` and its SQLite export (None when not produced).
+        The ``.nsys-rep`` and its SQLite export (None when not produced). Paths only: capture never
+        loads; read the run with ``nbprof.api.load_nsys_run(run)`` (or ``nbprof.load(run.sqlite_path)``).
     elapsed_s : float
     output : str
         Combined stdout/stderr of nsys and the application.
@@ -109,14 +110,6 @@ class NsysRun:
     output: str = ""
     phases: list[tuple[str, float]] = field(default_factory=list)
     agents_killed: list[int] = field(default_factory=list)
-
-    def load(self):
-        """The run as an ``nbprof.Trace`` (from the SQLite export)."""
-        from ..sources.nsys import load_nsys
-
-        if not self.sqlite_path:
-            raise CaptureError(f"nsys produced no SQLite export; output:\n{self.output[-2000:]}")
-        return load_nsys(self.sqlite_path)
 
 
 def _cmdline(pid: int) -> list[str] | None:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 
 from ..trace.model import Trace
@@ -56,14 +57,55 @@ for _suf in (".pickle", ".pkl", ".pickle.gz"):
     registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_snapshot")
 for _suf in (".raw.json", ".raw.json.gz", ".raw.gz"):
     registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_timeline")
-for _suf in (".sqlite", ".nsys-rep", ".qdrep"):  # Nsight Systems export / report (exported first)
-    registry.register(_suf, "nbprof.sources.nsys:load_nsys")
+registry.register(".sqlite", "nbprof.sources.nsys:load_nsys")  # Nsight Systems export
+for _suf in (".nsys-rep", ".qdrep"):  # Nsight Systems report: exported with nsys first (a façade, not a reader)
+    registry.register(_suf, "nbprof.api:load_nsys_report")
 
 
-def load(path: str | os.PathLike[str], **kwargs) -> Trace:
-    """Load any supported trace file into a ``Trace`` (see ``nbprof.load``)."""
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is ("a directory", "a FIFO", ...); None for a regular file."""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return what
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def check_file(path: str) -> None:
+    """Check that ``path`` is a regular file before anything opens it (a FIFO would block ``open``).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    TraceFormatError
+        A directory, FIFO, socket or device (the reason says which), or a file that cannot be read.
+    """
+    from ..errors import TraceFormatError
+
+    try:
+        st = os.stat(path)  # follows symlinks: a link to a FIFO is a FIFO
+    except FileNotFoundError:
+        msg = f"no such trace file: {path!r}"
+        raise FileNotFoundError(msg) from None
+    except OSError as exc:
+        raise TraceFormatError(path, None, f"cannot read: {exc.strerror or exc}") from exc
+    what = _kind(st.st_mode)
+    if what is not None:
+        raise TraceFormatError(path, None, f"is {what}, not a trace file")
+    if not os.access(path, os.R_OK):
+        raise TraceFormatError(path, None, "cannot read: permission denied")
+
+
+def load(path: str | os.PathLike[str], *, strict: bool = False, **kwargs) -> Trace:
+    """Load any supported trace file into a ``Trace`` (see ``nbprof.load``).
+
+    Every loader takes ``strict``: False repairs what it can and lists it in the load report; True
+    raises ``TraceFormatError`` where tolerant mode would report a repair or a drop. The path is checked
+    first: a directory, FIFO, socket or device is refused with a ``TraceFormatError`` saying which
+    (nothing is opened, so a FIFO cannot block).
+    """
     spath = os.fspath(path)
-    if not os.path.exists(spath):
-        msg = f"no such trace file: {spath!r}"
-        raise FileNotFoundError(msg)
-    return registry.resolve(spath)(spath, **kwargs)
+    check_file(spath)
+    return registry.resolve(spath)(spath, strict=strict, **kwargs)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import io
 import os
 import pickle
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -33,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceFormatError
+from ..trace.memory_snapshot import TIMELINE_ACTIONS, TIMELINE_CATEGORIES, MemorySnapshot, MemoryTimeline  # re-exported
 from ..trace.model import LoadReport
 from .kineto import read_bytes
 
@@ -45,118 +45,7 @@ __all__ = [
     "TIMELINE_ACTIONS",
 ]
 
-#: export_memory_timeline category index -> name (torch ``_CATEGORY_TO_COLORS`` order).
-TIMELINE_CATEGORIES = [
-    "parameter",
-    "optimizer_state",
-    "input",
-    "temporary",
-    "activation",
-    "gradient",
-    "autograd_detail",
-    "unknown",
-]
-#: export_memory_timeline action code -> name (torch ``Action`` enum values).
-TIMELINE_ACTIONS = {1: "preexisting", 2: "create", 3: "increment_version", 4: "destroy"}
-
 _TORCH_INTERNAL = ("torch/", "torch\\", "<frozen", "site-packages/torch", "contextlib.py", "threading.py")
-
-
-@dataclass
-class MemorySnapshot:
-    """A CUDA caching-allocator snapshot in tables.
-
-    Attributes
-    ----------
-    events : pandas.DataFrame
-        One row per allocator trace entry, in recorded order per device: ``device`` (int16), ``idx`` (int64,
-        order), ``ts_ns`` (int64, ns relative to the first entry; -1 if the entry has no time), ``action``
-        (categorical, see module docstring), ``addr`` (int64, -1 if none), ``size_bytes`` (int64), ``stream``
-        (int64), ``frames_id`` (int64 into ``frames``, -1 if none), ``device_free_bytes`` (int64, OOM rows only,
-        else -1).
-    segments : pandas.DataFrame
-        ``device, address, total_size_bytes, allocated_size_bytes, active_size_bytes, requested_size_bytes,
-        stream, segment_type, pool_id, is_expandable, n_blocks``.
-    blocks : pandas.DataFrame
-        ``device, segment_address, address, size_bytes, requested_size_bytes, state, frames_id``.
-    frames : pandas.DataFrame
-        ``frames_id, stack`` (text, innermost first, ``name (file:line)`` joined by " <- "), ``top_user_frame``
-        (the innermost Python frame outside torch, else the innermost Python frame, else the aten op), ``op``
-        (the innermost ``at::_ops::X`` dispatcher frame as ``aten::X``, "" if none), ``depth``.
-    origin_us : int or None
-        Absolute time (µs, from ``time_us``) of ``ts_ns == 0``.
-    source_path : str
-    report : LoadReport
-    extra : dict
-        Other top-level keys (e.g. ``allocator_settings``), kept as read.
-    """
-
-    events: pd.DataFrame
-    segments: pd.DataFrame
-    blocks: pd.DataFrame
-    frames: pd.DataFrame
-    origin_us: int | None
-    source_path: str
-    report: LoadReport
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def devices(self) -> list[int]:
-        """Devices with segments or trace entries, ascending."""
-        d = set(self.segments["device"].tolist()) | set(self.events["device"].tolist())
-        return sorted(int(x) for x in d)
-
-    def summary(self) -> dict[str, Any]:
-        """A small dict like ``Trace.summary``: path, devices, counts, reserved/allocated bytes, OOMs.
-
-        ``reserved_bytes`` and ``allocated_bytes`` sum ``segments.total_size_bytes`` and
-        ``segments.allocated_size_bytes`` (the allocator state when the snapshot was taken).
-        """
-        acts = self.events["action"].astype(str) if len(self.events) else pd.Series([], dtype=str)
-        return {
-            "path": self.source_path,
-            "kind": "CUDA caching-allocator snapshot",
-            "devices": self.devices,
-            "trace_entries": int(len(self.events)),
-            "segments": int(len(self.segments)),
-            "blocks": int(len(self.blocks)),
-            "reserved_bytes": int(self.segments["total_size_bytes"].sum()) if len(self.segments) else 0,
-            "allocated_bytes": int(self.segments["allocated_size_bytes"].sum()) if len(self.segments) else 0,
-            "oom_events": int((acts == "oom").sum()),
-            "clean_load": self.report.clean,
-        }
-
-    def __repr__(self) -> str:
-        return (
-            f"<nbprof.MemorySnapshot {self.source_path}: {len(self.events)} trace entries, "
-            f"{len(self.segments)} segments, {len(self.blocks)} blocks, devices {self.devices}>"
-        )
-
-
-@dataclass
-class MemoryTimeline:
-    """``export_memory_timeline`` raw output: ``events`` with ``ts_ns`` (int64, ns relative to the first
-    timed row; -1 = pre-existing), ``action`` (categorical), ``bytes`` (int64, negative on destroy),
-    ``category`` (categorical, ``TIMELINE_CATEGORIES``)."""
-
-    events: pd.DataFrame
-    origin_ns: int | None
-    source_path: str
-    report: LoadReport
-
-    def summary(self) -> dict[str, Any]:
-        """A small dict like ``Trace.summary``: path, rows, span (ns) and rows per category."""
-        ev = self.events
-        timed = ev["ts_ns"][ev["ts_ns"] >= 0] if len(ev) else ev.get("ts_ns", pd.Series([], dtype="int64"))
-        cats = ev["category"].value_counts(sort=False) if len(ev) else {}
-        return {
-            "path": self.source_path,
-            "kind": "export_memory_timeline rows",
-            "rows": int(len(ev)),
-            "duration_ns": int(timed.max() - timed.min()) if len(timed) else 0,
-            "categories": {str(k): int(v) for k, v in dict(cats).items() if v},
-            "clean_load": self.report.clean,
-        }
 
 
 class _RefuseClasses(pickle.Unpickler):
@@ -187,14 +76,62 @@ def _safe_unpickle(data: bytes, path: str) -> Any:
         raise TraceFormatError(path, None, msg) from exc
 
 
-def _frames_key(frames: Any) -> tuple | None:
-    if not frames or not isinstance(frames, list):
+def _line(v: Any) -> int | None:
+    """A frame's line number (int, or a decimal string); None when it is not one."""
+    if v is None:
+        return 0
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v) < 20:
+        return int(v)
+    if isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63:
+        return v
+    return None
+
+
+def _frames_key(frames: Any, bad: list[int]) -> tuple | None:
+    """Hashable key of a frame list; frames that are not dicts are skipped and a line that is not an
+    integer becomes 0 (both counted in ``bad[0]``, the first such value kept in ``bad[1:]``)."""
+    if not frames or not isinstance(frames, (list, tuple)):
         return None
     out = []
     for fr in frames:
-        if isinstance(fr, dict):
-            out.append((str(fr.get("name", "?")), str(fr.get("filename", "?")), int(fr.get("line", 0) or 0)))
+        if not isinstance(fr, dict):
+            bad[0] += 1
+            if len(bad) == 1:
+                bad.append(fr)
+            continue
+        ln = _line(fr.get("line", 0))
+        if ln is None:
+            bad[0] += 1
+            if len(bad) == 1:
+                bad.append(fr.get("line"))
+            ln = 0
+        out.append((str(fr.get("name", "?")), str(fr.get("filename", "?")), ln))
     return tuple(out) if out else None
+
+
+def _seq(v: Any, what: str, report: LoadReport) -> list | tuple:
+    """``v`` when it is a list/tuple; None -> []; anything else -> [] with a report entry."""
+    if v is None:
+        return []
+    if isinstance(v, (list, tuple)):
+        return v
+    report.add(f"bad_container:{what}", "dropped", 1,
+               f"{what} is a {type(v).__name__}, expected a list: ignored")
+    return []
+
+
+def _strict_check(report: LoadReport, path: str) -> None:
+    """strict mode: the first repair or drop as an error."""
+    for it in report.issues:
+        if it.action in ("repaired", "dropped"):
+            raise TraceFormatError(path, it.offset, f"{it.message} (strict mode: not repaired)")
+
+
+def _strip_bom(data: bytes, report: LoadReport) -> bytes:
+    if data[:3] == b"\xef\xbb\xbf":
+        report.add("utf8_bom", "assumed", 1, "the file starts with a UTF-8 byte-order mark: skipped", offset=0)
+        return data[3:]
+    return data
 
 
 def _is_python(fn: str) -> bool:
@@ -240,7 +177,7 @@ def _int(v: Any, default: int = -1) -> int:
     return default
 
 
-def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = None) -> MemorySnapshot:
+def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = None, strict: bool = False) -> MemorySnapshot:
     """Load a ``torch.cuda.memory._dump_snapshot`` pickle (any protocol) without executing anything.
 
     Parameters
@@ -249,12 +186,15 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
         The ``.pickle`` file (gzip-compressed content is accepted too).
     data : bytes, optional
         The file content, when already in memory.
+    strict : bool, default False
+        Raise ``TraceFormatError`` where tolerant mode would repair or drop something.
 
     Returns
     -------
     MemorySnapshot
-        Tables described on ``MemorySnapshot``; ``report`` lists entries that were skipped or keys that
-        were missing.
+        Tables described on ``MemorySnapshot``; ``report`` lists entries that were skipped, values that
+        were repaired (containers of the wrong type, frame lines that are not integers) and a history
+        that starts mid-run (blocks freed before any recorded allocation).
 
     Raises
     ------
@@ -276,9 +216,10 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
         raise TraceFormatError(spath, None, f"not a memory snapshot: got a {kind} with keys {keys}, expected 'segments'/'device_traces'")
 
     frame_ids: dict[tuple, int] = {}
+    bad_frames: list = [0]
 
     def fid(frames: Any) -> int:
-        k = _frames_key(frames)
+        k = _frames_key(frames, bad_frames)
         if k is None:
             return -1
         i = frame_ids.get(k)
@@ -288,13 +229,13 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
 
     # --- segments and blocks
     seg_rows, blk_rows = [], []
-    for s in obj.get("segments") or []:
+    for s in _seq(obj.get("segments"), "segments", report):
         if not isinstance(s, dict):
             report.add("bad_segment", "dropped", 1, "segment entries that are not dicts were skipped")
             continue
         dev = _int(s.get("device"), 0)
         addr = _int(s.get("address"))
-        blocks = s.get("blocks") or []
+        blocks = _seq(s.get("blocks"), "segment blocks", report)
         seg_rows.append(
             (
                 dev,
@@ -340,10 +281,14 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
 
     # --- trace entries
     dev_col, idx_col, t_col, act_col, addr_col, size_col, stream_col, fid_col, free_col = ([] for _ in range(9))
-    traces = obj.get("device_traces") or []
+    traces = _seq(obj.get("device_traces"), "device_traces", report)
     n_bad = 0
     for dev, entries in enumerate(traces):
-        if not isinstance(entries, list):
+        if entries is None:
+            continue
+        if not isinstance(entries, (list, tuple)):
+            report.add("bad_container:device_traces", "dropped", 1,
+                       f"device_traces[{dev}] is a {type(entries).__name__}, expected a list of trace entries: ignored")
             continue
         for i, e in enumerate(entries):
             if not isinstance(e, dict) or "action" not in e:
@@ -390,16 +335,49 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             "depth": np.array([len(k) for k in keys], dtype=np.int64),
         }
     )
+    if bad_frames[0]:
+        report.add("bad_frame", "repaired", bad_frames[0], f"{bad_frames[0]} stack frames are not dicts or have a line "
+                   f"that is not an integer (first: {bad_frames[1]!r}): skipped / line set to 0")
     if not len(events):
         report.add("no_history", "assumed", 0, "no allocator trace entries (history was not recorded): only the final state")
+    else:
+        _note_mid_run(events, report)
+    if strict:
+        _strict_check(report, spath)
     extra = {k: v for k, v in obj.items() if k not in ("segments", "device_traces")}
     return MemorySnapshot(events, segments, blocks_df, frames, origin_us, spath, report, extra)
 
 
+def _note_mid_run(events: pd.DataFrame, report: LoadReport) -> None:
+    """Note a history that starts mid-run: a block freed (or a segment released) before any recorded
+    allocation of its address -- the ring buffer of ``max_entries`` wrapped or recording began late."""
+    act = events["action"].astype(str)
+    for frees, allocs, what in ((("free_requested", "free_completed"), ("alloc",), "blocks"),
+                                (("segment_free", "segment_unmap"), ("segment_alloc", "segment_map"), "segments")):
+        sel = act.isin(frees + allocs) & (events["addr"] >= 0)
+        if not sel.any():
+            continue
+        first = events[sel].drop_duplicates(["device", "addr"])
+        orphan = first[act[first.index].isin(frees)]
+        if len(orphan):
+            i = int(orphan["idx"].iloc[0])
+            report.add(f"history_starts_mid_run:{what}", "assumed", int(len(orphan)),
+                       f"{len(orphan)} {what} are released before any recorded allocation (first: trace entry {i} "
+                       f"of device {int(orphan['device'].iloc[0])}): the history starts mid-run (max_entries "
+                       "wrapped or recording began late), so allocations made before it are not in the trace")
+
+
 _TL_DECODER = msgspec.json.Decoder()
+_I64 = (-(2**63), 2**63)
 
 
-def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0) -> MemoryTimeline:
+def _row4(r: Any) -> bool:
+    """A raw timeline row ``[t, action, bytes, category]`` of four int64 integers."""
+    return (isinstance(r, list) and len(r) == 4
+            and all(type(x) is int and _I64[0] <= x < _I64[1] for x in r))
+
+
+def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0, strict: bool = False) -> MemoryTimeline:
     """Load ``export_memory_timeline`` output (``.raw.json[.gz]`` rows or ``.json[.gz]`` curves).
 
     Parameters
@@ -407,12 +385,16 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0) -> Me
     path : str or PathLike
     device : int, default 0
         Stored in nothing but the report: the files do not say which device they are for.
+    strict : bool, default False
+        Raise ``TraceFormatError`` where tolerant mode would drop or repair rows.
 
     Returns
     -------
     MemoryTimeline
         For raw files, one row per action. For the ``.json`` curve form, one ``create`` row per
-        category change so the same analyses apply (``bytes`` = the per-category delta).
+        category change so the same analyses apply (``bytes`` = the per-category delta). Rows that
+        are not four integers in int64 range (ragged, null, huge, text) are dropped and reported with
+        the first one's index.
 
     Raises
     ------
@@ -421,31 +403,31 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0) -> Me
     """
     spath = os.fspath(path)
     report = LoadReport(path=spath)
-    data = read_bytes(spath, report)
+    data = _strip_bom(read_bytes(spath, report), report)
     try:
         obj = _TL_DECODER.decode(data)
     except msgspec.DecodeError as exc:
         raise TraceFormatError(spath, None, f"not JSON: {exc}") from exc
-    if isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], list) and obj and obj[1] and isinstance(obj[1][0], list):
-        # curve form: [times_us, sizes[t][1+cat]] -> deltas per category
-        times = np.array(obj[0], dtype=np.int64)
-        sizes = np.array(obj[1], dtype=np.int64)[:, 1:]
-        deltas = np.diff(np.vstack([np.zeros((1, sizes.shape[1]), np.int64), sizes]), axis=0)
-        t_idx, c_idx = np.nonzero(deltas)
-        t0 = int(times[times > 0].min()) if (times > 0).any() else 0
-        ev = pd.DataFrame(
-            {
-                "ts_ns": (times[t_idx] - t0) * 1000,
-                "action": pd.Categorical(np.where(deltas[t_idx, c_idx] > 0, "create", "destroy")),
-                "bytes": deltas[t_idx, c_idx],
-                "category": pd.Categorical([TIMELINE_CATEGORIES[min(c, 7)] for c in c_idx], categories=TIMELINE_CATEGORIES),
-            }
-        )
-        report.add("curve_form", "assumed", 0, "curve (.json) form: rows are per-category deltas between time points")
+    if (isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], list) and obj[1]
+            and isinstance(obj[1], list) and isinstance(obj[1][0], list)):
+        ev, t0 = _curve(obj, spath, report)
+        if strict:
+            _strict_check(report, spath)
         return MemoryTimeline(ev, t0 * 1000, spath, report)
     if not isinstance(obj, list) or (obj and not (isinstance(obj[0], list) and len(obj[0]) == 4)):
         raise TraceFormatError(spath, None, "not an export_memory_timeline file: expected [[ts, action, bytes, category], ...] or [times, sizes]")
-    arr = np.array(obj, dtype=np.int64).reshape(-1, 4)
+    try:
+        arr = np.array(obj, dtype=np.int64).reshape(-1, 4)
+        ok = len(arr) == len(obj)
+    except (ValueError, TypeError, OverflowError):
+        ok = False
+    if not ok:  # ragged, null, huge or text rows: keep the sound ones
+        good = [_row4(r) for r in obj]
+        first = good.index(False)
+        n_bad = len(good) - sum(good)
+        report.add("bad_row", "dropped", n_bad, f"{n_bad} rows are not [t, action, bytes, category] with four "
+                   f"int64 integers (first: row {first}: {str(obj[first])[:60]}): dropped")
+        arr = np.array([r for r, g in zip(obj, good) if g], dtype=np.int64).reshape(-1, 4)
     t = arr[:, 0]
     timed = t >= 0
     t0 = int(t[timed].min()) if timed.any() else 0
@@ -461,4 +443,38 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0) -> Me
             "category": pd.Categorical.from_codes(cats, categories=TIMELINE_CATEGORIES),
         }
     )
+    if strict:
+        _strict_check(report, spath)
     return MemoryTimeline(ev, t0, spath, report)
+
+
+def _curve(obj: list, spath: str, report: LoadReport) -> tuple[pd.DataFrame, int]:
+    """The curve form ``[times_us, sizes[t][1+cat]]`` -> per-category delta rows (bad time points dropped)."""
+    times_in, sizes_in = obj[0], obj[1]
+    width = len(sizes_in[0])
+    keep = [i for i in range(min(len(times_in), len(sizes_in)))
+            if type(times_in[i]) is int and _I64[0] <= times_in[i] < _I64[1] and isinstance(sizes_in[i], list)
+            and len(sizes_in[i]) == width and all(type(x) is int and _I64[0] <= x < _I64[1] for x in sizes_in[i])]
+    n_bad = max(len(times_in), len(sizes_in)) - len(keep)
+    if n_bad:
+        kept = set(keep)
+        first = next((i for i in range(max(len(times_in), len(sizes_in))) if i not in kept), 0)
+        report.add("bad_row", "dropped", n_bad, f"{n_bad} time points of the curve form are not an int64 time with "
+                   f"{width} int64 sizes, or have no partner in the other list (first: index {first}): dropped")
+    if width < 2:
+        raise TraceFormatError(spath, None, "not an export_memory_timeline curve file: size rows have no categories")
+    times = np.array([times_in[i] for i in keep], dtype=np.int64)
+    sizes = np.array([sizes_in[i] for i in keep], dtype=np.int64).reshape(len(keep), width)[:, 1:]
+    deltas = np.diff(np.vstack([np.zeros((1, sizes.shape[1]), np.int64), sizes]), axis=0)
+    t_idx, c_idx = np.nonzero(deltas)
+    t0 = int(times[times > 0].min()) if (times > 0).any() else 0
+    ev = pd.DataFrame(
+        {
+            "ts_ns": (times[t_idx] - t0) * 1000,
+            "action": pd.Categorical(np.where(deltas[t_idx, c_idx] > 0, "create", "destroy")),
+            "bytes": deltas[t_idx, c_idx],
+            "category": pd.Categorical([TIMELINE_CATEGORIES[min(c, 7)] for c in c_idx], categories=TIMELINE_CATEGORIES),
+        }
+    )
+    report.add("curve_form", "assumed", 0, "curve (.json) form: rows are per-category deltas between time points")
+    return ev, t0

@@ -12,6 +12,17 @@ checked on exports of nsys 2022.2 and 2022.4):
   suffix ``NVTX_EVENTS``); every table and column is resolved from ``sqlite_master`` /
   ``PRAGMA table_info`` at load time and a missing one is simply an absent kind of event.
 
+Reading is read-only in the strict sense: the database is opened ``immutable`` (a WAL-mode export
+would otherwise get ``-shm``/``-wal`` files written next to it); when a non-empty ``-wal`` file
+already sits beside it, database and WAL are copied to a private temporary folder and read there.
+This module never runs nsys: ``.nsys-rep`` reports are exported by ``nbprof.api.load_nsys_report``.
+
+Bad values are repaired and reported, never raised as bare Python errors: a non-integer, null,
+non-finite or out-of-range value in an INTEGER column is read as missing (``bad_value``); text that is
+not valid UTF-8 is decoded with U+FFFD (``bad_utf8``); a table without a column the loader needs is
+skipped (``missing_column``); ``end < start`` gives duration 0 (``negative_dur``). ``strict=True``
+raises ``TraceFormatError`` (file + table, + row where known) at the first of these instead.
+
 Mapping onto the trace model (categories are Kineto's vocabulary):
 
 ============================================  ==============================================
@@ -29,8 +40,8 @@ Mapping onto the trace model (categories are Kineto's vocabulary):
 ``OSRT_API`` (eventClass 27)                  ``osrt``
 ============================================  ==============================================
 
-Source-specific tables that have no home in the common schema are kept in
-``trace.meta.extra["nsys_tables"]`` (see :func:`nsys_tables`): ``nvtx`` (style, domain, payloads,
+Source-specific tables that have no home in the common schema are kept in the declared side tables
+``trace.tables`` (``nbprof.trace.schema.SIDE_TABLES``; :func:`nsys_tables` returns them): ``nvtx`` (style, domain, payloads,
 range ids, end thread), ``kernels`` (short/mangled names), ``runtime`` (names as written, eventClass,
 nameId), ``memcpy`` (copy/src/dst kind), ``memset``, ``osrt``, ``cpu_samples`` (CPU IP samples with
 call stacks), ``sched`` (thread scheduling), ``processes``, ``gpus``.
@@ -40,7 +51,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
+import tempfile
+import urllib.parse
 from typing import Any
 
 import numpy as np
@@ -85,23 +99,69 @@ def decode_global_id(gid) -> tuple[Any, Any]:
 
 
 def nsys_tables(trace: Trace) -> dict[str, pd.DataFrame]:
-    """The nsys-specific tables of a trace loaded by :func:`load_nsys` (empty dict otherwise)."""
-    return trace.meta.extra.get("nsys_tables", {})
+    """The nsys-specific side tables of a trace loaded by :func:`load_nsys` (``trace.tables``)."""
+    return getattr(trace, "tables", None) or {}
+
+
+_INT64_MAX = float(2**63)
 
 
 class _Db:
-    """Read-only access with table/column resolution at run time."""
+    """Read-only access with table/column resolution at run time; bad values become report entries."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, report: LoadReport, strict: bool) -> None:
         self.path = path
-        uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + "?mode=ro"
+        self.report = report
+        self.strict = strict
+        self._tmp: str | None = None
+        self._table = "sqlite_master"
+        self._bad_text: dict[str, list] = {}
+        src = os.path.abspath(path)
+        wal = src + "-wal"
+        if os.path.isfile(wal) and os.path.getsize(wal) > 0:
+            # a WAL with content: reading it in place would write -shm next to the file; read a private copy
+            self._tmp = tempfile.mkdtemp(prefix="nbprof-nsys-wal-")
+            dst = os.path.join(self._tmp, "export.sqlite")
+            shutil.copyfile(src, dst)
+            shutil.copyfile(wal, dst + "-wal")
+            uri = "file:" + urllib.parse.quote(dst)  # our private copy: SQLite may write its -shm there
+            report.add("wal_copy", "assumed", 1, f"{os.path.basename(wal)} holds uncommitted pages: database and WAL "
+                       "were read from a private copy (nothing written next to the file)")
+        else:
+            uri = "file:" + urllib.parse.quote(src) + "?mode=ro&immutable=1"
         try:
             self.con = sqlite3.connect(uri, uri=True)
+            self.con.text_factory = self._text
             rows = self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
         except sqlite3.DatabaseError as exc:
+            self.close()
             raise TraceFormatError(path, None, f"not a readable SQLite database ({exc})") from exc
         self.names = {r[0] for r in rows}
-        self._cols: dict[str, list[str]] = {}
+        self._cols: dict[str, list[tuple[str, str]]] = {}
+
+    def close(self) -> None:
+        con = getattr(self, "con", None)
+        if con is not None:
+            con.close()
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def _text(self, b: bytes) -> str:
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if self.strict:
+                raise TraceFormatError(self.path, None, f"text that is not valid UTF-8 ({exc}): {b[:40]!r}",
+                                       table=self._table) from None
+            self._bad_text.setdefault(self._table, [0, b[:40]])[0] += 1
+            return b.decode("utf-8", "replace")
+
+    def flush_text_issues(self) -> None:
+        for t, (n, sample) in self._bad_text.items():
+            self.report.add("bad_utf8", "repaired", n, f"{n} text value(s) in table {t} are not valid UTF-8 (first: "
+                            f"{sample!r}); decoded with U+FFFD replacement characters")
+        self._bad_text.clear()
 
     def table(self, base: str) -> str | None:
         """``base`` or its highest suffixed variant (``NVTX_EVENTS_V3``) when present."""
@@ -111,17 +171,39 @@ class _Db:
         cands = sorted((int(m.group(1) or 0), n) for n in self.names if (m := pat.match(n)))
         return cands[-1][1] if cands else None
 
-    def columns(self, table: str) -> list[str]:
+    def _info(self, table: str) -> list[tuple[str, str]]:
         if table not in self._cols:
-            self._cols[table] = [r[1] for r in self.con.execute(f'PRAGMA table_info("{table}")')]
+            self._table = table
+            self._cols[table] = [(r[1], str(r[2] or "").upper()) for r in self.con.execute(f'PRAGMA table_info("{table}")')]
         return self._cols[table]
 
-    def read(self, base: str, wanted: list[str], where: str = "") -> pd.DataFrame | None:
-        """Columns of ``wanted`` that exist (missing ones absent from the frame); None when no table."""
+    def columns(self, table: str) -> list[str]:
+        return [c for c, _t in self._info(table)]
+
+    def fail(self, reason: str, table: str | None, row: int | None = None) -> None:
+        """Raise the strict-mode error for ``table`` (and ``row``)."""
+        where = f" (rowid {row})" if row is not None else ""
+        raise TraceFormatError(self.path, None, reason + where, table=table)
+
+    def read(self, base: str, wanted: list[str], where: str = "", required: tuple[str, ...] = ()) -> pd.DataFrame | None:
+        """Columns of ``wanted`` that exist (missing ones absent from the frame); None when no table.
+
+        INTEGER columns come back numeric: a value that is not an integer in int64 range becomes missing
+        (reported). A table lacking a ``required`` column is skipped (reported) and None returned.
+        """
         t = self.table(base)
         if t is None:
             return None
-        have = self.columns(t)
+        info = dict(self._info(t))
+        have = list(info)
+        miss = [c for c in required if c not in info]
+        if miss:
+            n = self.con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+            msg = f"table {t} has no column {', '.join(miss)}: its {n} rows were skipped"
+            if self.strict:
+                self.fail(msg, t)
+            self.report.add(f"missing_column:{t}", "dropped", int(n), msg)
+            return None
         cols = [c for c in wanted if c in have]
         if not cols:
             return None
@@ -129,16 +211,66 @@ class _Db:
         if "rowid" in wanted and "rowid" not in have:
             sel = "rowid AS rowid, " + sel
         sql = f'SELECT {sel} FROM "{t}" {where}'
+        self._table = t
         try:
-            return pd.read_sql_query(sql, self.con)
+            df = pd.read_sql_query(sql, self.con)
+        except TraceFormatError:
+            raise
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
             raise TraceFormatError(self.path, None, f"cannot read ({exc})", table=t) from exc
+        finally:
+            self.flush_text_issues()
+        for c in cols:
+            if "INT" in info.get(c, "") and df[c].dtype != np.int64:
+                df[c] = self._clean_int(df, c, t, where)
+        return df
+
+    def _rowid(self, t: str, where: str, i: int) -> int | None:
+        """SQLite rowid of the ``i``-th row the query read (scan order), or None for a rowid-less table."""
+        try:
+            r = self.con.execute(f'SELECT rowid FROM "{t}" {where} LIMIT 1 OFFSET {int(i)}').fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        return int(r[0]) if r else None
+
+    def _clean_int(self, df: pd.DataFrame, c: str, t: str, where: str = "") -> pd.Series:
+        s = df[c]
+        if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+            f = s.astype("float64")
+        else:  # text (or blobs) in an INTEGER column
+            f = pd.Series([_num(x) for x in s.astype(object)], index=s.index, dtype="float64")
+        bad = s.notna().to_numpy() & ~(np.isfinite(f) & (f == np.floor(f)) & (f >= -_INT64_MAX) & (f < _INT64_MAX)).to_numpy()
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            row = self._rowid(t, where, i)
+            val = s.iloc[i].item() if hasattr(s.iloc[i], "item") else s.iloc[i]
+            msg = (f"{int(bad.sum())} value(s) in {t}.{c} are not integers in int64 range (first at rowid {row}: "
+                   f"{val!r}); read as missing")
+            if self.strict:
+                self.fail(f"{t}.{c}: {val!r} is not an integer in int64 range", t, row)
+            self.report.add(f"bad_value:{t}.{c}", "repaired", int(bad.sum()), msg)
+            f = f.where(~bad)
+        return f
 
     def kv(self, base: str) -> dict[str, str]:
         t = self.table(base)
         if t is None or not {"name", "value"} <= set(self.columns(t)):
             return {}
-        return {str(k): v for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
+        self._table = t
+        try:
+            return {str(k): v for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
+        finally:
+            self.flush_text_issues()
+
+
+def _num(x: Any) -> float:
+    """A cell of an INTEGER column as a float (NaN when it is not a number)."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x) if abs(x) < 2**64 else float("inf")
+    try:
+        return float(x) if isinstance(x, str) else float("nan")
+    except ValueError:
+        return float("nan")
 
 
 def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
@@ -181,49 +313,79 @@ def _dims(df: pd.DataFrame, prefix: str) -> list[str | None]:
     return [f"{a},{b},{c}" for a, b, c in zip(x, y, z)]
 
 
-def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace:
-    """Load an Nsight Systems ``.sqlite`` export (or ``.nsys-rep``, exported first) into a ``Trace``.
+def load_nsys(path: str | os.PathLike[str], *, strict: bool = False) -> Trace:
+    """Load an Nsight Systems ``.sqlite`` export into a ``Trace`` (reads SQLite only; never runs nsys).
 
     Parameters
     ----------
     path : str or PathLike
-        ``.sqlite`` export, or ``.nsys-rep`` report (exported with the installed ``nsys`` into the
-        nbprof cache, see :func:`nbprof.capture.nsys.export_sqlite`; the user's folder is not written).
-    nsys : str, optional
-        ``nsys`` binary for the export (default: ``$NBPROF_NSYS``, PATH, then the nbprof cache).
+        ``.sqlite`` export (``nsys export --type sqlite``). ``.nsys-rep`` reports go through
+        ``nbprof.load`` / :func:`nbprof.api.load_nsys_report`, which export them first.
+    strict : bool, default False
+        Raise ``TraceFormatError`` where tolerant mode would repair or drop (bad values, invalid
+        UTF-8, missing columns, negative durations) and report it.
 
     Returns
     -------
     Trace
         ``meta.source_format == "nsys"``; ``meta.origin_ns`` = session start (Unix epoch ns);
-        ``meta.device_properties`` from ``TARGET_INFO_GPU``; nsys-only tables in
-        ``meta.extra["nsys_tables"]`` (module docstring).
+        ``meta.device_properties`` from ``TARGET_INFO_GPU``; nsys-only tables in ``trace.tables``
+        (module docstring).
 
     Raises
     ------
     FileNotFoundError
         When ``path`` is not an existing file.
     TraceFormatError
-        When the file is not an SQLite database or holds no Nsight Systems tables (names the file).
-    nbprof.errors.CaptureError
-        For ``.nsys-rep``: nsys missing, or the report is newer than the installed nsys.
+        When the file is not an SQLite database or holds no Nsight Systems tables (names the file);
+        in strict mode, at the first value that needs repair (names file, table and row).
     """
     spath = os.fspath(path)
     if not os.path.isfile(spath):
         msg = f"no such Nsight Systems file: {spath!r}"
         raise FileNotFoundError(msg)
-    if spath.lower().endswith(".nsys-rep") or spath.lower().endswith(".qdrep"):
-        from ..capture.nsys import export_sqlite
+    report = LoadReport(path=spath)
+    db = _Db(spath, report, strict)
+    try:
+        return _load(db, spath, report)
+    finally:
+        db.close()
 
-        rep = spath
-        spath = export_sqlite(spath, nsys=nsys)
-    else:
-        rep = None
-    db = _Db(spath)
+
+#: event tables the loader reads, for the "absent tables" note (nsys writes no table without rows)
+_EVENT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
+                 "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "OSRT_API", "COMPOSITE_EVENTS", "SCHED_EVENTS")
+
+
+def _durations(db: _Db, df: pd.DataFrame, table: str) -> tuple[np.ndarray, np.ndarray]:
+    """(start, dur) of a range table; ``end < start`` (or no end) gives dur 0 (reported)."""
+    start, end = _int_col(df, "start"), _int_col(df, "end")
+    bad = end < start
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        msg = (f"{int(bad.sum())} rows of {table} end before they start or have no end (first: row #{i} read, "
+               f"start {int(start[i])}, end {int(end[i])}): duration set to 0")
+        if db.strict:
+            db.fail(msg, table)
+        db.report.add(f"negative_dur:{table}", "repaired", int(bad.sum()), msg)
+    return start, np.where(bad, 0, end - start)
+
+
+def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
     if "StringIds" not in db.names:
         raise TraceFormatError(spath, None, "no StringIds table: not an Nsight Systems SQLite export", table="StringIds")
-    report = LoadReport(path=rep or spath)
-    strings = dict(db.con.execute("SELECT id, value FROM StringIds").fetchall())
+    absent = [t for t in _EVENT_TABLES if db.table(t) is None]
+    if absent:
+        report.add("absent_tables", "assumed", len(absent), "tables absent from the export (nsys writes no table "
+                   f"without rows): {', '.join(absent)}; those kinds of event are empty")
+    db._table = "StringIds"
+    try:
+        strings = {}
+        for i, v in db.con.execute("SELECT id, value FROM StringIds"):
+            if isinstance(i, int):
+                strings[i] = v if isinstance(v, str) or v is None else str(v)
+    finally:
+        db.flush_text_issues()
     meta_export = db.kv("META_DATA_EXPORT") or db.kv("EXPORT_META_DATA")
     tables: dict[str, pd.DataFrame] = {}
     parts: list[pd.DataFrame] = []
@@ -232,23 +394,23 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
     k = db.read("CUPTI_ACTIVITY_KIND_KERNEL", [
         "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "demangledName", "shortName",
         "mangledName", "registersPerThread", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
-        "staticSharedMemory", "dynamicSharedMemory", "contextId", "launchType"])
+        "staticSharedMemory", "dynamicSharedMemory", "contextId", "launchType"], required=("start", "end"))
     if k is not None and len(k):
         dem = _names(k, "demangledName", strings)
         short = _names(k, "shortName", strings)
         name = dem.where(dem.notna(), short)
-        start = _int_col(k, "start")
+        start, kdur = _durations(db, k, "CUPTI_ACTIVITY_KIND_KERNEL")
         shm = np.maximum(_int_col(k, "staticSharedMemory", 0), 0) + np.maximum(_int_col(k, "dynamicSharedMemory", 0), 0)
         dev, stream = _int_col(k, "deviceId"), _int_col(k, "streamId")
         parts.append(_frame(len(k), {
-            "ts_ns": start, "dur_ns": _int_col(k, "end") - start, "name": name.to_numpy(), "cat": schema.KERNEL,
+            "ts_ns": start, "dur_ns": kdur, "name": name.to_numpy(), "cat": schema.KERNEL,
             "ph": "X", "pid": dev, "tid": stream, "device": dev, "stream": stream,
             "correlation": _int_col(k, "correlationId"), "grid": _dims(k, "grid"), "block": _dims(k, "block"),
             "registers": _int_col(k, "registersPerThread"), "shared_mem_bytes": shm,
         }))
         gp = _int_col(k, "globalPid", 0)
         tables["kernels"] = pd.DataFrame({
-            "ts_ns": start, "dur_ns": _int_col(k, "end") - start, "correlation": _int_col(k, "correlationId"), "device": dev, "stream": stream,
+            "ts_ns": start, "dur_ns": kdur, "correlation": _int_col(k, "correlationId"), "device": dev, "stream": stream,
             "pid": decode_global_id(gp)[0], "demangled_name": dem, "short_name": short,
             "mangled_name": _names(k, "mangledName", strings), "context": _int_col(k, "contextId"),
             "static_shared_mem_bytes": _int_col(k, "staticSharedMemory"),
@@ -258,18 +420,18 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
     # ------------------------------------------------------------------ memcpy / memset
     m = db.read("CUPTI_ACTIVITY_KIND_MEMCPY", [
         "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind", "srcKind",
-        "dstKind", "srcDeviceId", "dstDeviceId", "contextId"])
+        "dstKind", "srcDeviceId", "dstDeviceId", "contextId"], required=("start", "end"))
     if m is not None and len(m):
-        start, kind = _int_col(m, "start"), _int_col(m, "copyKind", 0)
+        (start, mdur), kind = _durations(db, m, "CUPTI_ACTIVITY_KIND_MEMCPY"), _int_col(m, "copyKind", 0)
         dev, stream = _int_col(m, "deviceId"), _int_col(m, "streamId")
         names = [MEMCPY_KIND_NAMES.get(int(x), f"[CUDA memcpy kind {int(x)}]") for x in kind]
         parts.append(_frame(len(m), {
-            "ts_ns": start, "dur_ns": _int_col(m, "end") - start, "name": names, "cat": schema.GPU_MEMCPY,
+            "ts_ns": start, "dur_ns": mdur, "name": names, "cat": schema.GPU_MEMCPY,
             "ph": "X", "pid": dev, "tid": stream, "device": dev, "stream": stream,
             "correlation": _int_col(m, "correlationId"), "bytes": _int_col(m, "bytes"),
         }))
         tables["memcpy"] = pd.DataFrame({
-            "ts_ns": start, "dur_ns": _int_col(m, "end") - start, "correlation": _int_col(m, "correlationId"),
+            "ts_ns": start, "dur_ns": mdur, "correlation": _int_col(m, "correlationId"),
             "device": dev, "stream": stream, "pid": decode_global_id(_int_col(m, "globalPid", 0))[0],
             "bytes": _int_col(m, "bytes"), "copy_kind": kind, "name": names,
             "src_kind": [MEM_KIND_NAMES.get(int(x), "Unknown") for x in _int_col(m, "srcKind", 7)],
@@ -277,17 +439,18 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
             "src_device": _int_col(m, "srcDeviceId"), "dst_device": _int_col(m, "dstDeviceId"),
         })
     s = db.read("CUPTI_ACTIVITY_KIND_MEMSET", [
-        "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "memKind", "value"])
+        "start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes", "memKind", "value"],
+        required=("start", "end"))
     if s is not None and len(s):
-        start = _int_col(s, "start")
+        start, sdur = _durations(db, s, "CUPTI_ACTIVITY_KIND_MEMSET")
         dev, stream = _int_col(s, "deviceId"), _int_col(s, "streamId")
         parts.append(_frame(len(s), {
-            "ts_ns": start, "dur_ns": _int_col(s, "end") - start, "name": MEMSET_NAME, "cat": schema.GPU_MEMSET,
+            "ts_ns": start, "dur_ns": sdur, "name": MEMSET_NAME, "cat": schema.GPU_MEMSET,
             "ph": "X", "pid": dev, "tid": stream, "device": dev, "stream": stream,
             "correlation": _int_col(s, "correlationId"), "bytes": _int_col(s, "bytes"),
         }))
         tables["memset"] = pd.DataFrame({
-            "ts_ns": start, "dur_ns": _int_col(s, "end") - start, "correlation": _int_col(s, "correlationId"),
+            "ts_ns": start, "dur_ns": sdur, "correlation": _int_col(s, "correlationId"),
             "device": dev, "stream": stream, "pid": decode_global_id(_int_col(s, "globalPid", 0))[0],
             "bytes": _int_col(s, "bytes"), "value": _int_col(s, "value"),
             "mem_kind": [MEM_KIND_NAMES.get(int(x), "Unknown") for x in _int_col(s, "memKind", 7)],
@@ -295,19 +458,19 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
 
     # ------------------------------------------------------------------ CUDA API
     r = db.read("CUPTI_ACTIVITY_KIND_RUNTIME", ["start", "end", "eventClass", "globalTid", "correlationId",
-                                                "nameId", "returnValue"])
+                                                "nameId", "returnValue"], required=("start", "end"))
     if r is not None and len(r):
         raw = _names(r, "nameId", strings).fillna("[unknown]")
         clean = raw.map(lambda v: _VERSION_SUFFIX.sub("", v))
-        start = _int_col(r, "start")
+        start, rdur = _durations(db, r, "CUPTI_ACTIVITY_KIND_RUNTIME")
         pid, tid = decode_global_id(_int_col(r, "globalTid", 0))
         cat = np.where(clean.str.startswith("cu") & ~clean.str.startswith("cuda"), schema.CUDA_DRIVER, schema.CUDA_RUNTIME)
         parts.append(_frame(len(r), {
-            "ts_ns": start, "dur_ns": _int_col(r, "end") - start, "name": clean.to_numpy(), "cat": cat, "ph": "X",
+            "ts_ns": start, "dur_ns": rdur, "name": clean.to_numpy(), "cat": cat, "ph": "X",
             "pid": pid, "tid": tid, "correlation": _int_col(r, "correlationId"),
         }))
         tables["runtime"] = pd.DataFrame({
-            "ts_ns": start, "dur_ns": _int_col(r, "end") - start, "pid": pid, "tid": tid,
+            "ts_ns": start, "dur_ns": rdur, "pid": pid, "tid": tid,
             "correlation": _int_col(r, "correlationId"), "name": clean, "api_name": raw,
             "name_id": _int_col(r, "nameId"), "event_class": _int_col(r, "eventClass"),
             "return_value": _int_col(r, "returnValue", 0),
@@ -316,12 +479,13 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
     # ------------------------------------------------------------------ NVTX
     nv = db.read("NVTX_EVENTS", ["rowid", "start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid",
                                  "endGlobalTid", "textId", "domainId", "uint64Value", "int64Value", "doubleValue",
-                                 "uint32Value", "int32Value", "floatValue", "jsonText", "jsonTextId"])
+                                 "uint32Value", "int32Value", "floatValue", "jsonText", "jsonTextId"],
+                 required=("start",))
     if nv is not None and len(nv):
         tables["nvtx"] = nvtx = _nvtx_table(nv, strings)
         keep = nvtx[nvtx["style"].isin(["PushPop", "StartEnd", "Mark"])]
         if len(keep):
-            maxts = int(np.nanmax([nvtx["ts_ns"].max(), nvtx["end_ns"].where(nvtx["end_ns"] >= 0).max()]))
+            maxts = int(max(nvtx["ts_ns"].max(), nvtx["end_ns"].max()))
             end = keep["end_ns"].where(keep["end_ns"] >= 0, maxts)
             dur = np.where(keep["style"] == "Mark", 0, end - keep["ts_ns"])
             parts.append(_frame(len(keep), {
@@ -336,18 +500,19 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
                            "timestamp (as nsys stats does)")
 
     # ------------------------------------------------------------------ OS runtime
-    o = db.read("OSRT_API", ["start", "end", "eventClass", "globalTid", "nameId", "returnValue", "nestingLevel"])
+    o = db.read("OSRT_API", ["start", "end", "eventClass", "globalTid", "nameId", "returnValue", "nestingLevel"],
+                required=("start", "end"))
     if o is not None and len(o):
         if "eventClass" in o:
             o = o[o["eventClass"] == OSRT_CALL_CLASS].reset_index(drop=True)
-        start = _int_col(o, "start")
+        start, odur = _durations(db, o, "OSRT_API")
         pid, tid = decode_global_id(_int_col(o, "globalTid", 0))
         nm = _names(o, "nameId", strings).fillna("[unknown]")
         parts.append(_frame(len(o), {
-            "ts_ns": start, "dur_ns": _int_col(o, "end") - start, "name": nm.to_numpy(), "cat": schema.OSRT,
+            "ts_ns": start, "dur_ns": odur, "name": nm.to_numpy(), "cat": schema.OSRT,
             "ph": "X", "pid": pid, "tid": tid,
         }))
-        tables["osrt"] = pd.DataFrame({"ts_ns": start, "dur_ns": _int_col(o, "end") - start, "pid": pid, "tid": tid,
+        tables["osrt"] = pd.DataFrame({"ts_ns": start, "dur_ns": odur, "pid": pid, "tid": tid,
                                        "name": nm, "name_id": _int_col(o, "nameId"),
                                        "return_value": _int_col(o, "returnValue", 0),
                                        "nesting_level": _int_col(o, "nestingLevel", 0)})
@@ -356,7 +521,7 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
     cs = _cpu_samples(db, strings)
     if cs is not None:
         tables["cpu_samples"] = cs
-    sc = db.read("SCHED_EVENTS", ["start", "cpu", "isSchedIn", "globalTid"])
+    sc = db.read("SCHED_EVENTS", ["start", "cpu", "isSchedIn", "globalTid"], required=("start",))
     if sc is not None and len(sc):
         pid, tid = decode_global_id(_int_col(sc, "globalTid", 0))
         tables["sched"] = pd.DataFrame({"ts_ns": _int_col(sc, "start"), "cpu": _int_col(sc, "cpu"), "pid": pid,
@@ -372,7 +537,7 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
     flows = _flows(events)
 
     # ------------------------------------------------------------------ threads, processes, meta
-    procs = db.read("PROCESSES", ["globalPid", "pid", "name"])
+    procs = db.read("PROCESSES", ["globalPid", "pid", "name"], required=("pid", "name"))
     host_pids = set(events.loc[events["device"] < 0, "pid"].unique().tolist())
     for key in ("cpu_samples", "sched"):
         if key in tables:
@@ -389,7 +554,8 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
     if gpus is not None:
         tables["gpus"] = gpus
         for g in gpus.to_dict("records"):
-            d = {"id": int(g.get("cuDevice", g.get("id", 0)) if pd.notna(g.get("cuDevice")) else g.get("id", 0)),
+            gid = g.get("cuDevice") if pd.notna(g.get("cuDevice")) else g.get("id")
+            d = {"id": int(gid) if pd.notna(gid) else 0,
                  "name": g.get("name"), "totalGlobalMem": g.get("totalMemory"), "numSms": g.get("smCount"),
                  "computeMajor": g.get("computeMajor"), "computeMinor": g.get("computeMinor"),
                  "maxThreadsPerBlock": g.get("maxThreadsPerBlock"), "regsPerBlock": g.get("maxRegistersPerBlock"),
@@ -401,31 +567,55 @@ def load_nsys(path: str | os.PathLike[str], *, nsys: str | None = None) -> Trace
                  "l2CacheSize": g.get("l2CacheSize"), "memoryBandwidth": g.get("memoryBandwidth"),
                  "clockRate": g.get("clockRate"), "busLocation": g.get("busLocation"), "uuid": g.get("uuid"),
                  "chipName": g.get("chipName")}
-            devprops.append({kk: (v.item() if hasattr(v, "item") else v) for kk, v in d.items() if v is not None})
+            devprops.append({kk: _plain(v) for kk, v in d.items() if v is not None and not (isinstance(v, float) and np.isnan(v))})
     origin = None
     st = db.read("TARGET_INFO_SESSION_START_TIME", ["utcEpochNs"])
     if st is not None and len(st):
-        origin = int(st["utcEpochNs"].iloc[0])
+        origin = int(st["utcEpochNs"].iloc[0]) if pd.notna(st["utcEpochNs"].iloc[0]) else None
     details = db.read("ANALYSIS_DETAILS", ["duration", "startTime", "stopTime"])
-    extra: dict[str, Any] = {"nsys_tables": tables, "export_meta": meta_export, "sqlite_path": spath}
+    extra: dict[str, Any] = {"export_meta": meta_export, "sqlite_path": spath}
     if details is not None and len(details):
         extra["analysis_details"] = {k2: int(v) for k2, v in details.iloc[0].items() if pd.notna(v)}
-    ranks = db.read("MPI_RANKS", ["globalTid", "rank"])
+    ranks = db.read("MPI_RANKS", ["globalTid", "rank"], required=("rank",))
     rank, rank_source = 0, "assumed"
-    if ranks is not None and len(ranks) and ranks["rank"].nunique() == 1:
-        rank, rank_source = int(ranks["rank"].iloc[0]), "MPI_RANKS"
+    if ranks is not None and len(ranks):
+        rv = ranks["rank"].dropna()
+        if rv.nunique() == 1 and 0 <= rv.iloc[0] < 2**31:
+            rank, rank_source = int(rv.iloc[0]), "MPI_RANKS"
+        else:
+            report.add("rank_assumed", "assumed", int(len(ranks)), f"MPI_RANKS holds {rv.nunique()} usable rank "
+                       f"values ({sorted(rv.unique().tolist())[:4]}): rank 0 assumed")
     version = meta_export.get("EXPORT_PRODUCT_VERSION")
-    schema_version = meta_export.get("EXPORT_SCHEMA_VERSION")
+    schema_version = _schema_version(db, meta_export.get("EXPORT_SCHEMA_VERSION"))
     meta = TraceMeta(
-        source_path=rep or spath, source_format="nsys",
+        source_path=spath, source_format="nsys",
         producer=f"Nsight Systems {version}" if version else "Nsight Systems", origin_ns=origin,
         rank=rank, rank_source=rank_source, device_properties=devprops,
-        schema_version=int(str(schema_version).split(".")[0]) if schema_version else None, extra=extra,
+        schema_version=schema_version, extra=extra,
     )
     events["rank"] = np.int32(rank)
-    db.con.close()
     return Trace(events=events, flows=flows, memory=schema.empty_frame(schema.MEMORY_COLUMNS),
-                 counters=schema.empty_frame(schema.COUNTER_COLUMNS), threads=threads, meta=meta, report=report)
+                 counters=schema.empty_frame(schema.COUNTER_COLUMNS), threads=threads, meta=meta, report=report,
+                 tables=tables)
+
+
+def _plain(v: Any) -> Any:
+    """A numpy/pandas scalar as the Python value (metadata holds plain JSON-able values)."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def _schema_version(db: _Db, v: Any) -> int | None:
+    """``EXPORT_SCHEMA_VERSION`` ("3.7.1") -> 3; an unreadable value -> None (reported)."""
+    if v is None or v == "":
+        return None
+    m = re.match(r"\s*(\d{1,9})(?:\.|\s*$)", str(v))
+    if m:
+        return int(m.group(1))
+    msg = f"EXPORT_SCHEMA_VERSION {str(v)[:40]!r} is not a version number: schema version unknown"
+    if db.strict:
+        db.fail(msg, "META_DATA_EXPORT")
+    db.report.add("bad_schema_version", "assumed", 1, msg)
+    return None
 
 
 def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
@@ -468,13 +658,13 @@ def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
 
 
 def _cpu_samples(db: _Db, strings: dict[int, str]) -> pd.DataFrame | None:
-    ce = db.read("COMPOSITE_EVENTS", ["id", "start", "cpu", "threadState", "globalTid", "cpuCycles"])
+    ce = db.read("COMPOSITE_EVENTS", ["id", "start", "cpu", "threadState", "globalTid", "cpuCycles"], required=("id", "start"))
     if ce is None or not len(ce):
         return None
     pid, tid = decode_global_id(_int_col(ce, "globalTid", 0))
     out = pd.DataFrame({"id": _int_col(ce, "id"), "ts_ns": _int_col(ce, "start"), "cpu": _int_col(ce, "cpu"),
                         "pid": pid, "tid": tid, "thread_state": _int_col(ce, "threadState")})
-    cc = db.read("SAMPLING_CALLCHAINS", ["id", "symbol", "module", "stackDepth"])
+    cc = db.read("SAMPLING_CALLCHAINS", ["id", "symbol", "module", "stackDepth"], required=("id", "stackDepth"))
     if cc is not None and len(cc):
         cc = cc.sort_values(["id", "stackDepth"])
         sym = _names(cc, "symbol", strings).fillna("[unknown]")
@@ -505,8 +695,8 @@ def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
         m = _STEP_RE.match(str(text or ""))
         if m:
             nums.append(int(m.group(1)))
-        elif str(text or "").lower() == "step" and pl is not None and float(pl).is_integer():
-            nums.append(int(pl))
+        elif str(text or "").lower() == "step" and _int_payload(pl) is not None:
+            nums.append(_int_payload(pl))
         else:
             nums.append(-1)
     rng = rng.assign(step=nums)
@@ -536,6 +726,15 @@ def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
     dev = (events["device"].to_numpy() >= 0) & (corr >= 0)
     if dev.any() and m:
         events.loc[dev, "step"] = [m.get(c, -1) for c in corr[dev]]
+
+
+def _int_payload(pl: Any) -> int | None:
+    """An NVTX payload that is a whole number >= 0 (else None)."""
+    try:
+        f = float(pl)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return int(f) if np.isfinite(f) and f.is_integer() and 0 <= f < 2**62 else None
 
 
 def _typed(events: pd.DataFrame) -> pd.DataFrame:
@@ -571,7 +770,7 @@ def _threads(db: _Db, strings: dict[int, str], procs: pd.DataFrame | None, event
              host_pids: set[int]) -> pd.DataFrame:
     rows = []
     if procs is not None and len(procs):
-        for p, n in zip(_int_col(procs, "pid"), procs["name"]):
+        for p, n in zip(_int_col(procs, "pid"), procs.get("name", pd.Series([None] * len(procs)))):
             if int(p) in host_pids:
                 rows.append((int(p), int(p), str(n), "process"))
     tn = db.read("ThreadNames", ["nameId", "globalTid"])

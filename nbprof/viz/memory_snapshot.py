@@ -13,7 +13,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis import memory_snapshot as ams
-from ._base import NbprofView, fmt_bytes, fmt_ns
+from ..results.format import fmt_bytes, fmt_ns
+from ._base import NbprofView
 from ._escape import truncate
 
 __all__ = ["memory_snapshot_view", "snapshot_tables"]

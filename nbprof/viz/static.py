@@ -11,30 +11,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import registry
 from ._escape import escape_html
 
 __all__ = ["to_html", "static_layout", "VIEWS"]
 
-VIEWS = ("overview", "operators", "timeline", "memory")
-
-
-def _static_view(name: str, trace, theme: str, width: int):
-    """One view's static Bokeh layout, built from its tables (no widget, no BokehJS load)."""
-    if name == "timeline":
-        from .timeline import TimelineModel
-
-        return TimelineModel(trace).static_layout(width=width, theme=theme)
-    if name == "operators":
-        from . import operators
-
-        return operators._build(operators.operator_tables(trace), theme=theme, width=width)
-    if name == "memory":
-        from . import memory
-
-        return memory._build(memory.memory_tables(trace), theme=theme, width=width)[0]
-    from . import overview
-
-    return overview._build(overview.overview_tables(trace), theme=theme, width=width)
+#: the views a static page can hold (``nbprof.viz.registry``)
+VIEWS = registry.VIEWS
 
 
 def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int = 1100):
@@ -59,10 +42,9 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
         raise TypeError(f"to_html takes a Trace, a view or a dashboard, not {type(trace_or_view).__name__}")
     panels = []
     for name in views:
-        if name not in VIEWS:
-            raise ValueError(f"unknown view {name!r}; choose from {VIEWS}")
+        registry.get(name)  # ValueError for an unknown view
         try:
-            lay = _static_view(name, trace, theme, width)
+            lay = registry.static(name, trace, theme=theme, width=width)
         except (ValueError, KeyError) as e:
             lay = Div(text=f"{name} view not available for this trace: {e}", render_as_text=True)
         panels.append((name, lay))
@@ -74,8 +56,20 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
 
     items = []
     for name, lay in panels:
-        items += [Div(text=f"<h2>{escape_html(name.capitalize())}</h2>"), lay]
+        items += [Div(text=f"<h2>{escape_html(registry.get(name).title)}</h2>"), lay]
     return column(*items, name="nbprof_static")
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (``/proc``; 0o022 where that is not available)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def to_html(trace_or_view, path, views=None, *, theme: str = "light", title: str | None = None,
@@ -120,7 +114,25 @@ def to_html(trace_or_view, path, views=None, *, theme: str = "light", title: str
     html = file_html(lay, INLINE, title=title)  # bokeh escapes the title and the JSON it embeds
     if theme == "dark":
         html = html.replace("<body>", '<body style="background:#1e1e1e;color:#e0e0e0">', 1)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, path)
+    # a private temp file in the target folder (O_EXCL: never an existing file, never a planted symlink),
+    # then an atomic rename; without overwrite, a hard link that fails if the name appeared meanwhile
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent or ".")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # the mode a plain open() would give, not mkstemp's 0600
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise FileExistsError(f"{path} exists; pass overwrite=True to replace it") from None
+            except OSError:  # no hard links here (some file systems): rename, after the check above
+                os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
     return path

@@ -22,6 +22,7 @@ logdir = ""             # TensorBoard logdir with tensorboard_trace_handler runs
 ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms logger)
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
+static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
 out_dir = "results/workflow"
 
 # %% id="fbf76bb5"

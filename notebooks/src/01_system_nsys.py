@@ -31,6 +31,7 @@ logdir = ""             # TensorBoard logdir with tensorboard_trace_handler runs
 ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms logger)
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
+static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
 
 # %% id="c4706c7a"
 from pathlib import Path
@@ -118,4 +119,4 @@ if tr is not None:
 
 # %% id="f4a66c84"
 if tr is not None:
-    show(tr, views=["overview", "timeline"])
+    show(tr, views=["overview", "timeline"], static=static_views)

@@ -26,6 +26,7 @@ logdir = ""             # TensorBoard logdir with tensorboard_trace_handler runs
 ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms logger)
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
+static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
 
 # %% id="52ee1e5a"
 from pathlib import Path
@@ -97,7 +98,7 @@ else:
 
 # %% id="df5c266b"
 if tr is not None:
-    show(tr, views=["operators", "memory"])
+    show(tr, views=["operators", "memory"], static=static_views)
 
 # %% [markdown] id="df52923a"
 # ### Profile your own cell

@@ -25,6 +25,7 @@ logdir = ""             # TensorBoard logdir with tensorboard_trace_handler runs
 ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms logger)
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
+static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
 
 # %% id="911309b6"
 from pathlib import Path
@@ -84,7 +85,7 @@ else:
 for name in names[:2]:
     tr = tb.load_run(logdir, name)
     print(name, repr(tr))
-    show(tr, views=["overview"])
+    show(tr, views=["overview"], static=static_views)
 
 # %% [markdown] id="5a161772"
 # ### In a live notebook

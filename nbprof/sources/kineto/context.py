@@ -1,0 +1,87 @@
+"""Per-load state (``_Ctx``): the path, the load report, strict mode, and byte offsets of events.
+
+Every repair, drop or assumption goes through ``_Ctx.defect`` (the report, with the first
+event's byte offset) or, in strict mode, ``_Ctx.fail`` (``TraceFormatError``).
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from contextlib import contextmanager
+from typing import Iterator
+
+import msgspec
+
+from ...errors import TraceFormatError
+from ...trace.model import LoadReport
+from .reading import read_bytes
+from .structs import _RAW_LIST_DECODER
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause CPython's cyclic GC: millions of small objects otherwise triple load time."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+class _Ctx:
+    """Per-load state: path, report, strict flag and what is needed to locate an event's bytes."""
+
+    def __init__(self, path: str, report: LoadReport, strict: bool, data: bytes) -> None:
+        self.path = path
+        self.report = report
+        self.strict = strict
+        self.data = data
+        self.fast = True  # events decoded in one pass: event index == position in traceEvents
+        self.loose = False  # events are _LooseEvent: ts/dur may be strings
+        self.array_start: int | None = None
+
+    def release(self) -> None:
+        """Drop the file bytes (re-read on demand by ``event_offset``)."""
+        self.data = None
+
+    def event_offset(self, k: int | None) -> int | None:
+        """Byte offset of event ``k`` of ``traceEvents`` (fast path only; used for strict errors)."""
+        if k is None or not self.fast or self.array_start is None:
+            return None
+        if self.data is None:
+            try:
+                self.data = read_bytes(self.path)
+            except (OSError, TraceFormatError):
+                return None
+        try:
+            end = _array_end(self.data, self.array_start)
+            raws = _RAW_LIST_DECODER.decode(memoryview(self.data)[self.array_start - 1 : end])
+            pos = self.data.find(bytes(raws[k]), self.array_start)
+            return pos if pos >= 0 else None
+        except (msgspec.DecodeError, IndexError):
+            return None
+
+    def defect(self, kind: str, action: str, count: int, message: str, k: int | None, reason: str) -> None:
+        """``count`` values repaired or dropped (``action``), the first in event ``k``: recorded in the
+        load report with that event's byte offset, or (strict mode) raised as ``reason``."""
+        if self.strict:
+            self.fail(reason, k)
+        self.report.add(kind, action, count, message, offset=self.event_offset(k))
+
+    def fail(self, reason: str, k: int | None = None) -> None:
+        """Strict mode: raise ``TraceFormatError`` for event ``k`` (an index into ``traceEvents``)."""
+        raise TraceFormatError(self.path, self.event_offset(k), reason, event_index=k)
+
+
+def _array_end(data: bytes, start: int) -> int:
+    """Offset just past the ``]`` closing the events array that opens at ``start - 1``."""
+    try:
+        _RAW_LIST_DECODER.decode(memoryview(data)[start - 1 :])
+        return len(data)
+    except msgspec.DecodeError as exc:
+        m = re.search(r"trailing characters \(byte (\d+)\)", str(exc))
+        if m:
+            return data.rfind(b"]", start - 1, start - 1 + int(m.group(1))) + 1
+        raise

@@ -1,0 +1,127 @@
+"""DeepSpeed parsers on bad inputs derived from the real DeepSpeed 0.19.8 outputs in notes/samples:
+linear-time regexes, non-numbers, bad aggregated dicts, missing files, tracebacks that cut a report or
+table short, a profiler that crashed before printing, a module shared by several parents."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from conftest import sample_path
+
+from nbprof.deepspeed import parsers as P
+
+STAGE1 = "ds_flops_stage1_rank0.txt"
+
+
+def _text(name=STAGE1):
+    return sample_path(name).read_text()
+
+
+@pytest.mark.parametrize("line", ["-" * 40000, "a" * 40000, "a" + " " * 40000 + "b", "x:" + " " * 40000,
+                                  "  (0): Linear(1 = 1% Params, 1 MACs = 1% MACs, 1 s = 1% latency, 1 FLOPS," + " " * 40000 + "x)"])
+def test_long_lines_parse_in_linear_time(line):
+    text = _text().replace("world size:", line + "\nworld size:", 1).replace("  (1): ReLU", line + "\n  (1): ReLU", 1)
+    t0 = time.perf_counter()
+    log = P.parse_log(text + "\n" + line + "\n")
+    assert time.perf_counter() - t0 < 1.0  # the old _BANNER/_KV took ~15 s on a 40,000-dash line
+    assert log.flops[0].get("world_size") == 2 and len(log.flops[0].modules) >= 6
+
+
+def test_a_number_that_is_not_one_is_nan_and_flagged():
+    text = _text().replace("883.76", "1.2.3").replace("19.58% Params", "1.2.3% Params")
+    prof = P.parse_flops_profile(text)
+    assert math.isnan(prof.get("samples_per_s")) and math.isnan(prof.modules.iloc[1]["params_ratio"])
+    q = prof.quirks[prof.quirks["kind"] == "bad_number"]
+    assert len(q) == 2 and "'1.2.3' is not a number" in q.iloc[0]["message"]
+    log = P.parse_log("[Rank 0] time (ms) | fwd: 1.2.3 | bwd: 2.25\nMA 1.2.3 GB Max_MA 2 GB CA 3 GB Max_CA 4 GB\n")
+    assert math.isnan(log.timers.iloc[0]["time_ns"]) and log.timers.iloc[1]["time_ns"] == 2.25e6
+    assert math.isnan(log.memory.iloc[0]["allocated_bytes"]) and (log.quirks["kind"] == "bad_number").sum() == 2
+
+
+@pytest.mark.parametrize("bad", ["{'Sequential': '85 K'} + 1", "{1, 2}", "{" + "[" * 50 + "]" * 50 + "}", "{'a': [1]}[0]", "{[1]: '85 K'}",
+                                 "{" * 100000 + "}" * 100000])
+def test_aggregated_line_that_is_not_a_dict(bad):
+    text = _text().replace("{'Sequential': '85 K'}", bad, 1)
+    prof = P.parse_flops_profile(text)
+    q = prof.quirks[prof.quirks["kind"] == "unparsed_line"]
+    assert len(q) == 1 and "aggregated line not a dict" in q.iloc[0]["message"]
+    assert set(prof.aggregated["metric"]) == {"macs", "fwd_latency"}
+
+
+def test_missing_log_is_file_not_found_naming_it(tmp_path):
+    for src in ("missing.log", str(tmp_path / "nope.txt"), tmp_path / "gone.log"):
+        with pytest.raises(FileNotFoundError) as ei:
+            P.parse_log(src)
+        assert ei.value.filename == str(src) and "no such DeepSpeed log" in str(ei.value)
+    with pytest.raises(IsADirectoryError):
+        P.parse_log(tmp_path)
+    assert P.parse_log("[Rank 0] time (ms) | fwd: 1.5").timers["time_ns"].tolist() == [1.5e6]  # text still works
+
+
+TB = """Traceback (most recent call last):
+  File "train.py", line 41, in <module>
+    engine.step()
+  File "/usr/lib/python3/site-packages/deepspeed/profiling/flops_profiler/profiler.py", line 301, in print_model_profile
+    flops_per_s = total_flops / total_duration
+ZeroDivisionError: float division by zero
+"""
+
+
+def test_a_traceback_that_cuts_a_profile_short_is_named():
+    text = _text()
+    cut = text[: text.index("  (2): Linear")] + TB
+    log = P.parse_log(cut)
+    prof = log.flops[0]
+    q = prof.quirks[prof.quirks["kind"] == "cut_short"]
+    assert len(q) == 1 and "ZeroDivisionError: float division by zero" in q.iloc[0]["message"]
+    assert prof.modules["path"].tolist() == ["", "0", "1"] and "truncated" not in prof.flags
+    kinds = log.quirks["kind"].tolist()
+    assert "traceback" in kinds and "cut_short" in kinds
+    tb_line = cut.splitlines().index("Traceback (most recent call last):") + 1
+    assert log.quirks.loc[log.quirks["kind"] == "traceback", "line"].tolist() == [tb_line]
+
+
+def test_a_traceback_that_cuts_a_comms_table_short_is_named():
+    log = P.parse_log(sample_path("ds_launcher_stage2.log"))
+    full = log.comms.summary
+    text = sample_path("ds_launcher_stage2.log").read_text()
+    head = text[: text.index("Comm. Op")]
+    body = text[text.index("Comm. Op"):].splitlines()
+    cut = head + "\n".join(body[:3]) + "\n" + TB + "\n".join(body[3:]) + "\n"
+    log2 = P.parse_log(cut)
+    q = log2.quirks[log2.quirks["kind"] == "cut_short"]
+    assert len(q) == 1 and "comms-logger summary table stops at a traceback" in q.iloc[0]["message"]
+    assert len(log2.comms.summary) < len(full)
+
+
+def test_a_profiler_that_crashed_before_printing_is_named():
+    log = P.parse_log('[INFO] flops_profiler ..... {"enabled": true, "profile_step": 4}\n' + TB)
+    assert log.flops == []
+    q = log.quirks[log.quirks["kind"] == "profiler_crashed"]
+    assert len(q) == 1 and "ZeroDivisionError" in q.iloc[0]["message"] and q.iloc[0]["line"] == 2
+    # a traceback without the profiler on is only a traceback
+    assert "profiler_crashed" not in set(P.parse_log(TB).quirks["kind"])
+
+
+def test_a_module_shared_by_two_parents_is_flagged():
+    text = _text()
+    first = next(ln for ln in text.splitlines() if ln.startswith("  (0): Linear("))
+    shared = text.replace("\n)\n---", "\n" + first.replace("(0):", "(5):") + "\n)\n---")  # (0) reused as (5)
+    prof = P.parse_flops_profile(shared)
+    assert prof.modules["path"].tolist() == ["", "0", "1", "2", "3", "4", "5"]
+    q = prof.quirks[prof.quirks["kind"] == "shared_module"]
+    assert len(q) == 1 and "the root module" in q.iloc[0]["message"] and "101,640 params" in q.iloc[0]["message"]
+    assert "shared_module" not in P.parse_flops_profile(text).flags
+
+
+def test_utf8_bom_in_a_log_and_a_config(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_bytes(b"\xef\xbb\xbf" + sample_path(STAGE1).read_bytes())
+    prof = P.parse_flops_profile(log)
+    assert prof.get("world_size") == 2 and len(prof.modules) == 6
+    cfg = tmp_path / "ds.json"
+    cfg.write_bytes(b'\xef\xbb\xbf{"zero_optimization": {"stage": 3}}')
+    assert P.zero_stage_of(cfg) == 3
+    assert P.zero_stage_of({"zero_optimization": {"stage": float("nan")}}) is None  # ValueError before
