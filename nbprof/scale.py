@@ -24,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .errors import NbprofError, SchemaError, TraceFormatError
@@ -386,7 +387,8 @@ class _RankResult:
     seconds: float
 
 
-def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[Trace], dict[str, pd.DataFrame]], strict: bool) -> _RankResult:
+def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[Trace], dict[str, pd.DataFrame]],
+          strict: bool) -> _RankResult:
     """Runs in a pool process or Dask worker: load (or read cache), reduce, return the small result."""
     t0 = time.perf_counter()
     cache = TraceCache(cache_dir) if use_cache else None
@@ -733,7 +735,8 @@ def _assemble(results: list[_RankResult], paths: list[str], cdir: str | None, al
         for i in r.issues:
             if i["kind"] in ("rank_assumed", "rank_from_filename"):
                 continue
-            report.add(f"{os.path.basename(r.path)}:{i['kind']}", i["action"], i["count"], f"{os.path.basename(r.path)}: {i['message']}", i.get("offset"))
+            base = os.path.basename(r.path)
+            report.add(f"{base}:{i['kind']}", i["action"], i["count"], f"{base}: {i['message']}", i.get("offset"))
     mr = MultiRankTrace(
         paths={ranks[r.path]: r.path for r in ordered},
         summaries={ranks[r.path]: r.tables for r in ordered},

@@ -33,9 +33,10 @@ import socket
 import sys
 import time
 import warnings
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from ._files import copy_trace, tmp_dir, unique_path, write_trace_bytes
 from .options import ACTIVITY_NAMES, ProfileOptions
@@ -63,7 +64,7 @@ def _import_torch() -> Any:
     """
     try:
         import torch
-        import torch.profiler  # noqa: F401 - the profiler sub-package is what capture needs
+        import torch.profiler  # the profiler sub-package is what capture needs
     except ImportError as exc:
         from ..errors import MissingDependencyError
 
@@ -400,7 +401,7 @@ class Session:
                 try:
                     self._snapshot_cm.__exit__(None, None, None)
                     self.memory_snapshot = self._snapshot_cap.path
-                except Exception as err:  # noqa: BLE001 - never hide the user's exception
+                except Exception as err:  # never hide the user's exception
                     self.notes.append(f"memory snapshot failed: {type(err).__name__}: {err}")
             self.wall_ns = time.perf_counter_ns() - self._t0
             self.steps_run = self._steps + 1

@@ -35,7 +35,8 @@ __all__ = ["NsysMagics", "NsysResult", "make_magics"]
 
 _COMMON = [
     argument("-t", "--trace", default=None, help="nsys -t (default cuda,nvtx,osrt with a CUDA driver, else nvtx,osrt)."),
-    argument("--sample", default="none", help="nsys --sample (default none: CPU sampling hangs Debian's nsys 2022.4 on CPU-only machines)."),
+    argument("--sample", default="none",
+             help="nsys --sample (default none: CPU sampling hangs Debian's nsys 2022.4 on CPU-only machines)."),
     argument("--cpuctxsw", default="none", help="nsys --cpuctxsw (default none, same reason)."),
     argument("--results", default="results/nsys", metavar="DIR", help="Folder for reports (default results/nsys)."),
     argument("--output", default=None, metavar="BASE", help="Report name (default: a unique name in --results)."),
@@ -83,9 +84,9 @@ class NsysMagics(Magics):
             if len(files) != 1:
                 raise UsageError("%nsys load [options] FILE: give one .nsys-rep or .sqlite file")
             load_file = files[0]
-        if args.action not in ("profile", "load"):
-            if cell is None and not command:  # `%nsys python x.py` without `profile --`
-                raise UsageError("usage: %nsys profile [options] -- python script.py args | %nsys load FILE")
+        if args.action not in ("profile", "load") and cell is None and not command:
+            # `%nsys python x.py` without `profile --`
+            raise UsageError("usage: %nsys profile [options] -- python script.py args | %nsys load FILE")
         if args.action == "load":
             if cell is not None:
                 raise UsageError("%%nsys load is not a cell magic; use %nsys load FILE")

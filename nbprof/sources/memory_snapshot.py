@@ -311,7 +311,9 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
     origin_us = int(t_arr[timed].min()) if timed.any() else None
     ts_ns = np.where(timed, (t_arr - (origin_us or 0)) * 1000, -1)
     if len(t_arr) and not timed.all():
-        report.add("no_time", "assumed", int((~timed).sum()), f"{int((~timed).sum())} trace entries have no time_us (older torch): ordered by index only")
+        untimed = int((~timed).sum())
+        report.add("no_time", "assumed", untimed,
+                   f"{untimed} trace entries have no time_us (older torch): ordered by index only")
     events = pd.DataFrame(
         {
             "device": np.array(dev_col, dtype=np.int16),
@@ -415,7 +417,8 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0, stric
             _strict_check(report, spath)
         return MemoryTimeline(ev, t0 * 1000, spath, report)
     if not isinstance(obj, list) or (obj and not (isinstance(obj[0], list) and len(obj[0]) == 4)):
-        raise TraceFormatError(spath, None, "not an export_memory_timeline file: expected [[ts, action, bytes, category], ...] or [times, sizes]")
+        raise TraceFormatError(spath, None, "not an export_memory_timeline file: expected "
+                               "[[ts, action, bytes, category], ...] or [times, sizes]")
     try:
         arr = np.array(obj, dtype=np.int64).reshape(-1, 4)
         ok = len(arr) == len(obj)

@@ -630,8 +630,7 @@ def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
     dom = _int_col(nv, "domainId", 0)
     # domain names: eventType 75 rows, keyed by (domainId, process) -- nvtxsum joins on the pid bits
     dnames: dict[tuple[int, int], str] = {}
-    for d, p, t, ts in zip(dom[et == NVTX_DOMAIN_CREATE], pid[et == NVTX_DOMAIN_CREATE],
-                           text[et == NVTX_DOMAIN_CREATE], _int_col(nv, "start")[et == NVTX_DOMAIN_CREATE]):
+    for d, p, t in zip(dom[et == NVTX_DOMAIN_CREATE], pid[et == NVTX_DOMAIN_CREATE], text[et == NVTX_DOMAIN_CREATE]):
         dnames.setdefault((int(d), int(p)), t)
     domain = [dnames.get((int(d), int(p))) for d, p in zip(dom, pid)]
     name = [(f"{d}:{t}" if t is not None else f"{d}:None") if d is not None else t for d, t in zip(domain, text)]

@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
