@@ -393,14 +393,14 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
     t0 = time.perf_counter()
     cache = TraceCache(cache_dir) if use_cache else None
     digest = cache.digest(path) if cache else None
-    hit = bool(cache and cache.has(digest))
-    if hit:
+    hit = bool(cache is not None and digest is not None and cache.has(digest))
+    if cache is not None and digest is not None and hit:
         tr = cache.get(digest)
     else:
         from .sources import load
 
         tr = load(path, strict=strict)
-        if cache:
+        if cache is not None and digest is not None:
             cache.put(digest, tr)
     tables = reducer(tr)
     res = _RankResult(
@@ -415,7 +415,7 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
         from_cache=hit,
         seconds=time.perf_counter() - t0,
     )
-    if cache:
+    if cache is not None and digest is not None:
         _put_summary(cache, digest, reducer, res)
     return res
 

@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ._files import copy_trace, tmp_dir, unique_path, write_trace_bytes
 from .options import ACTIVITY_NAMES, ProfileOptions
@@ -158,7 +158,8 @@ def _add_flops(data: bytes, flops_by_ext: dict[int, tuple[str, int]]) -> bytes:
         args = ev.get("args")
         if not isinstance(args, dict):
             continue
-        hit = flops_by_ext.get(args.get("External id"))
+        ext = args.get("External id")
+        hit = flops_by_ext.get(ext) if isinstance(ext, int) else None
         if hit is not None and hit[0] == ev.get("name"):
             args["flops"] = hit[1]
     return orjson.dumps(doc)
@@ -389,7 +390,7 @@ class Session:
         with _quiet_torch_warnings():
             self._prof.step()
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         """Stop the profiler (exporting the last cycle) and the allocator recording; never swallows ``exc``."""
         if self in _ACTIVE:
             _ACTIVE.remove(self)

@@ -87,7 +87,7 @@ def _line(v: Any) -> int | None:
     return None
 
 
-def _frames_key(frames: Any, bad: list[int]) -> tuple | None:
+def _frames_key(frames: Any, bad: list[Any]) -> tuple | None:
     """Hashable key of a frame list; frames that are not dicts are skipped and a line that is not an
     integer becomes 0 (both counted in ``bad[0]``, the first such value kept in ``bad[1:]``)."""
     if not frames or not isinstance(frames, (list, tuple)):
@@ -327,7 +327,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             "device_free_bytes": np.array(free_col, dtype=np.int64),
         }
     )
-    keys = sorted(frame_ids, key=frame_ids.get)
+    keys = sorted(frame_ids, key=frame_ids.__getitem__)
     frames = pd.DataFrame(
         {
             "frames_id": np.arange(len(keys), dtype=np.int64),
@@ -476,7 +476,7 @@ def _curve(obj: list, spath: str, report: LoadReport) -> tuple[pd.DataFrame, int
             "ts_ns": (times[t_idx] - t0) * 1000,
             "action": pd.Categorical(np.where(deltas[t_idx, c_idx] > 0, "create", "destroy")),
             "bytes": deltas[t_idx, c_idx],
-            "category": pd.Categorical([TIMELINE_CATEGORIES[min(c, 7)] for c in c_idx], categories=TIMELINE_CATEGORIES),
+            "category": pd.Categorical([TIMELINE_CATEGORIES[min(int(c), 7)] for c in c_idx], categories=TIMELINE_CATEGORIES),
         }
     )
     report.add("curve_form", "assumed", 0, "curve (.json) form: rows are per-category deltas between time points")

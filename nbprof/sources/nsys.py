@@ -279,7 +279,7 @@ def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
     return pd.to_numeric(df[col], errors="coerce").fillna(default).astype("int64").to_numpy()
 
 
-def _names(df: pd.DataFrame, col: str, strings: dict[int, str]) -> pd.Series:
+def _names(df: pd.DataFrame, col: str, strings: dict[int, str | None]) -> pd.Series:
     """A name column that is either a StringIds id or text."""
     if col not in df:
         return pd.Series([None] * len(df), index=df.index, dtype=object)
@@ -380,7 +380,7 @@ def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
                    f"without rows): {', '.join(absent)}; those kinds of event are empty")
     db._table = "StringIds"
     try:
-        strings = {}
+        strings: dict[int, str | None] = {}
         for i, v in db.con.execute("SELECT id, value FROM StringIds"):
             if isinstance(i, int):
                 strings[i] = v if isinstance(v, str) or v is None else str(v)
@@ -618,7 +618,7 @@ def _schema_version(db: _Db, v: Any) -> int | None:
     return None
 
 
-def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
+def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str | None]) -> pd.DataFrame:
     """Decode NVTX_EVENTS: names with domains as ``nsys stats`` forms them, style, payloads."""
     et = _int_col(nv, "eventType")
     gtid = _int_col(nv, "globalTid", 0)
@@ -656,7 +656,7 @@ def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
     })
 
 
-def _cpu_samples(db: _Db, strings: dict[int, str]) -> pd.DataFrame | None:
+def _cpu_samples(db: _Db, strings: dict[int, str | None]) -> pd.DataFrame | None:
     ce = db.read("COMPOSITE_EVENTS", ["id", "start", "cpu", "threadState", "globalTid", "cpuCycles"], required=("id", "start"))
     if ce is None or not len(ce):
         return None
@@ -694,8 +694,8 @@ def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
         m = _STEP_RE.match(str(text or ""))
         if m:
             nums.append(int(m.group(1)))
-        elif str(text or "").lower() == "step" and _int_payload(pl) is not None:
-            nums.append(_int_payload(pl))
+        elif str(text or "").lower() == "step" and (k := _int_payload(pl)) is not None:
+            nums.append(k)
         else:
             nums.append(-1)
     rng = rng.assign(step=nums)
@@ -721,10 +721,10 @@ def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
     events["step"] = step
     corr = events["correlation"].to_numpy()
     rt = (events["cat"].astype(str).isin(list(schema.RUNTIME_CATEGORIES))).to_numpy() & (corr >= 0)
-    m = dict(zip(corr[rt], step[rt]))
+    step_of = dict(zip(corr[rt], step[rt]))
     dev = (events["device"].to_numpy() >= 0) & (corr >= 0)
-    if dev.any() and m:
-        events.loc[dev, "step"] = [m.get(c, -1) for c in corr[dev]]
+    if dev.any() and step_of:
+        events.loc[dev, "step"] = [step_of.get(c, -1) for c in corr[dev]]
 
 
 def _int_payload(pl: Any) -> int | None:
@@ -765,7 +765,7 @@ def _flows(events: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def _threads(db: _Db, strings: dict[int, str], procs: pd.DataFrame | None, events: pd.DataFrame,
+def _threads(db: _Db, strings: dict[int, str | None], procs: pd.DataFrame | None, events: pd.DataFrame,
              host_pids: set[int]) -> pd.DataFrame:
     rows = []
     if procs is not None and len(procs):
