@@ -89,7 +89,7 @@ _STEP_RE = re.compile(r"^(?:ProfilerStep#|step[ #_:]?)(\d+)$", re.IGNORECASE)
 _VERSION_SUFFIX = re.compile(r"_v\d{4,5}$")
 
 
-def decode_global_id(gid) -> tuple[Any, Any]:
+def decode_global_id(gid: Any) -> tuple[Any, Any]:
     """Split an nsys ``globalTid``/``globalPid`` into ``(pid, tid)``.
 
     Formula from NVIDIA's SQLite examples: ``pid = gid // 0x1000000 % 0x1000000``,
@@ -115,7 +115,7 @@ class _Db:
         self.strict = strict
         self._tmp: str | None = None
         self._table = "sqlite_master"
-        self._bad_text: dict[str, list] = {}
+        self._bad_text: dict[str, list[Any]] = {}
         src = os.path.abspath(path)
         wal = src + "-wal"
         if os.path.isfile(wal) and os.path.getsize(wal) > 0:
@@ -276,7 +276,7 @@ def _num(x: Any) -> float:
 def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
     if df is None or col not in df:
         return np.full(0 if df is None else len(df), default, dtype="int64")
-    return pd.to_numeric(df[col], errors="coerce").fillna(default).astype("int64").to_numpy()
+    return np.asarray(pd.to_numeric(df[col], errors="coerce").fillna(default).astype("int64").to_numpy())
 
 
 def _names(df: pd.DataFrame, col: str, strings: dict[int, str | None]) -> pd.Series:
