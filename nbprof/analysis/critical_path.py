@@ -94,13 +94,15 @@ binding chain have 0; -1 marks events outside the graph.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from ..trace import predicates as pred
 from ..trace import schema
-from ..trace.predicates import _is_comm_kernel_name
+from ..trace.model import Trace
 from ..trace.predicates import name_mask as _name_mask
 from .steps import _is_dataloader
 
@@ -191,10 +193,10 @@ class Graph:
     is_blocking: np.ndarray
     is_step_range: np.ndarray
     dropped_edges: int = 0
-    window: tuple = (0, 0)
+    window: tuple[int, int] = (0, 0)
     queued_gap_ns: int = 0
     launch_delay_ns: int = 0
-    row_pos: dict = field(default_factory=dict, repr=False)
+    row_pos: dict[int, int] = field(default_factory=dict, repr=False)
 
     @property
     def n_nodes(self) -> int:
@@ -209,11 +211,11 @@ class Graph:
         })
 
 
-def _group_sort(keys: list) -> np.ndarray:
+def _group_sort(keys: list[np.ndarray]) -> np.ndarray:
     return np.lexsort(keys[::-1])
 
 
-def _marker_sequence(tkey, ts, end):
+def _marker_sequence(tkey: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Call-stack order of the start/end markers of host events, per thread.
 
     Returns ``order`` over 2k markers (marker i < k is the start of event i, i >= k the end of event
@@ -260,7 +262,8 @@ def _marker_sequence(tkey, ts, end):
     return order, parent, depth_after
 
 
-def _window(trace, step, annotation, instance, window):
+def _window(trace: Trace, step: int | None, annotation: str | None, instance: int,
+            window: tuple[int, int] | None) -> tuple[int, int]:
     ev = trace.events
     ts = ev["ts_ns"].to_numpy(np.int64)
     end = ts + ev["dur_ns"].to_numpy(np.int64)
@@ -268,7 +271,7 @@ def _window(trace, step, annotation, instance, window):
         return int(window[0]), int(window[1])
     names = ev["name"]
     if step is not None:
-        mask = _name_mask(names, lambda n: n == f"ProfilerStep#{int(step)}") & (ev["device"].to_numpy() < 0)
+        mask = pred.is_step_row(ev) & _name_mask(names, lambda n: pred.step_number(n) == int(step))
         idx = np.flatnonzero(mask)
         if idx.size == 0:
             raise ValueError(f"no ProfilerStep#{step} in the trace (steps: {trace.steps})")
@@ -288,7 +291,7 @@ def _window(trace, step, annotation, instance, window):
     return int(ts.min()), int(end.max())
 
 
-def _sync_args_frame(trace, sync_args):
+def _sync_args_frame(trace: Trace, sync_args: pd.DataFrame | None) -> pd.DataFrame | None:
     if sync_args is None:
         sync_args = getattr(trace, "tables", {}).get("cuda_sync")
     if sync_args is None or len(sync_args) == 0:
@@ -300,7 +303,8 @@ def _sync_args_frame(trace, sync_args):
     return sync_args
 
 
-def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, window=None,
+def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None = None, instance: int = 0,
+                window: tuple[int, int] | None = None,
                 sync_args: pd.DataFrame | None = None) -> Graph:
     """The dependency graph of ``trace`` (whole trace, one step, an annotation or a time window).
 
@@ -338,12 +342,12 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     cat = ev["cat"]
     cat_codes = cat.cat.codes.to_numpy() if isinstance(cat.dtype, pd.CategoricalDtype) else None
 
-    def cat_is(names):
+    def cat_is(names: Iterable[str]) -> np.ndarray:
         if cat_codes is not None:
             cats = list(cat.cat.categories)
             ids = [cats.index(c) for c in names if c in cats]
             return np.isin(cat_codes, ids) if ids else np.zeros(n_ev, bool)
-        return cat.isin(list(names)).to_numpy()
+        return np.asarray(cat.isin(list(names)).to_numpy(), dtype=bool)
 
     dev_col = ev["device"].to_numpy()
     host_ev = cat_is(_HOST_CATS) & (dev_col < 0)
@@ -429,17 +433,17 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     rows_local = np.concatenate([host_rows, host_rows, dev_rows, dev_rows])
     node_row = rows_local[norder]
 
-    def hs(i):  # host start node (sorted id)
-        return pos[i]
+    def hs(i: np.ndarray) -> np.ndarray:  # host start node (sorted id)
+        return np.asarray(pos[i])
 
-    def he(i):
-        return pos[kh + i]
+    def he(i: np.ndarray) -> np.ndarray:
+        return np.asarray(pos[kh + i])
 
-    def ds(j):
-        return pos[2 * kh + j]
+    def ds(j: np.ndarray) -> np.ndarray:
+        return np.asarray(pos[2 * kh + j])
 
-    def de(j):
-        return pos[2 * kh + kd + j]
+    def de(j: np.ndarray) -> np.ndarray:
+        return np.asarray(pos[2 * kh + kd + j])
 
     ev_local = np.arange(kh)
     ev_dev = np.arange(kd)
@@ -468,7 +472,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
         hw = np.where((hta_own >= 0) & ~blocking_end, dt, 0)
         # wake edges: a gap outside any op (or only inside a ProfilerStep range) that ends just after
         # another thread of the process did something: that thread woke this one up
-        step_range_h = _name_mask(names, lambda n: n.startswith("ProfilerStep#"))[host_rows]
+        step_range_h = pred.is_step_name(ev)[host_rows]
         gap_like = (own_local < 0) | step_range_h[np.clip(own_local, 0, None)]
         m_time = np.where(m_isstart, h_ts[m_ev], h_end[m_ev])
         m_node = np.where(m_isstart, hs(m_ev), he(m_ev))
@@ -480,19 +484,31 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
                                              np.ones(first_m.size, bool), first=True)
         wdt = dt.copy()
         wdt[wk_edge] = np.minimum(wdt[wk_edge], wk_lat)  # the gap then only costs the wake-up latency
-        srcs.append(u_node); dsts.append(v_node); kinds.append(np.full(a_idx.size, HOST, np.int8))
+        srcs.append(u_node)
+        dsts.append(v_node)
+        kinds.append(np.full(a_idx.size, HOST, np.int8))
         owners.append(np.where(own_local >= 0, host_rows[np.clip(own_local, 0, None)], -1))
-        htaw.append(hw); wmins.append(wdt); prio.append(np.zeros(a_idx.size, np.int64))
+        htaw.append(hw)
+        wmins.append(wdt)
+        prio.append(np.zeros(a_idx.size, np.int64))
         wk_src, wk_dst, wk_lat = (np.concatenate([wk_src, f_src]), np.concatenate([wk_dst, f_dst]),
                                   np.concatenate([wk_lat, f_lat]))
-        srcs.append(wk_src); dsts.append(wk_dst); kinds.append(np.full(wk_src.size, WAKE, np.int8))
-        owners.append(np.full(wk_src.size, -1, np.int64)); htaw.append(np.full(wk_src.size, -1, np.int64))
-        wmins.append(wk_lat); prio.append(np.full(wk_src.size, 5, np.int64))
+        srcs.append(wk_src)
+        dsts.append(wk_dst)
+        kinds.append(np.full(wk_src.size, WAKE, np.int8))
+        owners.append(np.full(wk_src.size, -1, np.int64))
+        htaw.append(np.full(wk_src.size, -1, np.int64))
+        wmins.append(wk_lat)
+        prio.append(np.full(wk_src.size, 5, np.int64))
     # ---- device edges
     if kd:
         # span
-        srcs.append(ds(ev_dev)); dsts.append(de(ev_dev)); kinds.append(np.full(kd, DEVICE, np.int8))
-        owners.append(dev_rows); htaw.append(d_end - d_ts); wmins.append(d_end - d_ts)
+        srcs.append(ds(ev_dev))
+        dsts.append(de(ev_dev))
+        kinds.append(np.full(kd, DEVICE, np.int8))
+        owners.append(dev_rows)
+        htaw.append(d_end - d_ts)
+        wmins.append(d_end - d_ts)
         prio.append(np.zeros(kd, np.int64))
 
     # HTA kernel-loop state per device op
@@ -554,10 +570,7 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
                 sts = ts_so[m]
                 sidx = so[m]
                 st_dev, st_stream = d_dev[sidx[0]], d_stream[sidx[0]]
-                if per_stream:
-                    sel2 = sel[(s_stream[sel] == st_stream)]
-                else:
-                    sel2 = sel[s_dev[sel] == st_dev]
+                sel2 = sel[s_stream[sel] == st_stream] if per_stream else sel[s_dev[sel] == st_dev]
                 if sel2.size == 0:
                     continue
                 j = np.searchsorted(sts, s_end[sel2], side="left") - 1
@@ -618,7 +631,9 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     # blocking copies: a call whose own op ends before it returns (replay only)
     if kd:
         bl = (d_end <= h_end[d_lpos]) & (d_ts >= h_ts[d_lpos])
-        sync_pairs_src.append(ev_dev[bl]); sync_pairs_dst_h.append(d_lpos[bl]); sync_hta.append(np.zeros(int(bl.sum()), bool))
+        sync_pairs_src.append(ev_dev[bl])
+        sync_pairs_dst_h.append(d_lpos[bl])
+        sync_hta.append(np.zeros(int(bl.sum()), bool))
 
     # ---- launch / stream / gpu_sync edges with HTA's choice
     if kd:
@@ -632,24 +647,36 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
         cond_kk = ~cond_launch & has_prev & (~has_g | (g_end < prev_end))
         # gpu_sync edges
         gi = np.flatnonzero(has_g)
-        srcs.append(de(g_src[gi])); dsts.append(ds(gi)); kinds.append(np.full(gi.size, GPU_SYNC, np.int8))
-        owners.append(np.full(gi.size, -1, np.int64)); htaw.append(np.zeros(gi.size, np.int64))
-        wmins.append(np.zeros(gi.size, np.int64)); prio.append(np.ones(gi.size, np.int64))
+        srcs.append(de(g_src[gi]))
+        dsts.append(ds(gi))
+        kinds.append(np.full(gi.size, GPU_SYNC, np.int8))
+        owners.append(np.full(gi.size, -1, np.int64))
+        htaw.append(np.zeros(gi.size, np.int64))
+        wmins.append(np.zeros(gi.size, np.int64))
+        prio.append(np.ones(gi.size, np.int64))
         # launch edges (all; HTA weight only where HTA adds it)
         ldelay = d_ts - rt_ts
         bound_l = cond_launch & (ldelay >= 0)
         lq = int(np.median(ldelay[bound_l])) if bound_l.any() else (int(max(0, ldelay.min())) if kd else 0)
-        srcs.append(hs(d_lpos)); dsts.append(ds(ev_dev)); kinds.append(np.full(kd, LAUNCH, np.int8))
-        owners.append(host_rows[d_lpos]); htaw.append(np.where(cond_launch, ldelay, -1))
-        wmins.append(np.minimum(ldelay, lq)); prio.append(np.full(kd, 2, np.int64))
+        srcs.append(hs(d_lpos))
+        dsts.append(ds(ev_dev))
+        kinds.append(np.full(kd, LAUNCH, np.int8))
+        owners.append(host_rows[d_lpos])
+        htaw.append(np.where(cond_launch, ldelay, -1))
+        wmins.append(np.minimum(ldelay, lq))
+        prio.append(np.full(kd, 2, np.int64))
         # stream edges
         pi = np.flatnonzero(has_prev)
         gap = d_ts[pi] - prev_end[pi]
         gq_mask = cond_kk[pi] & (gap >= 0)
         gq = int(np.median(gap[gq_mask])) if gq_mask.any() else 0
-        srcs.append(de(prev[pi])); dsts.append(ds(pi)); kinds.append(np.full(pi.size, STREAM, np.int8))
-        owners.append(dev_rows[prev[pi]]); htaw.append(np.where(cond_kk[pi], np.maximum(gap, 0), -1))
-        wmins.append(np.minimum(np.maximum(gap, 0), gq)); prio.append(np.full(pi.size, 3, np.int64))
+        srcs.append(de(prev[pi]))
+        dsts.append(ds(pi))
+        kinds.append(np.full(pi.size, STREAM, np.int8))
+        owners.append(dev_rows[prev[pi]])
+        htaw.append(np.where(cond_kk[pi], np.maximum(gap, 0), -1))
+        wmins.append(np.minimum(np.maximum(gap, 0), gq))
+        prio.append(np.full(pi.size, 3, np.int64))
     else:
         lq = gq = 0
     # sync edges
@@ -668,9 +695,13 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
             s_hta = dfk.to_numpy()
         # replay weight: the post-latency after the latest source
         lat = h_end[s_dsth] - d_end[s_src]
-        srcs.append(de(s_src)); dsts.append(he(s_dsth)); kinds.append(np.full(s_src.size, SYNC, np.int8))
-        owners.append(host_rows[s_dsth]); htaw.append(np.where(s_hta, 0, -1))
-        wmins.append(np.maximum(lat, 0)); prio.append(np.ones(s_src.size, np.int64))
+        srcs.append(de(s_src))
+        dsts.append(he(s_dsth))
+        kinds.append(np.full(s_src.size, SYNC, np.int8))
+        owners.append(host_rows[s_dsth])
+        htaw.append(np.where(s_hta, 0, -1))
+        wmins.append(np.maximum(lat, 0))
+        prio.append(np.ones(s_src.size, np.int64))
 
     # ---- fwdbwd flows: forward op end -> backward op start (replay only)
     fl = trace.flows
@@ -683,9 +714,13 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
                                     f["dst_ts_ns"].to_numpy(np.int64), tkey, h_ts, hcat_hta)
             ok = (s_node >= 0) & (d_node >= 0)
             s_node, d_node = s_node[ok], d_node[ok]
-            srcs.append(he(s_node)); dsts.append(hs(d_node)); kinds.append(np.full(s_node.size, FWDBWD, np.int8))
-            owners.append(np.full(s_node.size, -1, np.int64)); htaw.append(np.full(s_node.size, -1, np.int64))
-            wmins.append(np.zeros(s_node.size, np.int64)); prio.append(np.full(s_node.size, 4, np.int64))
+            srcs.append(he(s_node))
+            dsts.append(hs(d_node))
+            kinds.append(np.full(s_node.size, FWDBWD, np.int8))
+            owners.append(np.full(s_node.size, -1, np.int64))
+            htaw.append(np.full(s_node.size, -1, np.int64))
+            wmins.append(np.zeros(s_node.size, np.int64))
+            prio.append(np.full(s_node.size, 4, np.int64))
 
     if srcs:
         src = np.concatenate(srcs).astype(np.int64)
@@ -712,11 +747,11 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     dl = _name_mask(names, _is_dataloader)[rows] & (dev_col[rows] < 0)
     is_comm = np.zeros(rows.size, bool)
     if kd:
-        kn = _name_mask(names, _is_comm_kernel_name)[dev_rows] & cat_is((schema.KERNEL,))[dev_rows]
-        if "collective" in ev.columns:
+        kn = (pred.is_kernel(ev) & pred.is_communication(ev, where="device"))[dev_rows]
+        if "collective" in ev.columns:  # a collective's id on a device row that is not a kernel counts too
             kn |= ev["collective"].notna().to_numpy()[dev_rows]
         is_comm[kh:] = kn
-    comm_ops = _name_mask(names, lambda n: n.startswith(("nccl:", "gloo:")))[host_rows]
+    comm_ops = pred.is_communication(ev, where="host")[host_rows]
     is_comm[:kh] |= comm_ops
     is_launch_call = np.zeros(rows.size, bool)
     if kd:
@@ -729,15 +764,16 @@ def build_graph(trace, step=None, *, annotation: str | None = None, instance=0, 
     node_step = np.empty(n_nodes, np.int64)
     node_step[start_nodes] = ev_step
     node_step[end_nodes] = ev_step
-    row_pos = {}
+    row_pos: dict[int, int] = {}
     return Graph(rows=rows, start=start_nodes, end=end_nodes, t=t_sorted, node_row=node_row, src=src, dst=dst,
                  kind=kind, owner=owner, hta_w=hta_w, wmin=wmin, node_step=node_step, is_dataloader=dl,
                  is_comm=is_comm, is_launch_call=is_launch_call, is_blocking=is_blocking,
-                 is_step_range=_name_mask(names, lambda n: n.startswith("ProfilerStep#"))[rows], dropped_edges=dropped,
+                 is_step_range=pred.is_step_name(ev)[rows], dropped_edges=dropped,
                  window=(w0, w1), row_pos=row_pos, queued_gap_ns=int(gq), launch_delay_ns=int(lq))
 
 
-def _wake_edges(m_time, m_node, m_thread, m_pid, a_idx, cand, first=False):
+def _wake_edges(m_time: np.ndarray, m_node: np.ndarray, m_thread: np.ndarray, m_pid: np.ndarray, a_idx: np.ndarray,
+                cand: np.ndarray, first: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``wake`` edges for the host gaps ``cand`` (edge i runs from marker ``a_idx[i]`` to the next;
     ``first``: the next markers are the first of their threads, the gap starts at -infinity).
 
@@ -783,7 +819,8 @@ def _wake_edges(m_time, m_node, m_thread, m_pid, a_idx, cand, first=False):
     return src_node[ok], m_node[b_pos][ok], (b_t - tj)[ok], ci[ok]
 
 
-def _host_event_at(pid, tid, t, tkey, h_ts, eligible):
+def _host_event_at(pid: np.ndarray, tid: np.ndarray, t: np.ndarray, tkey: np.ndarray, h_ts: np.ndarray,
+                   eligible: np.ndarray) -> np.ndarray:
     """Index of the host event (among the graph's, HTA-eligible) starting exactly at ``t`` on (pid, tid)."""
     key = pid * (1 << 32) + (tid & 0xFFFFFFFF)
     idx = np.flatnonzero(eligible)
@@ -798,13 +835,14 @@ def _host_event_at(pid, tid, t, tkey, h_ts, eligible):
     return np.where(j >= 0, idx[o][np.clip(j, 0, None)], -1)
 
 
-def _first_indexer(sk, st, key, t):
+def _first_indexer(sk: np.ndarray, st: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
     df = pd.DataFrame({"k": sk, "t": st, "i": np.arange(sk.size)}).drop_duplicates(["k", "t"], keep="first")
     m = pd.DataFrame({"k": key, "t": t}).merge(df, on=["k", "t"], how="left")
-    return m["i"].fillna(-1).to_numpy(np.int64)
+    return np.asarray(m["i"].fillna(-1).to_numpy(np.int64))
 
 
-def _prev_launch_op(gpu, stream, t, dev_rows_all, launcher_all, ts_all, pid_all, stream_all, launch_mask):
+def _prev_launch_op(gpu: int, stream: int, t: int, dev_rows_all: np.ndarray, launcher_all: np.ndarray, ts_all: np.ndarray,
+                    pid_all: np.ndarray, stream_all: np.ndarray, launch_mask: np.ndarray) -> int:
     """Device op (row) of the last launch on (gpu, stream) whose call started at or before ``t``."""
     m = launch_mask & (pid_all[dev_rows_all] == gpu) & (stream_all[dev_rows_all] == stream)
     if not m.any():
@@ -816,8 +854,9 @@ def _prev_launch_op(gpu, stream, t, dev_rows_all, launcher_all, ts_all, pid_all,
     return int(rows[o][j]) if j >= 0 else -1
 
 
-def _next_launch_op(pid, tid, stream, t, dev_rows_all, launcher_all, ts_all, pid_all, tid_all, stream_all,
-                    launch_mask):
+def _next_launch_op(pid: int, tid: int, stream: int, t: int, dev_rows_all: np.ndarray, launcher_all: np.ndarray,
+                    ts_all: np.ndarray, pid_all: np.ndarray, tid_all: np.ndarray, stream_all: np.ndarray,
+                    launch_mask: np.ndarray) -> int:
     """Device op (row) of the first launch from (pid, tid) onto ``stream`` whose call starts at or after ``t``."""
     la = launcher_all
     m = launch_mask & (pid_all[la] == pid) & (tid_all[la] == tid) & (stream_all[dev_rows_all] == stream)
@@ -830,8 +869,10 @@ def _next_launch_op(pid, tid, stream, t, dev_rows_all, launcher_all, ts_all, pid
     return int(rows[o][j]) if j < rows.size else -1
 
 
-def _event_record_targets(trace, sync_rows, call_rows, sync_args, names, corr_all, ts_all, pid_all, tid_all,
-                          stream_all, dev_rows_all, launcher_all):
+def _event_record_targets(trace: Trace, sync_rows: np.ndarray, call_rows: np.ndarray, sync_args: pd.DataFrame | None,
+                          names: pd.Series, corr_all: np.ndarray, ts_all: np.ndarray, pid_all: np.ndarray,
+                          tid_all: np.ndarray, stream_all: np.ndarray, dev_rows_all: np.ndarray,
+                          launcher_all: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(record correlation, record stream) per Event Sync / Stream Wait Event row."""
     n = sync_rows.size
     rec_corr = np.full(n, -1, np.int64)
@@ -860,7 +901,7 @@ def _event_record_targets(trace, sync_rows, call_rows, sync_args, names, corr_al
     return rec_corr, rec_stream
 
 
-def _tighten(t, src, dst, w):
+def _tighten(t: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Raise the weight of each node's binding in-edge so that ``max(t[u] + w) == t[v]`` (measured)."""
     if src.size == 0:
         return w
@@ -879,7 +920,8 @@ def _tighten(t, src, dst, w):
 
 
 # ----------------------------------------------------------------------------------- longest paths
-def longest_path(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray, base: np.ndarray):
+def longest_path(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
+                 base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Longest paths in a DAG whose nodes ``0..n-1`` are in topological order (``src < dst``).
 
     ``dist[v] = base[v]`` for a node without in-edges, else ``max(dist[u] + w)`` over its in-edges
@@ -946,7 +988,7 @@ def longest_path(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray, base: 
     return dist, pred_edge
 
 
-def _walk_back(pred_edge, src, end_node):
+def _walk_back(pred_edge: np.ndarray, src: np.ndarray, end_node: int) -> tuple[np.ndarray, np.ndarray]:
     path = []
     pe = pred_edge.tolist()
     sl = src.tolist()
@@ -1025,7 +1067,7 @@ class CriticalPath:
     slack_ns: pd.Series
     edges: pd.DataFrame
     graph: Graph
-    window: tuple
+    window: tuple[int, int]
 
     def __repr__(self) -> str:
         top = self.breakdown.sort_values(ascending=False)
@@ -1033,7 +1075,8 @@ class CriticalPath:
         return f"<CriticalPath {len(self.row_ids)} events, {self.length_ns / 1e6:.3f} ms: {parts}>"
 
 
-def critical_path(trace, step=None, *, annotation: str | None = None, instance=0, window=None,
+def critical_path(trace: Trace, step: int | None = None, *, annotation: str | None = None, instance: int = 0,
+                  window: tuple[int, int] | None = None,
                   sync_args: pd.DataFrame | None = None, slack: bool = True, model: str = "hta") -> CriticalPath:
     """The critical path of a trace or of one step (HTA's definition; see the module docstring).
 
@@ -1106,7 +1149,7 @@ def critical_path(trace, step=None, *, annotation: str | None = None, instance=0
                         window=g.window)
 
 
-def _first_source(pred_edge, src, node):
+def _first_source(pred_edge: np.ndarray, src: np.ndarray, node: int) -> int:
     v = int(node)
     pe = pred_edge.tolist()
     sl = src.tolist()
@@ -1131,7 +1174,7 @@ def event_slack(g: Graph, n_events: int, w: np.ndarray | None = None) -> np.ndar
     return out
 
 
-def _edge_parts(g: Graph, eidx: np.ndarray, ev) -> np.ndarray:
+def _edge_parts(g: Graph, eidx: np.ndarray, ev: pd.DataFrame) -> np.ndarray:
     """Breakdown kind of each path edge (see ``BREAKDOWN_KINDS``)."""
     out = np.full(eidx.size, "idle", dtype=object)
     if eidx.size == 0:

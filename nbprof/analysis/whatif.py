@@ -45,13 +45,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..trace.model import Trace
+from ..trace.predicates import name_mask as _name_mask
 from . import _intervals as iv
 from . import critical_path as cpm
-from ..trace.predicates import name_mask as _name_mask
 from .steps import _is_dataloader, step_windows
 
 SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication")
@@ -101,7 +103,7 @@ def faster_host(factor: float) -> Change:
     return Change("faster_host", float(factor))
 
 
-def _as_changes(scenario) -> list[Change]:
+def _as_changes(scenario: Any) -> list[Change]:
     if scenario is None:
         return []
     if isinstance(scenario, (str, Change)):
@@ -138,7 +140,7 @@ class Prediction:
     baseline_step_ns: float
     predicted_step_ns: float
     per_step: pd.DataFrame
-    changes: list
+    changes: list[Change]
     times: pd.DataFrame
 
     @property
@@ -152,11 +154,11 @@ class Prediction:
                 f"{self.predicted_step_ns / 1e6:.3f} ms over {len(self.per_step)} steps>")
 
 
-def _thread_keys(ev, rows):
-    return ev["pid"].to_numpy(np.int64)[rows] * (1 << 32) + (ev["tid"].to_numpy(np.int64)[rows] & 0xFFFFFFFF)
+def _thread_keys(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    return np.asarray(ev["pid"].to_numpy(np.int64)[rows] * (1 << 32) + (ev["tid"].to_numpy(np.int64)[rows] & 0xFFFFFFFF))
 
 
-def _host_inside(g, ev, match_rows, edge_idx):
+def _host_inside(g: cpm.Graph, ev: pd.DataFrame, match_rows: np.ndarray, edge_idx: np.ndarray) -> np.ndarray:
     """Which host edges (``edge_idx``) lie inside one of the host events ``match_rows`` (same thread)."""
     if match_rows.size == 0 or edge_idx.size == 0:
         return np.zeros(edge_idx.size, bool)
@@ -171,10 +173,10 @@ def _host_inside(g, ev, match_rows, edge_idx):
     s, e = iv.merge(mt * shift + ts[match_rows], mt * shift + end[match_rows])
     a = et * shift + g.t[g.src[edge_idx]]
     k = np.searchsorted(s, a, side="right") - 1
-    return (k >= 0) & (a < e[np.clip(k, 0, None)])
+    return np.asarray((k >= 0) & (a < e[np.clip(k, 0, None)]), dtype=bool)
 
 
-def _apply(g, ev, changes):
+def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.ndarray, np.ndarray]:
     w = g.wmin.astype(np.float64).copy()
     keep = np.ones(w.size, bool)
     host_e = np.flatnonzero(g.kind == cpm.HOST)
@@ -184,8 +186,9 @@ def _apply(g, ev, changes):
     for c in changes:
         if c.kind in ("scale", "dataloader"):
             if c.kind == "scale":
-                rx = re.compile(c.pattern, re.IGNORECASE)
-                hit = _name_mask(names, lambda n, rx=rx: rx.search(n) is not None)
+                if c.pattern is None:
+                    raise ValueError("a 'scale' change needs a name pattern")
+                hit = _name_mask(names, re.compile(c.pattern, re.IGNORECASE).search)
             else:
                 hit = _name_mask(names, _is_dataloader)
             gr = np.zeros(len(ev), bool)
@@ -219,7 +222,7 @@ def _apply(g, ev, changes):
     return np.rint(w).astype(np.int64), keep
 
 
-def predict(trace, scenario, *, graph=None) -> Prediction:
+def predict(trace: Trace, scenario: Any, *, graph: cpm.Graph | None = None) -> Prediction:
     """Predict the mean step time after ``scenario`` by replaying the trace's dependency graph.
 
     Parameters

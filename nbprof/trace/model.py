@@ -248,7 +248,7 @@ class Trace:
         schema.validate(self.memory, schema.MEMORY_COLUMNS, "memory")
         schema.validate(self.counters, schema.COUNTER_COLUMNS, "counters")
 
-    def show(self, view: str | None = None, **kwargs: Any):
+    def show(self, view: str | None = None, **kwargs: Any) -> Any:
         """The interactive viewer of this trace (the one ``nbprof.trace.viewer`` names: ``nbprof.viz``'s dashboard).
 
         Parameters

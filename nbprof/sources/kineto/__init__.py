@@ -41,7 +41,8 @@ Time precision
 --------------
 Times become int64 ns. ``ts`` is decoded as float64 µs, which is exact to well below 1 ns for
 values under 2**43 µs (101 days) when the integer µs are split off before rounding
-(``_us_to_ns``): all current traces, whose ``ts`` are relative to ``baseTimeNanoseconds``. Old traces write absolute µs since the epoch (~1.7e15), where float64
+(``_us_to_ns``): all current traces, whose ``ts`` are relative to ``baseTimeNanoseconds``. Old traces write
+absolute µs since the epoch (~1.7e15), where float64
 steps are 0.25 µs; when such values carry a fraction (``1712195495519689.047``) the ``ts``
 texts are decoded a second time as raw bytes and converted to ns with integer arithmetic, so
 no nanosecond is lost. ``dur`` stays float64 µs (values are small, exact to the ns).
@@ -156,7 +157,7 @@ def load_kineto(
             holder = [events]  # _extract frees the decoded events half-way; hold no other reference
             del events
             parts = [_extract(holder, ctx)]
-        data = quick = None  # noqa: F841
+        data = quick = None
         ctx.release()
         trace = _finish(parts, meta, ctx, rank, exact_ts)
     return trace

@@ -9,7 +9,7 @@ are never decoded.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 import numpy as np
@@ -146,7 +146,7 @@ def _decode_args(raws: list[msgspec.Raw], group: str, ctx: _Ctx, rows: np.ndarra
 class _ArgColumns(dict):
     """Args columns of ``n`` rows by name; a numeric one appears (-1 or NaN in every row) when first written."""
 
-    DEFAULTS: dict[str, Any] = {"int": -1, "float": np.nan}
+    DEFAULTS: ClassVar[dict[str, Any]] = {"int": -1, "float": np.nan}
 
     def __init__(self, n: int) -> None:
         super().__init__()

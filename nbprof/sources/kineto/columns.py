@@ -9,6 +9,7 @@ code in ``__missing__``). Values that are not plain numbers go through ``_to_int
 
 from __future__ import annotations
 
+import contextlib
 import re
 from itertools import compress, repeat
 from operator import attrgetter, is_
@@ -129,10 +130,8 @@ def _num_or_nan(values: list[Any]) -> np.ndarray:
     except (TypeError, ValueError):
         out = np.full(len(values), np.nan)
         for i, v in enumerate(values):
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 out[i] = float(v) if v is not None else np.nan
-            except (TypeError, ValueError):
-                pass
         return out
 
 
@@ -173,7 +172,7 @@ def _col(objs: list[Any], attr: str) -> list[Any]:
     if f is None:
         if not attr.isidentifier():
             raise ValueError(attr)
-        f = _GETTERS[attr] = eval(f"lambda xs: [x.{attr} for x in xs]")  # noqa: S307 - attr is one of our field names
+        f = _GETTERS[attr] = eval(f"lambda xs: [x.{attr} for x in xs]")  # attr is one of our field names
     return f(objs)
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import gc
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import msgspec
 
@@ -17,6 +17,7 @@ from ...errors import TraceFormatError
 from ...trace.model import LoadReport
 from .reading import read_bytes
 from .structs import _RAW_LIST_DECODER
+
 
 @contextmanager
 def _gc_paused() -> Iterator[None]:

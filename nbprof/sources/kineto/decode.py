@@ -21,6 +21,7 @@ from .repair import _MALFORMED_AT, _VALIDATION_AT, _events_array_start, _fix_utf
 from .structs import _ANY_DECODER, _EVENT_DECODER, _LOOSE_EVENT_DECODER, _TOP_DECODER, _Event
 from .times import _BIG_FRACTIONAL_TS, _maybe_exact_ts
 
+
 def _decode_span(span: Any, ctx: _Ctx) -> list[_Event]:
     """The events array (typed); string-typed ``ts``/``dur`` switch to ``_LooseEvent`` (checked later)."""
     try:

@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 
 from ...trace import schema
-from .args import _ARG_COLUMNS, _NO_ARGS_CATEGORIES, _RT_GROUP, _ArgColumns, _arg_columns, _decode_args
+from .args import _ARG_COLUMNS, _NO_ARGS_CATEGORIES, _RT_GROUP, _arg_columns, _ArgColumns, _decode_args
 from .columns import _CatColumn, _col, _floats, _ints, _select
 from .context import _Ctx
 from .side_tables import _counter_rows, _flow_columns, _memory_columns, _thread_rows
 from .structs import _Event
 from .times import _EXACT_TS_MIN_US, _us_to_ns
+
 
 def _canon_cat(c: Any) -> str | None:
     return None if c is None else schema.canonical_category(c if isinstance(c, str) else str(c))
@@ -223,7 +224,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     const = {}
     for k, v in events.items():
         if isinstance(v, np.ndarray) and len(v) and (
-                len(v) < nE or v.min() == v.max() or np.isnan(v.min(initial=0.0)) and np.isnan(v).all()):
+                len(v) < nE or v.min() == v.max() or (np.isnan(v.min(initial=0.0)) and np.isnan(v).all())):
             const[k] = v[:1]
             events[k] = None
     fin = np.isfinite(ts_all)
@@ -241,5 +242,6 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
                         v.codes = v.codes[o]
                 elif v is not None:
                     events[k] = v[o]
-    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
+    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m,
+                 is_flow=is_flow, is_mem=is_mem, is_c=is_c,
                  events=events, flows=flows, memory=memory, counters=counters, threads=threads)

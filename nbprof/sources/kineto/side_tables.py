@@ -16,9 +16,10 @@ import pandas as pd
 
 from ...trace import schema
 from .args import _arg_columns, _decode_args
-from .columns import _CatColumn, _cat_of, _col, _ints, _to_int_array
+from .columns import _cat_of, _CatColumn, _col, _ints, _to_int_array
 from .context import _Ctx
 from .structs import _ANY_DECODER, _Event
+
 
 def _flow_columns(F: list[_Event], is_s: np.ndarray, ctx: _Ctx) -> dict[str, Any]:
     """Flow events (``ph`` s/f/t; ``is_s`` marks the starts) -> id, category, start flag, pid, tid
