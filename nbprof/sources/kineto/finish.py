@@ -77,6 +77,7 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     threads = _thread_frame([t for p in parts for t in p.threads], ctx)
 
     offs = np.cumsum([0] + [p.n for p in parts[:-1]])
+    _emit_notes(parts, offs, ctx)
     ts_parts = [t_all[o + p.e_rows] for o, p in zip(offs, parts)]
     ok_e = _concat([ok_all[o + p.e_rows] for o, p in zip(offs, parts)])  # in the rows' order
     ts_e = _concat(ts_parts)
@@ -115,6 +116,29 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     _check_overlaps(events, report)
     return Trace(events=events, flows=flows, memory=memory, counters=counters, threads=threads, meta=tmeta,
                  report=report)
+
+
+def _emit_notes(parts: list[_Part], offs: np.ndarray, ctx: _Ctx) -> None:
+    """The assumptions noted while reading (``_Ctx.note``), merged over the parts (counts summed, the
+    first event's example and byte offset) and added to the report in kind order: the same report
+    whether one process or two read the events."""
+    merged: dict[str, list[Any]] = {}
+    sources = [(int(o), p.notes) for o, p in zip(offs, parts)] + [(0, ctx.notes)]
+    for o, notes in sources:
+        for kind, (count, k, template, example) in notes.items():
+            g = None if k is None else o + k
+            have = merged.get(kind)
+            if have is None:
+                merged[kind] = [count, g, template, example]
+            else:
+                have[0] += count
+                if g is not None and (have[1] is None or g < have[1]):
+                    have[1], have[3] = g, example
+    ctx.notes = {}
+    for kind in sorted(merged):
+        count, g, template, example = merged[kind]
+        ctx.report.add(kind, "assumed", count, template.format(count=count, example=example),
+                       offset=ctx.event_offset(g))
 
 
 def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> None:
