@@ -139,11 +139,12 @@ def _far_outside(ts_all: np.ndarray, ok_all: np.ndarray, rows_e: np.ndarray, is_
     """Mask of the events whose ``ts`` (float64 µs) is more than ``_OUTLIER_US`` from the median
     ``ts`` of the events-table rows (``M`` metadata aside), reported as dropped with the count and
     the first one's offset (strict mode raises); None when there are none."""
+    timed = ts_all[ok_all & ~is_m]
+    if timed.size < 2 or float(timed.max()) - float(timed.min()) <= _OUTLIER_US:
+        return None
     ts_e = ts_all[rows_e]
     ts_e = ts_e[np.isfinite(ts_e)]
-    if ts_e.size < 2 or float(ts_e.max()) - float(ts_e.min()) <= _OUTLIER_US:
-        return None
-    med = float(np.median(ts_e))
+    med = float(np.median(ts_e if ts_e.size else timed))
     far = ok_all & ~is_m & (np.abs(ts_all - med) > _OUTLIER_US)
     k = int(np.count_nonzero(far))
     if not k:
