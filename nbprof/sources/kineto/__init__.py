@@ -53,8 +53,15 @@ events in bulk, isolates each bad event between event boundaries, repairs it (Na
 tokens -> null, raw control characters escaped, unescaped quotes inside string values escaped;
 invalid UTF-8 is replaced with U+FFFD before) or drops it, and reports every repair or drop with
 its count and first byte offset in ``Trace.report``. A truncated file (job killed while writing)
-keeps every complete event. ``strict=True`` raises ``TraceFormatError(path, offset, reason)``
-on the first defect instead (assumptions such as "rank assumed 0" never raise).
+keeps every complete event. An element of ``traceEvents`` that is not an event (``1``, ``null``,
+``[]``, ``"x"``) is dropped alone (``not_an_event``), in linear time wherever it is; nesting too
+deep to decode drops its event; a UTF-8 byte order mark is read as whitespace (``utf8_bom``);
+bytes after the JSON document are ignored (``trailing_bytes``). Numbers written as strings are
+read by one rule (``columns``: noted), non-numeric string ids and ids beyond 64 bits get their own
+stable ids (reported with the mapping); events whose ``ts`` is more than a day from the trace's
+median (``"ts": 0`` in absolute-µs traces, kineto#109) leave every table (``ts_outlier``).
+``strict=True`` raises ``TraceFormatError(path, offset, reason)`` on the first defect instead
+(assumptions such as "rank assumed 0" never raise). Only ``nbprof.errors`` exceptions escape.
 
 Modules
 -------

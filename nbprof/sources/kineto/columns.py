@@ -394,20 +394,6 @@ def _cat_of(values: list[Any], transform: Any = None) -> pd.Categorical:
     return c.finish(transform)
 
 
-def _ints(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None = None) -> np.ndarray:
-    """Attribute ``attr`` of every object as int64 (-1 missing), C-level when all are ints.
-
-    ``np.fromiter(map(index, map(attrgetter)))`` (``operator.index`` rejects the strings, floats and
-    None that ``np.fromiter`` would convert silently or fail on) converts each value while it is in cache and builds no list
-    (~25% faster than a list comprehension then ``np.fromiter``); other values take
-    ``_to_int_array`` (whose blocks keep the plain ints at C speed).
-    """
-    try:
-        return np.fromiter(map(index, map(attrgetter(attr), objs)), dtype=np.int64, count=len(objs))
-    except (TypeError, ValueError, OverflowError):
-        return _to_int_array(_col(objs, attr), name, ctx, rows, tried=True)
-
-
 def _floats(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None) -> np.ndarray:
     """Attribute ``attr`` as float64 (NaN missing); string values (``_LooseEvent``) parsed and reported."""
     if not ctx.loose:  # typed float | None: np.fromiter takes them, a None raises
