@@ -55,6 +55,17 @@ def test_many_non_object_elements_and_one_last(tmp_path):
     assert tr.meta.extra.get("traceName") == "t.json"  # the metadata after the events is read
 
 
+def test_non_object_elements_around_a_repaired_event(tmp_path):
+    """A stray element before an event that needs a repair (NaN) and another after it: every event
+    kept, the repair and the two drops each reported at their own offset."""
+    nan = OP.replace('"dur": 10.500', '"dur": NaN')
+    text = trace_text([STEP, "1", nan, "[]", RT, KERNEL])
+    tr = nbprof.load(write(tmp_path, text))
+    assert _names(tr) == BASE_NAMES
+    assert (issue(tr, "not_an_event").count, issue(tr, "not_an_event").offset) == (2, text.index(",\n1,") + 2)
+    assert issue(tr, "nonfinite").offset == text.index(nan)
+
+
 def _big_trace(n: int) -> list[str]:
     return [STEP.replace('"dur": 50.000', f'"dur": {n + 100}.000')] + [
         OP.replace('"ts": 101.000', f'"ts": {101 + i}.000').replace('"External id": 7', f'"External id": {i + 10}')

@@ -29,6 +29,8 @@ _VALUE_START = re.compile(rb'"[^"\\\n]*"\s*:\s*"')
 _VALUE_END = re.compile(rb'"(?=\s*(?:,\s*"([^"\\\n]*)"\s*:|\}|\]|,\s*$))')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")
+# the end of a bad event: its "}" before the next element (an event, or a stray non-object one)
+_CHUNK_END = re.compile(rb"\}\s*,\s*[\{\[\d\-ntf]")
 _NON_ASCII = re.compile(rb"[\x80-\xff]+")
 _MALFORMED_AT = re.compile(r"\(byte (\d+)\)")
 _VALIDATION_AT = re.compile(r"at `\$\[(\d+)\]")
@@ -251,7 +253,7 @@ def _tolerant_decode(
                 end = _array_end(bytes(buf), seg + 1)
                 break
         # --- the bad event: up to the next boundary (or the array close) after err_at
-        nxt = _BOUNDARY.search(buf, max(err_at, cstart + 1))
+        nxt = _CHUNK_END.search(buf, max(err_at, cstart + 1))
         close = _CLOSE.search(buf, max(err_at, cstart + 1))
         chunk_end, is_last = None, False
         if nxt is not None and (close is None or nxt.start() < close.start()):
@@ -348,6 +350,7 @@ def _deep_at(buf: Any, start: int, limit: int = _DEEP) -> int | None:
 
 
 _JSON_WS = b" \t\r\n"
+_VALUE_SEP = re.compile(rb'[}\]"\w]\s*(,)\s*[\[{"\w-]')
 
 
 def _raw_elements(buf: bytearray, mv: memoryview, seg: int) -> tuple[list[msgspec.Raw], int, bool] | None:
@@ -370,8 +373,12 @@ def _raw_elements(buf: bytearray, mv: memoryview, seg: int) -> tuple[list[msgspe
         except (msgspec.DecodeError, RecursionError):
             return None
     err = seg + int(m.group(1)) if m and "truncated" not in msg else len(buf)
-    for b in reversed(list(_BOUNDARY.finditer(buf, seg, err))[-8:]):
-        comma = buf.index(b",", b.start())
+    # cut before the syntax error: at an event boundary "},{", else (a stray element between
+    # events has none) at any comma between two values
+    commas = [buf.index(b",", b.start()) for b in list(_BOUNDARY.finditer(buf, seg, err))[-8:]][::-1]
+    if not commas:
+        commas = [b.start(1) for b in list(_VALUE_SEP.finditer(buf, seg, err))[-24:]][::-1]
+    for comma in commas:
         buf[comma : comma + 1] = b"]"
         try:
             return _RAW_LIST_DECODER.decode(mv[seg : comma + 1]), comma, True
