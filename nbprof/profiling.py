@@ -10,9 +10,10 @@ files; this façade loads each exported file with :func:`nbprof.load`, fills the
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Literal
 
 from .capture._files import unlink_quietly
 from .capture.options import ProfileOptions, option_specs
@@ -23,7 +24,7 @@ from .sources import load
 __all__ = ["profile", "step", "active_session"]
 
 
-class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
+class profile:  # named like torch.profiler.profile, which it wraps
     """Profile a block of code with ``torch.profiler`` and get an nbprof result.
 
     ``with nbprof.profile(record_shapes=True, trace="run.json.gz") as p: ...`` runs the block
@@ -87,7 +88,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
         """End the current step (``torch.profiler.profile.step``)."""
         self.session.step()
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         r, s = self.result, self.session
         try:
             try:
@@ -122,7 +123,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, which it wraps
                 logdir = Path(self.options.tensorboard).resolve()
                 for trace in r.traces:
                     write_scalars(trace, str(logdir.parent), logdir.name)
-            except Exception as err:  # noqa: BLE001 - the traces are written; scalars are extra
+            except Exception as err:  # the traces are written; scalars are extra
                 r.notes.append(f"TensorBoard scalars not written: {type(err).__name__}: {err}")
 
 

@@ -118,7 +118,7 @@ from numpy.typing import ArrayLike
 
 from ..trace import schema
 from ..trace.model import Trace
-from ..trace.predicates import is_communication, is_step_row
+from ..trace.predicates import is_communication, is_step_row, step_number
 from ..trace.predicates import name_mask as _name_mask
 from .steps import _is_dataloader
 
@@ -301,7 +301,7 @@ def _window(trace: Trace, step: int | None, annotation: str | None, instance: in
         return int(window[0]), int(window[1])
     names = ev["name"]
     if step is not None:
-        mask = _name_mask(names, lambda n: n == f"ProfilerStep#{int(step)}") & (ev["device"].to_numpy() < 0)
+        mask = is_step_row(ev) & _name_mask(names, lambda n: step_number(n) == int(step))
         idx = np.flatnonzero(mask)
         if idx.size == 0:
             raise ValueError(f"no ProfilerStep#{step} in the trace (steps: {trace.steps})")

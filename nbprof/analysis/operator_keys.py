@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..trace.model import Trace
 from .operators import SORT_KEYS, SUMMARY_COLUMNS
 
 __all__ = ["GROUP_BY", "resolve_sort_key", "sum_columns", "group_keys", "combine_summaries",
@@ -64,7 +65,7 @@ def resolve_sort_key(key: str) -> str:
     raise ValueError(msg)
 
 
-def combine_summaries(frames: list[pd.DataFrame], keys: list[str]):
+def combine_summaries(frames: list[pd.DataFrame], keys: list[str]) -> pd.DataFrame:
     """Sum per-cycle ``operator_summary`` frames into one (counts, times and bytes add; flops add).
 
     Returns the ``operator_summary`` columns (``keys``, ``cat``, the summed columns, ``avg_host_ns``,
@@ -87,7 +88,7 @@ def combine_summaries(frames: list[pd.DataFrame], keys: list[str]):
     return out.sort_values("total_host_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def summed_operator_summary(traces: list, group_by: str = "name", stack_depth: int = 5) -> pd.DataFrame:
+def summed_operator_summary(traces: list[Trace], group_by: str = "name", stack_depth: int = 5) -> pd.DataFrame:
     """``operator_summary`` of each trace (one per profiling cycle), summed into one frame.
 
     Parameters

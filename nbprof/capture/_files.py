@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gzip
 import os
 import shutil
@@ -79,10 +80,8 @@ def copy_trace(src: Path, dst: Path) -> None:
 
 def unlink_quietly(path: Path) -> None:
     """Remove ``path``; a file that is already gone (or cannot be removed) is not an error."""
-    try:
+    with contextlib.suppress(OSError):
         path.unlink()
-    except OSError:
-        pass
 
 
 _TMP_ROOT: list[str] = []

@@ -9,8 +9,9 @@ this class's docstring are all built from those fields, so the three cannot drif
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator
+from typing import Any
 
 from ..analysis.operator_keys import GROUP_BY, resolve_sort_key
 
@@ -23,8 +24,8 @@ _TRACE_SUFFIXES = (".json.gz", ".json")
 _UNBOUNDED_ACTIVE = 2**31 - 1
 
 
-def _opt(default: Any, help: str, *, flags: tuple[str, ...] = (), metavar: str | None = None,  # noqa: A002
-         type: Any = None, choices: tuple[str, ...] | None = None, action: str | None = None) -> Any:  # noqa: A002
+def _opt(default: Any, help: str, *, flags: tuple[str, ...] = (), metavar: str | None = None,
+         type: Any = None, choices: tuple[str, ...] | None = None, action: str | None = None) -> Any:
     meta = {"help": help, "flags": flags, "metavar": metavar, "type": type, "choices": choices, "action": action}
     return field(default=default, metadata=meta)
 
@@ -166,7 +167,8 @@ def option_specs() -> Iterator[OptionSpec]:
             kw["action"] = "store_true"
         elif m["action"] == "append":
             kw.update(action="append", default=None)
-            help_text += f" Default: {','.join(f.default)}."
+            shown = ",".join(f.default) if isinstance(f.default, (list, tuple)) else str(f.default)
+            help_text += f" Default: {shown}."
         else:
             kw["default"] = f.default
             if m["type"] is not None:

@@ -33,9 +33,10 @@ import socket
 import sys
 import time
 import warnings
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Literal
 
 from ._files import copy_trace, tmp_dir, unique_path, write_trace_bytes
 from .options import ACTIVITY_NAMES, ProfileOptions
@@ -63,7 +64,7 @@ def _import_torch() -> Any:
     """
     try:
         import torch
-        import torch.profiler  # noqa: F401 - the profiler sub-package is what capture needs
+        import torch.profiler  # the profiler sub-package is what capture needs
     except ImportError as exc:
         from ..errors import MissingDependencyError
 
@@ -157,7 +158,8 @@ def _add_flops(data: bytes, flops_by_ext: dict[int, tuple[str, int]]) -> bytes:
         args = ev.get("args")
         if not isinstance(args, dict):
             continue
-        hit = flops_by_ext.get(args.get("External id"))
+        ext = args.get("External id")
+        hit = flops_by_ext.get(ext) if isinstance(ext, int) else None
         if hit is not None and hit[0] == ev.get("name"):
             args["flops"] = hit[1]
     return orjson.dumps(doc)
@@ -388,7 +390,7 @@ class Session:
         with _quiet_torch_warnings():
             self._prof.step()
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         """Stop the profiler (exporting the last cycle) and the allocator recording; never swallows ``exc``."""
         if self in _ACTIVE:
             _ACTIVE.remove(self)
@@ -400,7 +402,7 @@ class Session:
                 try:
                     self._snapshot_cm.__exit__(None, None, None)
                     self.memory_snapshot = self._snapshot_cap.path
-                except Exception as err:  # noqa: BLE001 - never hide the user's exception
+                except Exception as err:  # never hide the user's exception
                     self.notes.append(f"memory snapshot failed: {type(err).__name__}: {err}")
             self.wall_ns = time.perf_counter_ns() - self._t0
             self.steps_run = self._steps + 1

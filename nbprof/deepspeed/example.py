@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 
 def _comms_counts() -> dict[str, int]:
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.build_shm and "deepspeed.comm.torch" in sys.modules:
         # `import deepspeed.comm.torch as m` binds torch itself (name clash): go through sys.modules
-        sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
+        comm_torch: Any = sys.modules["deepspeed.comm.torch"]
+        comm_torch.build_shm_op = lambda: None
     os.makedirs(args.out_dir, exist_ok=True)
     deepspeed.init_distributed(dist_backend="gloo" if not torch.cuda.is_available() else None)
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -89,6 +89,11 @@ def _package_root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
+def _rank_of(path: Path) -> int:
+    m = re.match(r"rank(\d+)", path.name)
+    return int(m.group(1)) if m else -1
+
+
 def run_examples(
     stages: Sequence[int] = (1, 2, 3),
     *,
@@ -214,7 +219,7 @@ def _collect(text: str, stages: list[int], out: Path, stdout_path: Path) -> dict
     runs = {}
     for st in stages:
         d = out / f"zero{st}" if len(stages) > 1 else out
-        traces = sorted(d.glob("rank*.pt.trace.json.gz"), key=lambda p: int(re.match(r"rank(\d+)", p.name).group(1)))
+        traces = sorted(d.glob("rank*.pt.trace.json.gz"), key=_rank_of)
         flops_path = d / "flops_rank0.txt"
         flops = parse_flops_profile(flops_path, zero_stage=st) if flops_path.exists() else None
         infos = []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-_REGISTERED: list[object] = []
+from typing import Any
+
+_REGISTERED: list[Any] = []
 
 
 def register(ipython) -> None:

@@ -35,7 +35,8 @@ __all__ = ["NsysMagics", "NsysResult", "make_magics"]
 
 _COMMON = [
     argument("-t", "--trace", default=None, help="nsys -t (default cuda,nvtx,osrt with a CUDA driver, else nvtx,osrt)."),
-    argument("--sample", default="none", help="nsys --sample (default none: CPU sampling hangs Debian's nsys 2022.4 on CPU-only machines)."),
+    argument("--sample", default="none",
+             help="nsys --sample (default none: CPU sampling hangs Debian's nsys 2022.4 on CPU-only machines)."),
     argument("--cpuctxsw", default="none", help="nsys --cpuctxsw (default none, same reason)."),
     argument("--results", default="results/nsys", metavar="DIR", help="Folder for reports (default results/nsys)."),
     argument("--output", default=None, metavar="BASE", help="Report name (default: a unique name in --results)."),
@@ -83,15 +84,15 @@ class NsysMagics(Magics):
             if len(files) != 1:
                 raise UsageError("%nsys load [options] FILE: give one .nsys-rep or .sqlite file")
             load_file = files[0]
-        if args.action not in ("profile", "load"):
-            if cell is None and not command:  # `%nsys python x.py` without `profile --`
-                raise UsageError("usage: %nsys profile [options] -- python script.py args | %nsys load FILE")
+        if args.action not in ("profile", "load") and cell is None and not command:
+            # `%nsys python x.py` without `profile --`
+            raise UsageError("usage: %nsys profile [options] -- python script.py args | %nsys load FILE")
         if args.action == "load":
             if cell is not None:
                 raise UsageError("%%nsys load is not a cell magic; use %nsys load FILE")
             from ..sources import load
 
-            trace = load(os.path.expanduser(load_file))
+            trace = load(os.path.expanduser(str(load_file)))
             return self._publish(NsysResult(trace), args)
         if cell is not None:
             if command:
@@ -156,7 +157,7 @@ class NsysMagics(Magics):
         return result if args.return_result else None
 
     def _publish(self, result: NsysResult, args: Any, *, display_it: bool | None = None) -> Any:
-        if args.var:
+        if args.var and self.shell is not None:
             self.shell.user_ns[args.var] = result
         if display_it is None:
             display_it = not (args.quiet or args.return_result)

@@ -113,6 +113,8 @@ class TorchProfMagics(Magics):
             raise UsageError(str(exc)) from None
 
         shell = self.shell
+        if shell is None:
+            raise UsageError("%%torchprof runs inside IPython only")
         source = shell.transform_cell(code)
         filename = shell.compile.cache(source)  # so tracebacks show the cell's lines
         compiled = shell.compile(source, filename, "exec")  # a SyntaxError surfaces before profiling
@@ -131,7 +133,7 @@ class TorchProfMagics(Magics):
         return result if args.return_result else None
 
     def _publish(self, result: Any, args: Any, *, display_it: bool) -> None:
-        if args.var:
+        if args.var and self.shell is not None:
             self.shell.user_ns[args.var] = result
         if display_it:
             from IPython.display import display

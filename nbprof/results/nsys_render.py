@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
+from .render import render
+
 if TYPE_CHECKING:  # pragma: no cover
     from .nsys import NsysResult
 
@@ -49,6 +51,6 @@ class NsysRenderer:
                             f"<i>({html.escape(f.where)})</i>: {html.escape(f.next_step)}</li>" for f in r.findings)
             parts.append(f"<p><b>Expert rules</b></p><ul>{items}</ul>")
         if not r.trace.report.clean:
-            parts.append(r.trace.report._repr_html_())
+            parts.append(render(r.trace.report, "html"))
         parts.append("</div>")
         return "".join(parts)

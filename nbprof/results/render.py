@@ -30,6 +30,7 @@ class Renderer(Protocol):
 _BY_CLASS: dict[str, str] = {
     "ProfileResult": "nbprof.results.profile_render:ProfileRenderer",
     "NsysResult": "nbprof.results.nsys_render:NsysRenderer",
+    "LoadReport": "nbprof.results.load_report:LoadReportRenderer",
 }
 
 

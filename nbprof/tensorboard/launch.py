@@ -307,10 +307,11 @@ def stop(handle_or_pid: TensorBoardHandle | int, *, timeout_s: float = 10.0) -> 
         h = handle_or_pid
     else:
         pid = int(handle_or_pid)
-        h = _STARTED.get(pid) or next((x for x in running() if x.pid == pid), None)
-        if h is None:
+        known = _STARTED.get(pid) or next((x for x in running() if x.pid == pid), None)
+        if known is None:
             msg = f"pid {pid} is not a TensorBoard process known to this session or to tensorboard.manager"
             raise ValueError(msg)
+        h = known
     _terminate(h.pid, h._proc, timeout_s)
     _STARTED.pop(h.pid, None)
     if h._stderr_path:

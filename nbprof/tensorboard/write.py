@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -490,6 +489,8 @@ def write_run(
             from ..sources import load
 
             src = written.trace_path if hasattr(trace_or_path, "export_chrome_trace") else os.fspath(trace_or_path)
+            if src is None:
+                raise NbprofError("the profiler wrote no trace file to load")
             trace = load(src)
         write_scalars(trace, logdir, run, top_operators=top_operators, written=written)
     return written

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,12 +99,6 @@ class LoadReport:
             where = f" (byte {i.offset})" if i.offset is not None else ""
             lines.append(f"  - {i.action}: {i.message}{where}")
         return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<li><b>{html.escape(i.action)}</b>: {html.escape(i.message)}</li>" for i in self.issues
-        ) or "<li>clean</li>"
-        return f"<div><b>Load report</b> for <code>{html.escape(self.path)}</code><ul>{rows}</ul></div>"
 
 
 @dataclass
@@ -255,7 +248,7 @@ class Trace:
         schema.validate(self.memory, schema.MEMORY_COLUMNS, "memory")
         schema.validate(self.counters, schema.COUNTER_COLUMNS, "counters")
 
-    def show(self, view: str | None = None, **kwargs: Any):
+    def show(self, view: str | None = None, **kwargs: Any) -> Any:
         """The interactive viewer of this trace (the one ``nbprof.trace.viewer`` names: ``nbprof.viz``'s dashboard).
 
         Parameters

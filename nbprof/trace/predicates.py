@@ -7,10 +7,10 @@ boolean numpy array aligned with its rows. String tests run once per *category* 
 Steps
     A step range is a host row named ``ProfilerStep#N`` (what ``torch.profiler.profile.step()`` records,
     a ``user_annotation`` in today's Kineto, a ``cpu_op``/``Operator`` in 2021's). The name rule is
-    :data:`STEP_NAME_RE` (``ProfilerStep`` ``#`` ``N``, spaces tolerated around ``#``, matched at the
-    start). The ``step`` column of the events table says which step an event *belongs to*;
-    :func:`is_step_row` says which rows *are* the step ranges. The ``kineto`` re-cut moves the regex into
-    ``nbprof/trace/steps.py``; until then it lives here.
+    :data:`nbprof.trace.steps.STEP_NAME_RE` (``ProfilerStep`` ``#`` ``N``, spaces tolerated around ``#``;
+    :func:`is_step_row` matches it at the start of the name, :func:`step_number` finds it anywhere, as
+    ``trace.steps`` does when it assigns steps). The ``step`` column of the events table says which step
+    an event *belongs to*; :func:`is_step_row` says which rows *are* the step ranges.
 
 Communication
     One rule (:func:`is_communication`), the union of what the peers count:
@@ -51,7 +51,6 @@ Device and host
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import Literal
 
@@ -60,6 +59,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from . import schema
+from .steps import STEP_NAME_RE, step_number
 
 __all__ = [
     "COMM_HOST_PREFIXES",
@@ -77,6 +77,7 @@ __all__ = [
     "is_memcpy",
     "is_memset",
     "is_runtime",
+    "is_step_name",
     "is_step_row",
     "name_mask",
     "step_number",
@@ -84,8 +85,6 @@ __all__ = [
 
 Mask = npt.NDArray[np.bool_]
 
-#: ``ProfilerStep#N`` (spaces tolerated around ``#``), matched at the start of the name; group 1 is N.
-STEP_NAME_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 #: Kernel-name prefixes of collective libraries (lower case; the test is case-insensitive).
 COMM_KERNEL_PREFIXES = ("nccl", "rccl")
 #: Host range prefixes c10d uses around a collective (``record_function("nccl:all_reduce")``).
@@ -96,20 +95,8 @@ DEVICE_OP_CATEGORIES = (schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET)
 HOST_OP_CATEGORIES = (schema.CPU_OP, schema.USER_ANNOTATION)
 
 
-def step_number(name: object) -> int | None:
-    """N of a ``ProfilerStep#N`` name, None for any other name.
-
-    >>> step_number("ProfilerStep#12"), step_number("ProfilerStep # 3"), step_number("aten::mm")
-    (12, 3, None)
-    """
-    if not isinstance(name, str):
-        return None
-    m = STEP_NAME_RE.match(name)
-    return int(m.group(1)) if m else None
-
-
-def name_mask(values: pd.Series, fn: Callable[[str], bool]) -> Mask:
-    """``fn(str) -> bool`` per row, evaluated once per category of a categorical column.
+def name_mask(values: pd.Series, fn: Callable[[str], object]) -> Mask:
+    """``bool(fn(str))`` per row, evaluated once per category of a categorical column.
 
     Missing values (and non-strings in an object column) give False.
 
@@ -175,9 +162,14 @@ def _is_step_name(name: str) -> bool:
     return STEP_NAME_RE.match(name) is not None
 
 
+def is_step_name(ev: pd.DataFrame) -> Mask:
+    """Rows named ``ProfilerStep#N`` (host ranges and their ``gpu_user_annotation`` copies on a device)."""
+    return name_mask(ev["name"], _is_step_name)
+
+
 def is_step_row(ev: pd.DataFrame) -> Mask:
     """The ``ProfilerStep#N`` ranges themselves: host rows whose name matches :data:`STEP_NAME_RE`."""
-    return name_mask(ev["name"], _is_step_name) & is_host(ev)
+    return is_step_name(ev) & is_host(ev)
 
 
 def _is_comm_kernel_name(name: str) -> bool:

@@ -7,7 +7,8 @@ can take its place with :func:`set_viewer`.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["set_viewer", "viewer", "DEFAULT_VIEWER"]
 
@@ -44,4 +45,5 @@ def viewer() -> Callable[..., Any]:
         msg = (f"the trace viewer ({mod}) needs {exc.name}, which is not installed: "
                f"pip install nbprof (bokeh, ipywidgets and jupyter_bokeh are its dependencies)")
         raise MissingDependencyError(msg, name=exc.name) from exc
-    return getattr(module, fn)
+    func: Callable[..., Any] = getattr(module, fn)
+    return func

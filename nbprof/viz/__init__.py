@@ -14,8 +14,8 @@ from .dashboard import Dashboard, dashboard
 from .memory import memory_view
 from .operators import operators_view
 from .overview import overview_view
-from .static import to_html
 from .registry import call_entry
+from .static import to_html
 from .timeline import TimelineModel, TimelineView, timeline
 
 __all__ = ["timeline", "operators_view", "memory_view", "overview_view", "dashboard", "to_html",

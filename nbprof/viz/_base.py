@@ -7,7 +7,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..results.format import fmt_bytes, fmt_ns  # noqa: F401 - re-exported (the one home of units)
+from ..results.format import fmt_bytes, fmt_ns  # re-exported (the one home of units)
 
 __all__ = ["NbprofView", "load_bokehjs", "fmt_ns", "fmt_bytes"]
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import importlib
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["ViewSpec", "register", "get", "names", "live", "static", "call_entry", "VIEWS"]
 

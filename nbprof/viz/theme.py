@@ -9,7 +9,8 @@ HTML uses these, with ``"light"`` as the default).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from bokeh.models import CustomJS

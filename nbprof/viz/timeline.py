@@ -34,8 +34,19 @@ class TimelineModel(TimelineLayout):
 
     # ------------------------------------------------------------------ bokeh
     def _figure(self, *, width: int, height: int | None, theme: str):
-        from bokeh.models import (BoxZoomTool, ColumnDataSource, CustomJSHover, HoverTool, PanTool, Range1d,
-                                  ResetTool, SaveTool, Span, TapTool, WheelZoomTool)
+        from bokeh.models import (
+            BoxZoomTool,
+            ColumnDataSource,
+            CustomJSHover,
+            HoverTool,
+            PanTool,
+            Range1d,
+            ResetTool,
+            SaveTool,
+            Span,
+            TapTool,
+            WheelZoomTool,
+        )
         from bokeh.plotting import figure
 
         rows = max(self.n_rows, 1)

@@ -14,6 +14,7 @@ import zlib
 from ...errors import TraceFormatError
 from ...trace.model import LoadReport
 
+
 def read_bytes(path: str | os.PathLike[str], report: LoadReport | None = None) -> bytes:
     """Read a file, gunzipping ``.gz`` (or gzip magic) content.
 

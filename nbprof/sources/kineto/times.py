@@ -45,7 +45,7 @@ def _exact_ts_ns(texts: list[str]) -> np.ndarray:
     out = np.zeros(len(texts), dtype=np.int64)
     for i, t in enumerate(texts):
         t = t.strip().strip('"')
-        ip, dot, fr = t.partition(".")
+        ip, _, fr = t.partition(".")
         try:
             if ip.lstrip("-").isdigit() and (not fr or fr.isdigit()):
                 sign = -1 if ip.startswith("-") else 1
