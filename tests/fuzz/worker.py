@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 import warnings
 import zlib
@@ -32,8 +33,37 @@ class CaseTimeout(BaseException):
     """Raised by the alarm: a BaseException, so no ``except Exception`` in a loader swallows it."""
 
 
-def _alarm(signum, frame):
-    raise CaseTimeout("per-case time limit reached")
+# Two clocks per case, so a loaded machine (other jobs on the two cores) does not make HANGs:
+# - CPU time (ITIMER_PROF): ``timeout`` seconds of this process's CPU -> a compute hang;
+# - wall time (ITIMER_REAL, every ``block`` s): when the case used under 5 % of the elapsed
+#   wall time as CPU, it is blocked (a FIFO without writer, a device), not slow -> a hang too;
+#   otherwise it is re-armed (and a case past ``wall_max`` is a hang whatever its CPU use).
+_CASE = {"t0": 0.0, "c0": 0.0, "block": 2.0, "wall_max": 60.0}
+
+
+def _alarm_cpu(signum, frame):
+    raise CaseTimeout("per-case CPU time limit reached")
+
+
+def _alarm_wall(signum, frame):
+    wall = time.monotonic() - _CASE["t0"]
+    cpu = time.process_time() - _CASE["c0"]
+    if cpu < 0.05 * wall:
+        raise CaseTimeout(f"blocked: {cpu:.2f} s of CPU in {wall:.1f} s")
+    if wall > _CASE["wall_max"]:
+        raise CaseTimeout(f"per-case wall time limit reached ({wall:.0f} s)")
+    signal.setitimer(signal.ITIMER_REAL, _CASE["block"])
+
+
+def _arm(cpu_s: float) -> None:
+    _CASE["t0"], _CASE["c0"] = time.monotonic(), time.process_time()
+    signal.setitimer(signal.ITIMER_PROF, cpu_s)
+    signal.setitimer(signal.ITIMER_REAL, _CASE["block"])
+
+
+def _disarm() -> None:
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def where_of(tb) -> str:
@@ -159,7 +189,9 @@ def run_case(req: dict) -> dict:
     target, path = req["target"], req["path"]
     problems: list[dict] = []
     status = "ok-clean"
-    signal.setitimer(signal.ITIMER_REAL, float(req["timeout"]))
+    _CASE["block"] = max(0.5, 2.0 * float(req["timeout"]))
+    _CASE["wall_max"] = 30.0 * float(req["timeout"])
+    _arm(float(req["timeout"]))
     result = None
     try:
         try:
@@ -195,7 +227,7 @@ def run_case(req: dict) -> dict:
         except CaseTimeout as exc:
             problems.append(_problem("HANG", "timeout", exc))
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _disarm()
     if not problems:
         return {"outcome": status, "problems": []}
     return {"outcome": status, "problems": problems}
@@ -252,7 +284,8 @@ def _html(result, req: dict) -> list[dict]:
 
     out = Path(req["outdir"]) / "page.html"
     # the static page takes ~1 s (bokeh): its own, longer alarm
-    signal.setitimer(signal.ITIMER_REAL, max(float(req["timeout"]), float(req.get("html_timeout", 20))))
+    _CASE["wall_max"] = 30.0 * float(req.get("html_timeout", 20))
+    _arm(max(float(req["timeout"]), float(req.get("html_timeout", 20))))
     try:
         obj = result
         from nbprof.sources.memory_snapshot import MemorySnapshot
@@ -283,7 +316,8 @@ def main() -> None:
         pass
     if os.environ.get("NBPROF_FUZZ_RECURSION"):  # default: Python's own limit, as in a user's process
         sys.setrecursionlimit(int(os.environ["NBPROF_FUZZ_RECURSION"]))
-    signal.signal(signal.SIGALRM, _alarm)
+    signal.signal(signal.SIGPROF, _alarm_cpu)
+    signal.signal(signal.SIGALRM, _alarm_wall)
     import nbprof  # noqa: F401 -- imported once, before the first case's clock starts
     import nbprof.analysis.advisor  # noqa: F401
     import nbprof.deepspeed.parsers  # noqa: F401
