@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .engine import FORMATS, failure_total, format_summary, run_fuzz
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                    replay=replay, progress=True, jobs=a.jobs, log=lambda s: print(s, flush=True))
     print(format_summary(res), flush=True)
     if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as fh:
             json.dump({**res, "signatures": [{"signature": list(k), **v} for k, v in res["signatures"].items()]}, fh,
                       indent=1, default=str)

@@ -279,6 +279,8 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
     strict_kw: dict[str, bool] = {}
     counts: dict[str, Counter] = defaultdict(Counter)
     times: dict[str, float] = defaultdict(float)
+    cpu: dict[str, float] = defaultdict(float)  # the workers' CPU seconds (load-independent cost)
+    cpu_max: dict[str, float] = defaultdict(float)  # slowest case that did not hang
     sigs: dict[tuple, dict] = {}
     workers = [Worker() for _ in range(max(1, jobs))]
     done = 0
@@ -299,6 +301,9 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
         else:
             case.problems = res["problems"]
             case.outcome = res["outcome"]
+            cpu[case.fmt] += res.get("cpu_s", 0.0)
+            if not any(p["outcome"] == "HANG" for p in case.problems):
+                cpu_max[case.fmt] = max(cpu_max[case.fmt], res.get("cpu_s", 0.0))
         new = sorted(_listing(case.dirpath) - job["before"])
         if new:
             name = os.path.basename(case.path)
@@ -399,7 +404,8 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
         shutil.rmtree(base, ignore_errors=True)
     return {"counts": {f: dict(c) for f, c in counts.items()}, "signatures": sigs, "cases": done,
             "elapsed": time.monotonic() - t0, "stopped": stopped, "skipped": skipped, "strict_kw": strict_kw,
-            "workers_started": sum(w.started for w in workers), "seconds": dict(times), "jobs": len(workers)}
+            "workers_started": sum(w.started for w in workers), "seconds": dict(times), "jobs": len(workers),
+            "cpu_seconds": dict(cpu), "cpu_max": dict(cpu_max)}
 
 
 def _record(out: Path, seed: int, case: Case, p: dict, sig: tuple) -> None:
@@ -432,10 +438,13 @@ def format_summary(res: dict) -> str:
         if not c:
             continue
         tot.update(c)
-        ms = 1000 * res.get("seconds", {}).get(f, 0.0) / max(1, sum(c.values()))
+        n = max(1, sum(c.values()))
+        ms = 1000 * res.get("seconds", {}).get(f, 0.0) / n
+        cms = 1000 * res.get("cpu_seconds", {}).get(f, 0.0) / n
         lines.append(f"{f:<10}" + "".join(f"{c.get(o, 0):>14}" for o in OUTCOMES) + f"{sum(c.values()):>8}"
-                     + f"{ms:>9.0f} ms/case")
-    lines.append(f"{'all':<10}" + "".join(f"{tot.get(o, 0):>14}" for o in OUTCOMES) + f"{sum(tot.values()):>8}")
+                     + f"  {ms:.0f} ms/case ({cms:.0f} ms CPU, max {1000 * res.get('cpu_max', {}).get(f, 0.0):.0f})")
+    lines.append(f"{'all':<10}" + "".join(f"{tot.get(o, 0):>14}" for o in OUTCOMES) + f"{sum(tot.values()):>8}"
+                 + f"  {sum(res.get('cpu_seconds', {}).values()):.0f} s CPU in the workers")
     lines.append(f"{res['cases']} cases in {res['elapsed']:.1f} s with {res.get('jobs', 1)} worker(s) "
                  f"({res['workers_started']} worker starts)"
                  + (f"; {res['stopped']}" if res["stopped"] else ""))

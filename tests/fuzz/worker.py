@@ -148,7 +148,7 @@ def kineto_expected(path: str) -> dict | None:
 
 
 def kineto_accounting(trace, exp: dict) -> str | None:
-    """None when the trace's tables and its report account for the file's events, else the reason.
+    """None when the trace's tables and its report account for the file's events, else (class, detail).
 
     kept_main = events rows + memory rows (X and non-global instants go there, or are reported
     dropped); kept_flow = start/finish sides present in the flows table (every flow event appears
@@ -169,13 +169,14 @@ def kineto_accounting(trace, exp: dict) -> str | None:
         kept_flow = 0
     dropped = sum(i.count for i in trace.report.issues if i.action == "dropped" and not i.kind.startswith("metadata"))
     if kept_main > exp["main"]:
-        return f"{kept_main} events+memory rows but only {exp['main']} X/instant events in the file"
+        return "rows invented", f"{kept_main} events+memory rows but only {exp['main']} X/instant events in the file"
     if kept_flow > exp["flow"]:
-        return f"{kept_flow} flow sides but only {exp['flow']} flow events in the file"
+        return "flow sides invented", f"{kept_flow} flow sides but only {exp['flow']} flow events in the file"
     lo = exp["total"] - kept_main - kept_flow - exp["side"]
     hi = exp["total"] - kept_main - kept_flow
     if not lo <= dropped <= hi:
-        return (f"file {exp['total']} events (main {exp['main']}, flow {exp['flow']}, side {exp['side']}, other "
+        return ("events lost without a report entry" if dropped < lo else "more drops reported than events missing",
+                f"file {exp['total']} events (main {exp['main']}, flow {exp['flow']}, side {exp['side']}, other "
                 f"{exp['other']}); kept main {kept_main}, flow sides {kept_flow}; report drops {dropped}, "
                 f"expected between {lo} and {hi}")
     return None
@@ -241,10 +242,10 @@ def _check_loaded(result, req: dict) -> list[dict]:
         if req["target"] == "kineto":
             exp = kineto_expected(req["path"])
             if exp is not None:
-                why = kineto_accounting(result, exp)
-                if why:
+                bad = kineto_accounting(result, exp)
+                if bad:
                     problems.append({"outcome": "ACCOUNTING", "stage": "accounting", "exc_type": "-",
-                                     "message": why, "where": "kineto event accounting", "traceback": why})
+                                     "message": bad[1], "where": f"kineto accounting: {bad[0]}", "traceback": bad[1]})
         if req.get("analyses"):
             import importlib
 
@@ -334,11 +335,13 @@ def main() -> None:
     proto.write(json.dumps({"hello": nbprof.__file__}) + "\n")
     for line in sys.stdin:
         req = json.loads(line)
+        c0 = time.process_time()
         try:
             res = run_case(req)
         except BaseException as exc:  # noqa: BLE001 -- the worker itself must survive a case
             res = {"outcome": "ok-clean", "problems": [_problem("FOREIGN", "worker", exc)]}
         res["id"] = req["id"]
+        res["cpu_s"] = time.process_time() - c0
         proto.write(json.dumps(res, default=str) + "\n")
 
 
