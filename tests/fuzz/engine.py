@@ -281,6 +281,7 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
     times: dict[str, float] = defaultdict(float)
     cpu: dict[str, float] = defaultdict(float)  # the workers' CPU seconds (load-independent cost)
     cpu_max: dict[str, float] = defaultdict(float)  # slowest case that did not hang
+    acct = [0]  # Kineto cases where the accounting invariant was well defined and checked
     sigs: dict[tuple, dict] = {}
     workers = [Worker() for _ in range(max(1, jobs))]
     done = 0
@@ -302,6 +303,7 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
             case.problems = res["problems"]
             case.outcome = res["outcome"]
             cpu[case.fmt] += res.get("cpu_s", 0.0)
+            acct[0] += bool(res.get("accounting_checked"))
             if not any(p["outcome"] == "HANG" for p in case.problems):
                 cpu_max[case.fmt] = max(cpu_max[case.fmt], res.get("cpu_s", 0.0))
         new = sorted(_listing(case.dirpath) - job["before"])
@@ -405,7 +407,7 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
     return {"counts": {f: dict(c) for f, c in counts.items()}, "signatures": sigs, "cases": done,
             "elapsed": time.monotonic() - t0, "stopped": stopped, "skipped": skipped, "strict_kw": strict_kw,
             "workers_started": sum(w.started for w in workers), "seconds": dict(times), "jobs": len(workers),
-            "cpu_seconds": dict(cpu), "cpu_max": dict(cpu_max)}
+            "cpu_seconds": dict(cpu), "cpu_max": dict(cpu_max), "accounting_checked": acct[0]}
 
 
 def _record(out: Path, seed: int, case: Case, p: dict, sig: tuple) -> None:
@@ -446,7 +448,8 @@ def format_summary(res: dict) -> str:
     lines.append(f"{'all':<10}" + "".join(f"{tot.get(o, 0):>14}" for o in OUTCOMES) + f"{sum(tot.values()):>8}"
                  + f"  {sum(res.get('cpu_seconds', {}).values()):.0f} s CPU in the workers")
     lines.append(f"{res['cases']} cases in {res['elapsed']:.1f} s with {res.get('jobs', 1)} worker(s) "
-                 f"({res['workers_started']} worker starts)"
+                 f"({res['workers_started']} worker starts); Kineto accounting checked on "
+                 f"{res.get('accounting_checked', 0)} loaded cases"
                  + (f"; {res['stopped']}" if res["stopped"] else ""))
     if res.get("strict_kw"):
         no = [t for t, ok in res["strict_kw"].items() if not ok]

@@ -229,9 +229,7 @@ def run_case(req: dict) -> dict:
             problems.append(_problem("HANG", "timeout", exc))
     finally:
         _disarm()
-    if not problems:
-        return {"outcome": status, "problems": []}
-    return {"outcome": status, "problems": problems}
+    return {"outcome": status, "problems": problems, "accounting_checked": bool(req.get("_acct"))}
 
 
 def _check_loaded(result, req: dict) -> list[dict]:
@@ -241,6 +239,7 @@ def _check_loaded(result, req: dict) -> list[dict]:
     if isinstance(result, Trace):
         if req["target"] == "kineto":
             exp = kineto_expected(req["path"])
+            req["_acct"] = exp is not None
             if exp is not None:
                 bad = kineto_accounting(result, exp)
                 if bad:
