@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from fuzz.engine import FAILURES, format_summary, run_fuzz
 from fuzz.seeds import ROOT
 

@@ -157,7 +157,7 @@ class Generator:
     def snap(self, p: Path) -> dict:
         if p not in self._snap:
             with open(p, "rb") as fh:  # the seed: built by seeds.py from the repository's own data/
-                self._snap[p] = pickle.load(fh)  # noqa: S301
+                self._snap[p] = pickle.load(fh)
         return self._snap[p]
 
     def make(self, fmt: str, i: int, d: str) -> tuple[str, str, str]:
@@ -272,8 +272,11 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
         if f in skipped:
             log(f"format {f} skipped: {skipped[f]}")
     gen = Generator(seed, seeds)
-    sched = _schedule(cases, fmts) if replay is None else [(replay[0], j) for j in
-                                                            sorted({*range(min(replay[1], len(seeds.get(replay[0], [])))), replay[1]})]
+    if replay is None:
+        sched = _schedule(cases, fmts)
+    else:  # the seed cases (they decide strict_kw), then the one case
+        sched = [(f, j) for f in seeds for j in range(len(seeds[f]))]
+        sched = [x for x in sched if x != tuple(replay)] + [tuple(replay)]
     base = tempfile.mkdtemp(prefix="nbprof-fuzz-")
     out = Path(out_dir) if out_dir else None
     strict_kw: dict[str, bool] = {}
@@ -314,9 +317,10 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
                                   "where": "files: " + ", ".join(sorted({n.replace(name, "<input>") for n in new})),
                                   "traceback": ""})
         for p in case.problems:
-            if p["stage"] == "load" or p["stage"].startswith("deepspeed") or p["outcome"] != "nbprof-error":
-                if _RANK[p["outcome"]] > _RANK[case.outcome]:
-                    case.outcome = p["outcome"]
+            # an nbprof error of an analysis is a fine answer (EmptyProfileError); of the load it is the outcome
+            counts_here = p["stage"] == "load" or p["stage"].startswith("deepspeed") or p["outcome"] != "nbprof-error"
+            if counts_here and _RANK[p["outcome"]] > _RANK[case.outcome]:
+                case.outcome = p["outcome"]
         # the seed case shows whether the loader takes strict=False; later cases follow it
         if case.mutation.startswith("unmutated seed") and case.target not in strict_kw:
             strict_kw[case.target] = not any(p["exc_type"] == "TypeError" and "strict" in p["message"]
@@ -330,7 +334,7 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
                 ent["count"] += 1
                 if out is not None and ent["count"] <= keep_per_signature:
                     _record(out, seed, case, p, sig)
-        if replay is not None and case.index == replay[1]:
+        if replay is not None and (case.fmt, case.index) == tuple(replay):
             for p in case.problems:
                 log(p["traceback"] or p["message"])
             log(f"replay {case.fmt}:{case.index}: {case.outcome} ({case.mutation})")

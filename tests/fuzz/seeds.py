@@ -54,10 +54,10 @@ def _cut_kineto(src: Path, per_group: int) -> dict:
                 flow_ids.add(corr)
     nflow = 0
     for e in evs:  # flows whose id is one of the kept correlations, plus a few fwdbwd ones
-        if isinstance(e, dict) and e.get("ph") in ("s", "f", "t"):
-            if e.get("id") in flow_ids or (e.get("cat") == "fwdbwd" and nflow < 6):
-                keep.append(e)
-                nflow += 1
+        if isinstance(e, dict) and e.get("ph") in ("s", "f", "t") and (
+                e.get("id") in flow_ids or (e.get("cat") == "fwdbwd" and nflow < 6)):
+            keep.append(e)
+            nflow += 1
     keep.sort(key=lambda e: (e.get("ph") != "M", e.get("ts", 0) if isinstance(e.get("ts"), (int, float)) else 0))
     out = {k: v for k, v in d.items() if k != "traceEvents"}
     out["traceEvents"] = keep
@@ -66,7 +66,7 @@ def _cut_kineto(src: Path, per_group: int) -> dict:
 
 def _cut_snapshot(src: Path) -> dict:
     with open(src, "rb") as fh:  # a trusted real file of the repository's data/, not fuzzed input
-        s = pickle.load(fh)  # noqa: S301
+        s = pickle.load(fh)
     segs = []
     for seg in s.get("segments", [])[:3]:
         seg = dict(seg)

@@ -176,9 +176,9 @@ def kineto_accounting(trace, exp: dict) -> str | None:
     hi = exp["total"] - kept_main - kept_flow
     if not lo <= dropped <= hi:
         return ("events lost without a report entry" if dropped < lo else "more drops reported than events missing",
-                f"file {exp['total']} events (main {exp['main']}, flow {exp['flow']}, side {exp['side']}, other "
-                f"{exp['other']}); kept main {kept_main}, flow sides {kept_flow}; report drops {dropped}, "
-                f"expected between {lo} and {hi}")
+                (f"file {exp['total']} events (main {exp['main']}, flow {exp['flow']}, side {exp['side']}, other "
+                 f"{exp['other']}); kept main {kept_main}, flow sides {kept_flow}; report drops {dropped}, "
+                 f"expected between {lo} and {hi}"))
     return None
 
 
@@ -318,16 +318,17 @@ def main() -> None:
         sys.setrecursionlimit(int(os.environ["NBPROF_FUZZ_RECURSION"]))
     signal.signal(signal.SIGPROF, _alarm_cpu)
     signal.signal(signal.SIGALRM, _alarm_wall)
-    import nbprof  # noqa: F401 -- imported once, before the first case's clock starts
-    import nbprof.analysis.advisor  # noqa: F401
-    import nbprof.deepspeed.parsers  # noqa: F401
-    import nbprof.viz.memory_snapshot  # noqa: F401 -- bokeh's import takes seconds: not a case's time
-    import nbprof.viz.static  # noqa: F401
+    import nbprof
+    import nbprof.analysis.advisor
+    import nbprof.deepspeed.parsers
+    import nbprof.viz.memory_snapshot
+    import nbprof.viz.static
     for mod in ("timeline", "operators", "memory", "overview"):
         __import__(f"nbprof.viz.{mod}")
-    import bokeh.embed  # noqa: F401
+    import bokeh.embed
     import bokeh.resources  # noqa: F401
-    import nbprof.analysis.memory_snapshot  # noqa: F401
+
+    import nbprof.analysis.memory_snapshot
     for mod, _fn in ANALYSES:
         __import__(f"nbprof.analysis.{mod}")
 
