@@ -352,3 +352,11 @@ def test_to_html_never_writes_through_a_planted_tmp_name(tmp_path):
         viz.to_html(t, out, views=["overview"])
     viz.to_html(t, out, views=["overview"], overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.html.tmp", "report.html", "report.html.tmp", "victim.txt"]
+
+
+def test_nsys_text_in_an_integer_column_with_nulls(saxpy):
+    # NVTX_EVENTS.color is NULL in most rows of this export: text in two others made the nulls +inf before
+    _sql(saxpy, "UPDATE NVTX_EVENTS SET color='abc' WHERE rowid IN (3, 4)")
+    t = nbprof.load(saxpy)
+    assert t.report.get("bad_value:NVTX_EVENTS.color").count == 2
+    assert set(t.tables["nvtx"]["color"]) == {-1} | set(nbprof.load(corpus_path(SAXPY)).tables["nvtx"]["color"])

@@ -266,7 +266,7 @@ class _Db:
 def _num(x: Any) -> float:
     """A cell of an INTEGER column as a float (NaN when it is not a number)."""
     if isinstance(x, (int, float)) and not isinstance(x, bool):
-        return float(x) if abs(x) < 2**64 else float("inf")
+        return float(x) if x != x or abs(x) < 2**64 else float("inf")  # NaN (a null) stays NaN
     try:
         return float(x) if isinstance(x, str) else float("nan")
     except ValueError:
