@@ -55,7 +55,9 @@ def test_missing_log_is_file_not_found_naming_it(tmp_path):
         with pytest.raises(FileNotFoundError) as ei:
             P.parse_log(src)
         assert ei.value.filename == str(src) and "no such DeepSpeed log" in str(ei.value)
-    with pytest.raises(IsADirectoryError):
+    from nbprof.errors import TraceFormatError
+
+    with pytest.raises(TraceFormatError, match="is a directory"):
         P.parse_log(tmp_path)
     assert P.parse_log("[Rank 0] time (ms) | fwd: 1.5").timers["time_ns"].tolist() == [1.5e6]  # text still works
 

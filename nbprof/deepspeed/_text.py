@@ -137,19 +137,23 @@ def _read(source: str | os.PathLike[str]) -> str:
 
     Raises
     ------
-    FileNotFoundError
-        Missing file (``filename`` attribute set).
-    IsADirectoryError
-        A directory.
+    nbprof.errors.TraceFileNotFoundError
+        Missing file (also a ``FileNotFoundError``; ``filename`` is the name given).
+    nbprof.errors.TraceFormatError
+        A directory, FIFO, socket or device (nothing is opened: a FIFO cannot block, /dev/zero cannot
+        run forever).
     """
     if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and len(source) < 4096
-                                            and (os.path.exists(source) or _PATHLIKE.search(source.strip())
+                                            and (os.path.lexists(source) or _PATHLIKE.search(source.strip())
                                                  or source.startswith(("/", "./", "../", "~")))):
+        from ..errors import TraceFileNotFoundError
+        from ..sources import check_file
+
         path = os.path.expanduser(os.fspath(source))
-        if not os.path.exists(path):
-            raise FileNotFoundError(errno.ENOENT, "no such DeepSpeed log or report", os.fspath(source))
-        if os.path.isdir(path):
-            raise IsADirectoryError(errno.EISDIR, "a directory, not a DeepSpeed log", os.fspath(source))
+        try:
+            check_file(path, "DeepSpeed log or report")
+        except TraceFileNotFoundError:
+            raise TraceFileNotFoundError(errno.ENOENT, "no such DeepSpeed log or report", os.fspath(source)) from None
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
     else:

@@ -188,15 +188,17 @@ def parse_flops_profile(source: str | os.PathLike[str], *, zero_stage: int | Non
 
     Raises
     ------
-    ValueError
-        When ``source`` holds no report (no "DeepSpeed Flops Profiler" banner); the message names it.
+    nbprof.errors.TraceFormatError
+        When ``source`` holds no report (no "DeepSpeed Flops Profiler" banner); names it. Also a
+        ``ValueError``.
     """
+    from ..errors import TraceFormatError
+
     profs = parse_flops_profiles(source, zero_stage=zero_stage, config=config)
     if not profs:
         where = os.fspath(source) if isinstance(source, os.PathLike) or (
-            isinstance(source, str) and "\n" not in source and os.path.exists(source)) else "the given text"
-        msg = f"{where}: no DeepSpeed flops-profiler report (banner 'DeepSpeed Flops Profiler' not found)"
-        raise ValueError(msg)
+            isinstance(source, str) and "\n" not in source and os.path.exists(source)) else "<the given text>"
+        raise TraceFormatError(where, None, "no DeepSpeed flops-profiler report (banner 'DeepSpeed Flops Profiler' not found)")
     return profs[-1]
 
 

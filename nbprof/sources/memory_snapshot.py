@@ -105,8 +105,34 @@ def _frames_key(frames: Any, bad: list[int]) -> tuple | None:
             if len(bad) == 1:
                 bad.append(fr.get("line"))
             ln = 0
-        out.append((str(fr.get("name", "?")), str(fr.get("filename", "?")), ln))
+        name, fn = _label(fr.get("name", "?")), _label(fr.get("filename", "?"))
+        if name is None or fn is None:
+            bad[0] += 1
+            if len(bad) == 1:
+                bad.append(f"a {type(fr.get('name') if name is None else fr.get('filename')).__name__} as frame text")
+        out.append((name or "?", fn or "?", ln))
     return tuple(out) if out else None
+
+
+def _label(v: Any) -> str | None:
+    """Frame text: a str as is, a plain scalar written out; None for containers (never repr'd: a deeply
+    nested one would recurse)."""
+    if isinstance(v, str):
+        return v
+    if v is None or isinstance(v, (int, float, bool)):
+        return str(v)
+    return None
+
+
+def _field(v: Any) -> str:
+    """A text field as str: scalars and short tuples of scalars written out (``segment_pool_id`` is
+    ``(0, 0)``), anything else by its type name (never repr'd deeply)."""
+    lab = _label(v)
+    if lab is not None:
+        return lab
+    if isinstance(v, (tuple, list)) and len(v) <= 16 and all(_label(x) is not None and not isinstance(x, str) for x in v):
+        return str(v)
+    return f"<{type(v).__name__}>"
 
 
 def _seq(v: Any, what: str, report: LoadReport) -> list | tuple:
@@ -172,7 +198,7 @@ def _int(v: Any, default: int = -1) -> int:
         return int(v)
     if isinstance(v, int):
         return v if -(2**63) <= v < 2**63 else (v - 2**64 if v < 2**64 else default)
-    if isinstance(v, float) and np.isfinite(v):
+    if isinstance(v, float) and np.isfinite(v) and -(2.0**63) <= v < 2.0**63:
         return int(v)
     return default
 
@@ -245,8 +271,8 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
                 _int(s.get("active_size"), 0),
                 _int(s.get("requested_size"), 0),
                 _int(s.get("stream"), 0),
-                str(s.get("segment_type", "")),
-                str(s.get("segment_pool_id", "")),
+                _field(s.get("segment_type", "")),
+                _field(s.get("segment_pool_id", "")),
                 bool(s.get("is_expandable", False)),
                 len(blocks),
             )
@@ -260,7 +286,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
                         _int(b.get("address")),
                         _int(b.get("size"), 0),
                         _int(b.get("requested_size"), _int(b.get("size"), 0)),
-                        str(b.get("state", "")),
+                        _field(b.get("state", "")),
                         fid(b.get("frames")),
                     )
                 )
@@ -298,7 +324,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             idx_col.append(i)
             t = e.get("time_us")
             t_col.append(_int(t) if t is not None else -1)
-            act_col.append(str(e["action"]))
+            act_col.append(_label(e["action"]) or "unknown")
             addr_col.append(_int(e.get("addr")))
             size_col.append(_int(e.get("size"), 0))
             stream_col.append(_int(e.get("stream"), 0))
@@ -406,7 +432,7 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0, stric
     data = _strip_bom(read_bytes(spath, report), report)
     try:
         obj = _TL_DECODER.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:  # msgspec raises RecursionError on deep nesting
         raise TraceFormatError(spath, None, f"not JSON: {exc}") from exc
     if (isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], list) and obj[1]
             and isinstance(obj[1], list) and isinstance(obj[1][0], list)):

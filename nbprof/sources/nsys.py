@@ -223,6 +223,8 @@ class _Db:
         for c in cols:
             if "INT" in info.get(c, "") and df[c].dtype != np.int64:
                 df[c] = self._clean_int(df, c, t, where)
+            elif "TEXT" in info.get(c, "") and df[c].dtype == object:  # blobs or numbers among the text
+                df[c] = pd.Series([_text_value(v) for v in df[c]], index=df.index, dtype=object)
         return df
 
     def _rowid(self, t: str, where: str, i: int) -> int | None:
@@ -252,13 +254,14 @@ class _Db:
             f = f.where(~bad)
         return f
 
-    def kv(self, base: str) -> dict[str, str]:
+    def kv(self, base: str) -> dict[str, Any]:
         t = self.table(base)
         if t is None or not {"name", "value"} <= set(self.columns(t)):
             return {}
         self._table = t
         try:
-            return {str(k): v for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
+            return {_text_value(k): (v if isinstance(v, (int, float)) else _text_value(v))
+                    for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
         finally:
             self.flush_text_issues()
 
@@ -279,14 +282,31 @@ def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
     return pd.to_numeric(df[col], errors="coerce").fillna(default).astype("int64").to_numpy()
 
 
+def _text_value(v: Any) -> str | None:
+    """A TEXT cell as str: a BLOB decoded (U+FFFD for invalid UTF-8), a number written out, NULL -> None."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).decode("utf-8", "replace")
+    if isinstance(v, float) and v != v:
+        return None
+    return str(v)
+
+
 def _names(df: pd.DataFrame, col: str, strings: dict[int, str]) -> pd.Series:
-    """A name column that is either a StringIds id or text."""
+    """A name column that is either a StringIds id or text (mixed cells: ints are ids, blobs decoded)."""
     if col not in df:
         return pd.Series([None] * len(df), index=df.index, dtype=object)
     s = df[col]
     if pd.api.types.is_numeric_dtype(s):
         return s.map(lambda v: strings.get(int(v)) if pd.notna(v) else None)
-    return s.astype(object).where(s.notna(), None)
+
+    def one(v: Any) -> str | None:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return strings.get(v)
+        return _text_value(v)
+
+    return pd.Series([one(v) for v in s.astype(object)], index=df.index, dtype=object)
 
 
 def _frame(n: int, cols: dict[str, Any]) -> pd.DataFrame:
@@ -334,20 +354,23 @@ def load_nsys(path: str | os.PathLike[str], *, strict: bool = False) -> Trace:
 
     Raises
     ------
-    FileNotFoundError
-        When ``path`` is not an existing file.
+    nbprof.errors.TraceFileNotFoundError
+        When ``path`` does not exist (also a ``FileNotFoundError``).
     TraceFormatError
-        When the file is not an SQLite database or holds no Nsight Systems tables (names the file);
-        in strict mode, at the first value that needs repair (names file, table and row).
+        When the file is not a regular file, not an SQLite database, is corrupt, or holds no Nsight
+        Systems tables (names the file and table); in strict mode, at the first value that needs
+        repair (names file, table and row).
     """
+    from . import check_file
+
     spath = os.fspath(path)
-    if not os.path.isfile(spath):
-        msg = f"no such Nsight Systems file: {spath!r}"
-        raise FileNotFoundError(msg)
+    check_file(spath, "Nsight Systems file")
     report = LoadReport(path=spath)
     db = _Db(spath, report, strict)
     try:
         return _load(db, spath, report)
+    except sqlite3.DatabaseError as exc:  # a corrupt page ("database disk image is malformed"), ...
+        raise TraceFormatError(spath, None, f"cannot read ({exc})", table=db._table) from exc
     finally:
         db.close()
 
@@ -374,6 +397,9 @@ def _durations(db: _Db, df: pd.DataFrame, table: str) -> tuple[np.ndarray, np.nd
 def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
     if "StringIds" not in db.names:
         raise TraceFormatError(spath, None, "no StringIds table: not an Nsight Systems SQLite export", table="StringIds")
+    if not {"id", "value"} <= set(db.columns("StringIds")):
+        raise TraceFormatError(spath, None, f"StringIds has columns {db.columns('StringIds')}, expected id and value: "
+                               "not an Nsight Systems SQLite export", table="StringIds")
     absent = [t for t in _EVENT_TABLES if db.table(t) is None]
     if absent:
         report.add("absent_tables", "assumed", len(absent), "tables absent from the export (nsys writes no table "
@@ -383,7 +409,7 @@ def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
         strings = {}
         for i, v in db.con.execute("SELECT id, value FROM StringIds"):
             if isinstance(i, int):
-                strings[i] = v if isinstance(v, str) or v is None else str(v)
+                strings[i] = _text_value(v)
     finally:
         db.flush_text_issues()
     meta_export = db.kv("META_DATA_EXPORT") or db.kv("EXPORT_META_DATA")
@@ -544,7 +570,7 @@ def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
             host_pids |= set(tables[key]["pid"].unique().tolist())
     threads = _threads(db, strings, procs, events, host_pids)
     if procs is not None:
-        tables["processes"] = pd.DataFrame({"pid": _int_col(procs, "pid"), "name": procs.get("name")})
+        tables["processes"] = pd.DataFrame({"pid": _int_col(procs, "pid"), "name": _names(procs, "name", strings)})
     gpus = db.read("TARGET_INFO_GPU", ["id", "name", "totalMemory", "smCount", "computeMajor", "computeMinor",
                                        "maxThreadsPerBlock", "maxRegistersPerBlock", "maxShmemPerBlock",
                                        "maxShmemPerBlockOptin", "maxShmemPerSm", "maxRegistersPerSm",
@@ -770,7 +796,7 @@ def _threads(db: _Db, strings: dict[int, str], procs: pd.DataFrame | None, event
              host_pids: set[int]) -> pd.DataFrame:
     rows = []
     if procs is not None and len(procs):
-        for p, n in zip(_int_col(procs, "pid"), procs.get("name", pd.Series([None] * len(procs)))):
+        for p, n in zip(_int_col(procs, "pid"), _names(procs, "name", strings)):
             if int(p) in host_pids:
                 rows.append((int(p), int(p), str(n), "process"))
     tn = db.read("ThreadNames", ["nameId", "globalTid"])
