@@ -422,6 +422,7 @@ def test_snapshot_huge_numbers_and_deeply_nested_frame_text(tmp_path):
     obj = _snapshot_obj()
     ent = obj["device_traces"][0]
     ent[0]["size"], ent[1]["addr"], ent[2]["time_us"] = 2**70, 1.5e19, float("inf")
+    ent[5]["addr"], obj["segments"][0]["device"] = -(2**70), 2**40  # OverflowError before
     deep = []
     for _ in range(sys.getrecursionlimit() + 100):
         deep = [deep]
@@ -437,6 +438,7 @@ def test_snapshot_huge_numbers_and_deeply_nested_frame_text(tmp_path):
     ev = t.events
     assert ev["size_bytes"].iloc[0] == 0 and ev["addr"].iloc[1] == -1 and ev["ts_ns"].iloc[2] == -1 and ev["action"].iloc[4] == "unknown"
     assert t.report.get("bad_frame").count == 1 and len(ev) == 2941
+    assert ev["addr"].iloc[5] == -1 and t.segments["device"].iloc[0] == 0
 
 
 def test_memory_timeline_deep_nesting_is_a_format_error(tmp_path):

@@ -197,7 +197,8 @@ def _int(v: Any, default: int = -1) -> int:
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):
-        return v if -(2**63) <= v < 2**63 else (v - 2**64 if v < 2**64 else default)
+        # addresses are uint64: 2**63..2**64-1 wrap to the int64 with the same bits; beyond: default
+        return v if -(2**63) <= v < 2**63 else (v - 2**64 if 2**63 <= v < 2**64 else default)
     if isinstance(v, float) and np.isfinite(v) and -(2.0**63) <= v < 2.0**63:
         return int(v)
     return default
@@ -260,6 +261,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             report.add("bad_segment", "dropped", 1, "segment entries that are not dicts were skipped")
             continue
         dev = _int(s.get("device"), 0)
+        dev = dev if 0 <= dev < 2**15 else 0
         addr = _int(s.get("address"))
         blocks = _seq(s.get("blocks"), "segment blocks", report)
         seg_rows.append(
