@@ -77,7 +77,9 @@ def _kv(s: str) -> tuple[str, str] | None:
     return None
 
 
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*[TGMKkBmuµn]?"
+#: a number with an optional prefix, matched one way only (``\d+\.?\d*`` split digit runs every way:
+#: quadratic); the prefix group takes its spaces only when a prefix follows
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?:\s*[TGMKkBmuµn])?"
 _STATS = re.compile(
     rf"^(?P<params>{_NUM})\s*(?P<sep>[=,])\s*(?P<params_pct>[\d.]+)% Params,\s*"
     rf"(?P<macs>{_NUM}\s*MACs)\s*[=,]\s*(?P<macs_pct>[\d.]+)% MACs,\s*"
