@@ -456,3 +456,14 @@ def test_snapshot_peak_on_an_empty_snapshot_is_an_empty_profile_error(tmp_path):
     snap = nbprof.load(_write(tmp_path / "e.pickle", pickle.dumps({"segments": [], "device_traces": [[]]})))
     with pytest.raises(EmptyProfileError, match="device 0 has no allocator history and no live blocks"):
         snapshot_peak(snap)
+
+
+def test_nsys_schema_names_that_are_not_utf8_and_a_null_session_start(saxpy):
+    _sql(saxpy, "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs=NULL")
+    t = nbprof.load(saxpy)  # TypeError int(None) before
+    assert t.meta.origin_ns is None and len(t.tables["kernels"]) == 5
+    _sql(saxpy, "PRAGMA writable_schema=ON",
+         "UPDATE sqlite_master SET name=CAST(X'5468726561644E616D6573FF' AS TEXT) WHERE name='ThreadNames'")
+    with pytest.raises(TraceFormatError, match="not a readable SQLite database") as ei:
+        nbprof.load(saxpy)  # UnicodeDecodeError before
+    assert ei.value.path == str(saxpy)

@@ -136,6 +136,10 @@ class _Db:
         except sqlite3.DatabaseError as exc:
             self.close()
             raise TraceFormatError(path, None, f"not a readable SQLite database ({exc})") from exc
+        except UnicodeDecodeError as exc:  # SQLite's own text (schema, messages) is not UTF-8: a damaged file
+            self.close()
+            raise TraceFormatError(path, None, f"not a readable SQLite database (schema text is not UTF-8: {exc})",
+                                   table="sqlite_master") from exc
         self.names = {r[0] for r in rows}
         self._cols: dict[str, list[tuple[str, str]]] = {}
 
@@ -371,6 +375,8 @@ def load_nsys(path: str | os.PathLike[str], *, strict: bool = False) -> Trace:
         return _load(db, spath, report)
     except sqlite3.DatabaseError as exc:  # a corrupt page ("database disk image is malformed"), ...
         raise TraceFormatError(spath, None, f"cannot read ({exc})", table=db._table) from exc
+    except UnicodeDecodeError as exc:  # SQLite's own text (an error message, a name) is not UTF-8
+        raise TraceFormatError(spath, None, f"cannot read (text that is not UTF-8: {exc})", table=db._table) from exc
     finally:
         db.close()
 
