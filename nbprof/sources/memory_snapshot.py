@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
-from typing import Any, NoReturn
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -55,14 +55,14 @@ class _RefuseClasses(pickle.Unpickler):
         super().__init__(f)
         self._path = path
 
-    def find_class(self, module: str, name: str) -> NoReturn:
+    def find_class(self, module: str, name: str):  # noqa: D401
         msg = (
             f"refusing to load {module}.{name}: a memory snapshot is plain data (dicts, lists, numbers, "
             "strings); this pickle references code, which nbprof never executes"
         )
         raise TraceFormatError(self._path, None, msg)
 
-    def persistent_load(self, pid: Any) -> NoReturn:
+    def persistent_load(self, pid):
         raise TraceFormatError(self._path, None, "refusing persistent ids in a memory snapshot pickle")
 
 
@@ -87,7 +87,7 @@ def _line(v: Any) -> int | None:
     return None
 
 
-def _frames_key(frames: Any, bad: list[Any]) -> tuple[Any, ...] | None:
+def _frames_key(frames: Any, bad: list[int]) -> tuple | None:
     """Hashable key of a frame list; frames that are not dicts are skipped and a line that is not an
     integer becomes 0 (both counted in ``bad[0]``, the first such value kept in ``bad[1:]``)."""
     if not frames or not isinstance(frames, (list, tuple)):
@@ -105,11 +105,37 @@ def _frames_key(frames: Any, bad: list[Any]) -> tuple[Any, ...] | None:
             if len(bad) == 1:
                 bad.append(fr.get("line"))
             ln = 0
-        out.append((str(fr.get("name", "?")), str(fr.get("filename", "?")), ln))
+        name, fn = _label(fr.get("name", "?")), _label(fr.get("filename", "?"))
+        if name is None or fn is None:
+            bad[0] += 1
+            if len(bad) == 1:
+                bad.append(f"a {type(fr.get('name') if name is None else fr.get('filename')).__name__} as frame text")
+        out.append((name or "?", fn or "?", ln))
     return tuple(out) if out else None
 
 
-def _seq(v: Any, what: str, report: LoadReport) -> list[Any] | tuple[Any, ...]:
+def _label(v: Any) -> str | None:
+    """Frame text: a str as is, a plain scalar written out; None for containers (never repr'd: a deeply
+    nested one would recurse)."""
+    if isinstance(v, str):
+        return v
+    if v is None or isinstance(v, (int, float, bool)):
+        return str(v)
+    return None
+
+
+def _field(v: Any) -> str:
+    """A text field as str: scalars and short tuples of scalars written out (``segment_pool_id`` is
+    ``(0, 0)``), anything else by its type name (never repr'd deeply)."""
+    lab = _label(v)
+    if lab is not None:
+        return lab
+    if isinstance(v, (tuple, list)) and len(v) <= 16 and all(_label(x) is not None and not isinstance(x, str) for x in v):
+        return str(v)
+    return f"<{type(v).__name__}>"
+
+
+def _seq(v: Any, what: str, report: LoadReport) -> list | tuple:
     """``v`` when it is a list/tuple; None -> []; anything else -> [] with a report entry."""
     if v is None:
         return []
@@ -142,20 +168,20 @@ def _is_internal(fn: str) -> bool:
     return any(s in fn for s in _TORCH_INTERNAL)
 
 
-def _fmt(fr: tuple[Any, ...]) -> str:
+def _fmt(fr: tuple) -> str:
     name, fn, line = fr
     return f"{name} ({os.path.basename(fn)}:{line})"
 
 
-def _aten_op(key: tuple[Any, ...]) -> str:
+def _aten_op(key: tuple) -> str:
     """``at::_ops::mm::call(...)`` -> ``aten::mm`` (the innermost dispatcher op in a C++ stack)."""
     for name, _fn, _line in key:
         if name.startswith("at::_ops::"):
-            return "aten::" + str(name[len("at::_ops::"):].split("::")[0])
+            return "aten::" + name[len("at::_ops::"):].split("::")[0]
     return ""
 
 
-def _top_user(key: tuple[Any, ...]) -> str:
+def _top_user(key: tuple) -> str:
     """The innermost user Python frame; else the innermost Python frame; else the aten op; else frame 0."""
     py = [fr for fr in key if _is_python(fr[1])]
     for fr in py:
@@ -171,8 +197,9 @@ def _int(v: Any, default: int = -1) -> int:
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):
-        return v if -(2**63) <= v < 2**63 else (v - 2**64 if v < 2**64 else default)
-    if isinstance(v, float) and np.isfinite(v):
+        # addresses are uint64: 2**63..2**64-1 wrap to the int64 with the same bits; beyond: default
+        return v if -(2**63) <= v < 2**63 else (v - 2**64 if 2**63 <= v < 2**64 else default)
+    if isinstance(v, float) and np.isfinite(v) and -(2.0**63) <= v < 2.0**63:
         return int(v)
     return default
 
@@ -215,8 +242,8 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
         keys = sorted(obj)[:8] if isinstance(obj, dict) else []
         raise TraceFormatError(spath, None, f"not a memory snapshot: got a {kind} with keys {keys}, expected 'segments'/'device_traces'")
 
-    frame_ids: dict[tuple[Any, ...], int] = {}
-    bad_frames: list[Any] = [0]
+    frame_ids: dict[tuple, int] = {}
+    bad_frames: list = [0]
 
     def fid(frames: Any) -> int:
         k = _frames_key(frames, bad_frames)
@@ -234,6 +261,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             report.add("bad_segment", "dropped", 1, "segment entries that are not dicts were skipped")
             continue
         dev = _int(s.get("device"), 0)
+        dev = dev if 0 <= dev < 2**15 else 0
         addr = _int(s.get("address"))
         blocks = _seq(s.get("blocks"), "segment blocks", report)
         seg_rows.append(
@@ -245,8 +273,8 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
                 _int(s.get("active_size"), 0),
                 _int(s.get("requested_size"), 0),
                 _int(s.get("stream"), 0),
-                str(s.get("segment_type", "")),
-                str(s.get("segment_pool_id", "")),
+                _field(s.get("segment_type", "")),
+                _field(s.get("segment_pool_id", "")),
                 bool(s.get("is_expandable", False)),
                 len(blocks),
             )
@@ -260,7 +288,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
                         _int(b.get("address")),
                         _int(b.get("size"), 0),
                         _int(b.get("requested_size"), _int(b.get("size"), 0)),
-                        str(b.get("state", "")),
+                        _field(b.get("state", "")),
                         fid(b.get("frames")),
                     )
                 )
@@ -298,7 +326,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             idx_col.append(i)
             t = e.get("time_us")
             t_col.append(_int(t) if t is not None else -1)
-            act_col.append(str(e["action"]))
+            act_col.append(_label(e["action"]) or "unknown")
             addr_col.append(_int(e.get("addr")))
             size_col.append(_int(e.get("size"), 0))
             stream_col.append(_int(e.get("stream"), 0))
@@ -311,9 +339,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
     origin_us = int(t_arr[timed].min()) if timed.any() else None
     ts_ns = np.where(timed, (t_arr - (origin_us or 0)) * 1000, -1)
     if len(t_arr) and not timed.all():
-        untimed = int((~timed).sum())
-        report.add("no_time", "assumed", untimed,
-                   f"{untimed} trace entries have no time_us (older torch): ordered by index only")
+        report.add("no_time", "assumed", int((~timed).sum()), f"{int((~timed).sum())} trace entries have no time_us (older torch): ordered by index only")
     events = pd.DataFrame(
         {
             "device": np.array(dev_col, dtype=np.int16),
@@ -327,7 +353,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             "device_free_bytes": np.array(free_col, dtype=np.int64),
         }
     )
-    keys = sorted(frame_ids, key=frame_ids.__getitem__)
+    keys = sorted(frame_ids, key=frame_ids.get)
     frames = pd.DataFrame(
         {
             "frames_id": np.arange(len(keys), dtype=np.int64),
@@ -408,7 +434,7 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0, stric
     data = _strip_bom(read_bytes(spath, report), report)
     try:
         obj = _TL_DECODER.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:  # msgspec raises RecursionError on deep nesting
         raise TraceFormatError(spath, None, f"not JSON: {exc}") from exc
     if (isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], list) and obj[1]
             and isinstance(obj[1], list) and isinstance(obj[1][0], list)):
@@ -417,8 +443,7 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0, stric
             _strict_check(report, spath)
         return MemoryTimeline(ev, t0 * 1000, spath, report)
     if not isinstance(obj, list) or (obj and not (isinstance(obj[0], list) and len(obj[0]) == 4)):
-        raise TraceFormatError(spath, None, "not an export_memory_timeline file: expected "
-                               "[[ts, action, bytes, category], ...] or [times, sizes]")
+        raise TraceFormatError(spath, None, "not an export_memory_timeline file: expected [[ts, action, bytes, category], ...] or [times, sizes]")
     try:
         arr = np.array(obj, dtype=np.int64).reshape(-1, 4)
         ok = len(arr) == len(obj)
@@ -451,7 +476,7 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0, stric
     return MemoryTimeline(ev, t0, spath, report)
 
 
-def _curve(obj: list[Any], spath: str, report: LoadReport) -> tuple[pd.DataFrame, int]:
+def _curve(obj: list, spath: str, report: LoadReport) -> tuple[pd.DataFrame, int]:
     """The curve form ``[times_us, sizes[t][1+cat]]`` -> per-category delta rows (bad time points dropped)."""
     times_in, sizes_in = obj[0], obj[1]
     width = len(sizes_in[0])
@@ -476,7 +501,7 @@ def _curve(obj: list[Any], spath: str, report: LoadReport) -> tuple[pd.DataFrame
             "ts_ns": (times[t_idx] - t0) * 1000,
             "action": pd.Categorical(np.where(deltas[t_idx, c_idx] > 0, "create", "destroy")),
             "bytes": deltas[t_idx, c_idx],
-            "category": pd.Categorical([TIMELINE_CATEGORIES[min(int(c), 7)] for c in c_idx], categories=TIMELINE_CATEGORIES),
+            "category": pd.Categorical([TIMELINE_CATEGORIES[min(c, 7)] for c in c_idx], categories=TIMELINE_CATEGORIES),
         }
     )
     report.add("curve_form", "assumed", 0, "curve (.json) form: rows are per-category deltas between time points")

@@ -89,7 +89,7 @@ _STEP_RE = re.compile(r"^(?:ProfilerStep#|step[ #_:]?)(\d+)$", re.IGNORECASE)
 _VERSION_SUFFIX = re.compile(r"_v\d{4,5}$")
 
 
-def decode_global_id(gid: Any) -> tuple[Any, Any]:
+def decode_global_id(gid) -> tuple[Any, Any]:
     """Split an nsys ``globalTid``/``globalPid`` into ``(pid, tid)``.
 
     Formula from NVIDIA's SQLite examples: ``pid = gid // 0x1000000 % 0x1000000``,
@@ -115,7 +115,7 @@ class _Db:
         self.strict = strict
         self._tmp: str | None = None
         self._table = "sqlite_master"
-        self._bad_text: dict[str, list[Any]] = {}
+        self._bad_text: dict[str, list] = {}
         src = os.path.abspath(path)
         wal = src + "-wal"
         if os.path.isfile(wal) and os.path.getsize(wal) > 0:
@@ -136,6 +136,10 @@ class _Db:
         except sqlite3.DatabaseError as exc:
             self.close()
             raise TraceFormatError(path, None, f"not a readable SQLite database ({exc})") from exc
+        except UnicodeDecodeError as exc:  # SQLite's own text (schema, messages) is not UTF-8: a damaged file
+            self.close()
+            raise TraceFormatError(path, None, f"not a readable SQLite database (schema text is not UTF-8: {exc})",
+                                   table="sqlite_master") from exc
         self.names = {r[0] for r in rows}
         self._cols: dict[str, list[tuple[str, str]]] = {}
 
@@ -223,6 +227,8 @@ class _Db:
         for c in cols:
             if "INT" in info.get(c, "") and df[c].dtype != np.int64:
                 df[c] = self._clean_int(df, c, t, where)
+            elif "TEXT" in info.get(c, "") and df[c].dtype == object:  # blobs or numbers among the text
+                df[c] = pd.Series([_text_value(v) for v in df[c]], index=df.index, dtype=object)
         return df
 
     def _rowid(self, t: str, where: str, i: int) -> int | None:
@@ -252,13 +258,14 @@ class _Db:
             f = f.where(~bad)
         return f
 
-    def kv(self, base: str) -> dict[str, str]:
+    def kv(self, base: str) -> dict[str, Any]:
         t = self.table(base)
         if t is None or not {"name", "value"} <= set(self.columns(t)):
             return {}
         self._table = t
         try:
-            return {str(k): v for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
+            return {_text_value(k): (v if isinstance(v, (int, float)) else _text_value(v))
+                    for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
         finally:
             self.flush_text_issues()
 
@@ -266,7 +273,7 @@ class _Db:
 def _num(x: Any) -> float:
     """A cell of an INTEGER column as a float (NaN when it is not a number)."""
     if isinstance(x, (int, float)) and not isinstance(x, bool):
-        return float(x) if abs(x) < 2**64 else float("inf")
+        return float(x) if x != x or abs(x) < 2**64 else float("inf")  # NaN (a null) stays NaN
     try:
         return float(x) if isinstance(x, str) else float("nan")
     except ValueError:
@@ -276,17 +283,34 @@ def _num(x: Any) -> float:
 def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
     if df is None or col not in df:
         return np.full(0 if df is None else len(df), default, dtype="int64")
-    return np.asarray(pd.to_numeric(df[col], errors="coerce").fillna(default).astype("int64").to_numpy())
+    return pd.to_numeric(df[col], errors="coerce").fillna(default).astype("int64").to_numpy()
 
 
-def _names(df: pd.DataFrame, col: str, strings: dict[int, str | None]) -> pd.Series:
-    """A name column that is either a StringIds id or text."""
+def _text_value(v: Any) -> str | None:
+    """A TEXT cell as str: a BLOB decoded (U+FFFD for invalid UTF-8), a number written out, NULL -> None."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).decode("utf-8", "replace")
+    if isinstance(v, float) and v != v:
+        return None
+    return str(v)
+
+
+def _names(df: pd.DataFrame, col: str, strings: dict[int, str]) -> pd.Series:
+    """A name column that is either a StringIds id or text (mixed cells: ints are ids, blobs decoded)."""
     if col not in df:
         return pd.Series([None] * len(df), index=df.index, dtype=object)
     s = df[col]
     if pd.api.types.is_numeric_dtype(s):
         return s.map(lambda v: strings.get(int(v)) if pd.notna(v) else None)
-    return s.astype(object).where(s.notna(), None)
+
+    def one(v: Any) -> str | None:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return strings.get(v)
+        return _text_value(v)
+
+    return pd.Series([one(v) for v in s.astype(object)], index=df.index, dtype=object)
 
 
 def _frame(n: int, cols: dict[str, Any]) -> pd.DataFrame:
@@ -334,20 +358,25 @@ def load_nsys(path: str | os.PathLike[str], *, strict: bool = False) -> Trace:
 
     Raises
     ------
-    FileNotFoundError
-        When ``path`` is not an existing file.
+    nbprof.errors.TraceFileNotFoundError
+        When ``path`` does not exist (also a ``FileNotFoundError``).
     TraceFormatError
-        When the file is not an SQLite database or holds no Nsight Systems tables (names the file);
-        in strict mode, at the first value that needs repair (names file, table and row).
+        When the file is not a regular file, not an SQLite database, is corrupt, or holds no Nsight
+        Systems tables (names the file and table); in strict mode, at the first value that needs
+        repair (names file, table and row).
     """
+    from . import check_file
+
     spath = os.fspath(path)
-    if not os.path.isfile(spath):
-        msg = f"no such Nsight Systems file: {spath!r}"
-        raise FileNotFoundError(msg)
+    check_file(spath, "Nsight Systems file")
     report = LoadReport(path=spath)
     db = _Db(spath, report, strict)
     try:
         return _load(db, spath, report)
+    except sqlite3.DatabaseError as exc:  # a corrupt page ("database disk image is malformed"), ...
+        raise TraceFormatError(spath, None, f"cannot read ({exc})", table=db._table) from exc
+    except UnicodeDecodeError as exc:  # SQLite's own text (an error message, a name) is not UTF-8
+        raise TraceFormatError(spath, None, f"cannot read (text that is not UTF-8: {exc})", table=db._table) from exc
     finally:
         db.close()
 
@@ -374,16 +403,19 @@ def _durations(db: _Db, df: pd.DataFrame, table: str) -> tuple[np.ndarray, np.nd
 def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
     if "StringIds" not in db.names:
         raise TraceFormatError(spath, None, "no StringIds table: not an Nsight Systems SQLite export", table="StringIds")
+    if not {"id", "value"} <= set(db.columns("StringIds")):
+        raise TraceFormatError(spath, None, f"StringIds has columns {db.columns('StringIds')}, expected id and value: "
+                               "not an Nsight Systems SQLite export", table="StringIds")
     absent = [t for t in _EVENT_TABLES if db.table(t) is None]
     if absent:
         report.add("absent_tables", "assumed", len(absent), "tables absent from the export (nsys writes no table "
                    f"without rows): {', '.join(absent)}; those kinds of event are empty")
     db._table = "StringIds"
     try:
-        strings: dict[int, str | None] = {}
+        strings = {}
         for i, v in db.con.execute("SELECT id, value FROM StringIds"):
             if isinstance(i, int):
-                strings[i] = v if isinstance(v, str) or v is None else str(v)
+                strings[i] = _text_value(v)
     finally:
         db.flush_text_issues()
     meta_export = db.kv("META_DATA_EXPORT") or db.kv("EXPORT_META_DATA")
@@ -544,7 +576,7 @@ def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
             host_pids |= set(tables[key]["pid"].unique().tolist())
     threads = _threads(db, strings, procs, events, host_pids)
     if procs is not None:
-        tables["processes"] = pd.DataFrame({"pid": _int_col(procs, "pid"), "name": procs.get("name")})
+        tables["processes"] = pd.DataFrame({"pid": _int_col(procs, "pid"), "name": _names(procs, "name", strings)})
     gpus = db.read("TARGET_INFO_GPU", ["id", "name", "totalMemory", "smCount", "computeMajor", "computeMinor",
                                        "maxThreadsPerBlock", "maxRegistersPerBlock", "maxShmemPerBlock",
                                        "maxShmemPerBlockOptin", "maxShmemPerSm", "maxRegistersPerSm",
@@ -618,7 +650,7 @@ def _schema_version(db: _Db, v: Any) -> int | None:
     return None
 
 
-def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str | None]) -> pd.DataFrame:
+def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
     """Decode NVTX_EVENTS: names with domains as ``nsys stats`` forms them, style, payloads."""
     et = _int_col(nv, "eventType")
     gtid = _int_col(nv, "globalTid", 0)
@@ -630,7 +662,8 @@ def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str | None]) -> pd.DataFram
     dom = _int_col(nv, "domainId", 0)
     # domain names: eventType 75 rows, keyed by (domainId, process) -- nvtxsum joins on the pid bits
     dnames: dict[tuple[int, int], str] = {}
-    for d, p, t in zip(dom[et == NVTX_DOMAIN_CREATE], pid[et == NVTX_DOMAIN_CREATE], text[et == NVTX_DOMAIN_CREATE]):
+    for d, p, t, ts in zip(dom[et == NVTX_DOMAIN_CREATE], pid[et == NVTX_DOMAIN_CREATE],
+                           text[et == NVTX_DOMAIN_CREATE], _int_col(nv, "start")[et == NVTX_DOMAIN_CREATE]):
         dnames.setdefault((int(d), int(p)), t)
     domain = [dnames.get((int(d), int(p))) for d, p in zip(dom, pid)]
     name = [(f"{d}:{t}" if t is not None else f"{d}:None") if d is not None else t for d, t in zip(domain, text)]
@@ -656,7 +689,7 @@ def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str | None]) -> pd.DataFram
     })
 
 
-def _cpu_samples(db: _Db, strings: dict[int, str | None]) -> pd.DataFrame | None:
+def _cpu_samples(db: _Db, strings: dict[int, str]) -> pd.DataFrame | None:
     ce = db.read("COMPOSITE_EVENTS", ["id", "start", "cpu", "threadState", "globalTid", "cpuCycles"], required=("id", "start"))
     if ce is None or not len(ce):
         return None
@@ -694,8 +727,8 @@ def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
         m = _STEP_RE.match(str(text or ""))
         if m:
             nums.append(int(m.group(1)))
-        elif str(text or "").lower() == "step" and (k := _int_payload(pl)) is not None:
-            nums.append(k)
+        elif str(text or "").lower() == "step" and _int_payload(pl) is not None:
+            nums.append(_int_payload(pl))
         else:
             nums.append(-1)
     rng = rng.assign(step=nums)
@@ -721,10 +754,10 @@ def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
     events["step"] = step
     corr = events["correlation"].to_numpy()
     rt = (events["cat"].astype(str).isin(list(schema.RUNTIME_CATEGORIES))).to_numpy() & (corr >= 0)
-    step_of = dict(zip(corr[rt], step[rt]))
+    m = dict(zip(corr[rt], step[rt]))
     dev = (events["device"].to_numpy() >= 0) & (corr >= 0)
-    if dev.any() and step_of:
-        events.loc[dev, "step"] = [step_of.get(c, -1) for c in corr[dev]]
+    if dev.any() and m:
+        events.loc[dev, "step"] = [m.get(c, -1) for c in corr[dev]]
 
 
 def _int_payload(pl: Any) -> int | None:
@@ -765,11 +798,11 @@ def _flows(events: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def _threads(db: _Db, strings: dict[int, str | None], procs: pd.DataFrame | None, events: pd.DataFrame,
+def _threads(db: _Db, strings: dict[int, str], procs: pd.DataFrame | None, events: pd.DataFrame,
              host_pids: set[int]) -> pd.DataFrame:
     rows = []
     if procs is not None and len(procs):
-        for p, n in zip(_int_col(procs, "pid"), procs.get("name", pd.Series([None] * len(procs)))):
+        for p, n in zip(_int_col(procs, "pid"), _names(procs, "name", strings)):
             if int(p) in host_pids:
                 rows.append((int(p), int(p), str(n), "process"))
     tn = db.read("ThreadNames", ["nameId", "globalTid"])
