@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test setup setup-test browser nsys clean
+.PHONY: demo test lint fuzz setup setup-test browser nsys clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,9 +34,23 @@ nsys: $(VENV)/.setup-core
 demo: setup nsys
 	$(BIN)/nbprof report --script examples/train_cnn.py --steps 8 --out results --script-args --num-workers 0 --preprocess-ms 0.2
 
-test: setup-test browser nsys
+# static checks first (seconds): ruff over the code, the tests and the notebooks' sources; mypy (strict on
+# nbprof/trace and nbprof/analysis, see pyproject); the committed notebooks against notebooks/src
+lint: setup-test
+	$(BIN)/ruff check nbprof tests scripts benchmarks notebooks/src
+	$(BIN)/mypy
+	$(BIN)/python scripts/make_notebooks.py --check
+
+# tests/ includes the docstring examples (tests/test_doctests.py) and the layer contract (tests/test_layers.py)
+test: lint browser nsys
 	$(BIN)/python -m pytest tests
 	$(BIN)/python -m pytest --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks
+
+# the long fuzz run (issue 18): ~20,000 cases over every format; failing cases land in fuzz-failures/
+FUZZ_SEED ?= 0
+FUZZ_CASES ?= 20000
+fuzz: setup-test
+	$(BIN)/python -m tests.fuzz --seed $(FUZZ_SEED) --cases $(FUZZ_CASES) --timeout 5 --html-rate 0.02 --out fuzz-failures
 
 clean:
 	rm -rf $(VENV) results

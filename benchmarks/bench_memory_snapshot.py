@@ -104,7 +104,8 @@ def main() -> None:
     print(f"nbprof safe load -> tables     {load:6.2f} s  ({load / floor:.1f}x floor)")
     print(f"analyses (timeline/peak/leaks) {analyses:6.2f} s  peak {pk.allocated_bytes / 2**20:.1f} MiB, top leak {lk.iloc[0, 0]!s}")
     print(f"view build                     {build:6.2f} s")
-    print(f"static page                    {len(html) / 2**20:6.2f} MiB ({(len(html) - bokehjs) / 2**20:.2f} MiB beyond an empty Bokeh page)")
+    beyond = (len(html) - bokehjs) / 2**20
+    print(f"static page                    {len(html) / 2**20:6.2f} MiB ({beyond:.2f} MiB beyond an empty Bokeh page)")
 
 
 if __name__ == "__main__":

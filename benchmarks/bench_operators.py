@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> dict:
     a = p.parse_args(argv)
     if a.nbprof_only:
         sys.path.insert(0, str(ROOT))
-        import nbprof  # noqa: F401 - imported before the clock starts, as torch is
-        from nbprof.analysis.operators import operator_summary  # noqa: F401
+        import nbprof  # imported before the clock starts, as torch is
+        from nbprof.analysis.operators import operator_summary
 
         res = _nbprof_timed(Path(a.nbprof_only), not a.no_python_functions)
         with open(a.out, "wb") as f:

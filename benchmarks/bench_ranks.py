@@ -116,7 +116,8 @@ def make_ranks(n: int, mb: float, folder: str) -> None:
     os.makedirs(folder, exist_ok=True)
     src = os.path.join(folder, "_template.json")
     generate(src, int(mb * 2**20 / 250), steps=10)
-    data = open(src, "rb").read()
+    with open(src, "rb") as f:
+        data = f.read()
     os.remove(src)
     for r in range(n):
         body = data.replace(b'"rank": 0, "world_size": 8', f'"rank": {r}, "world_size": {n}'.encode(), 1)
@@ -147,7 +148,8 @@ def main() -> None:
         if "error" in r:
             print(f"{name:14s} failed: {r['error']}")
         else:
-            print(f"{name:14s} {r['seconds']:7.1f} s   peak RSS {r['peak_rss_gib']:5.2f} GiB   {json.dumps({k: v for k, v in r.items() if k not in ('seconds', 'peak_rss_gib')})}")
+            rest = json.dumps({k: v for k, v in r.items() if k not in ("seconds", "peak_rss_gib")})
+            print(f"{name:14s} {r['seconds']:7.1f} s   peak RSS {r['peak_rss_gib']:5.2f} GiB   {rest}")
     base = results.get("nbprof-local", {}).get("seconds")
     if base:
         for name, r in results.items():

@@ -31,6 +31,7 @@ import argparse
 import gzip
 import json
 import os
+from typing import IO
 
 PID = 4242
 TID_MAIN = 4242
@@ -87,8 +88,11 @@ def generate(path: str, n_events: int, steps: int = 20, use_gzip: bool | None = 
     steps = max(1, min(steps, n_ops))
     per_step = -(-n_ops // steps)
     use_gzip = path.endswith(".gz") if use_gzip is None else use_gzip
-    opener = (lambda p: gzip.open(p, "wt", compresslevel=1, encoding="utf-8")) if use_gzip else (
-        lambda p: open(p, "w", encoding="utf-8"))
+    def opener(p: str) -> IO[str]:
+        if use_gzip:
+            return gzip.open(p, "wt", compresslevel=1, encoding="utf-8")
+        return open(p, "w", encoding="utf-8")  # the caller's `with` closes it
+
     base_ns = 1_700_000_000_000_000_000
     counts = dict(python_function=0, cpu_op=0, cuda_runtime=0, kernel=0, ac2g=0, memory=0, steps=0, metadata=0)
     devprops = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85029158912, "computeMajor": 9,

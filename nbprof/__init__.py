@@ -20,7 +20,7 @@ from .errors import (
     TraceFileNotFoundError,
     TraceFormatError,
 )
-from .capture.torch_profiler import profile, step
+from .profiling import profile, step
 from .scale import load_ranks
 from .sources import load
 from .trace import LoadReport, Trace, TraceMeta

@@ -61,7 +61,7 @@ def load_nsys_report(path: str | os.PathLike[str], *, strict: bool = False, nsys
     return trace
 
 
-def load_nsys_run(run: "NsysRun", *, strict: bool = False) -> Trace:
+def load_nsys_run(run: NsysRun, *, strict: bool = False) -> Trace:
     """The ``Trace`` of an :class:`nbprof.capture.nsys.NsysRun` (from its SQLite export).
 
     Raises

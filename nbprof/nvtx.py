@@ -20,7 +20,10 @@ import ctypes
 import functools
 import os
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar, cast
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = ["range", "mark", "start_range", "end_range", "push", "pop", "available", "library_path"]
 
@@ -244,7 +247,7 @@ def mark(message: str, *, domain: str | None = None, color: int | str | None = N
     lib.nvtxDomainMarkEx(_domain(lib, domain), ctypes.byref(a))
 
 
-class range(contextlib.ContextDecorator):  # noqa: A001 -- mirrors nvtx.annotate / torch.cuda.nvtx.range
+class range(contextlib.ContextDecorator):  # mirrors nvtx.annotate / torch.cuda.nvtx.range
     """An NVTX push/pop range as a context manager or decorator.
 
     Parameters
@@ -285,22 +288,22 @@ class range(contextlib.ContextDecorator):  # noqa: A001 -- mirrors nvtx.annotate
         self.start_end = start_end
         self._ids: list[int] = []
 
-    def __call__(self, func: Callable) -> Callable:  # decorator
+    def __call__(self, func: _F) -> _F:  # decorator
         if self.message is None:
             self.message = getattr(func, "__qualname__", getattr(func, "__name__", "function"))
         inner = super().__call__(func)
-        return functools.wraps(func)(inner)
+        return cast(_F, functools.wraps(func)(inner))
 
     def __enter__(self) -> range:
         msg = self.message or "range"
-        kw = {"domain": self.domain, "color": self.color, "category": self.category, "payload": self.payload}
+        kw: dict[str, Any] = {"domain": self.domain, "color": self.color, "category": self.category, "payload": self.payload}
         if self.start_end:
             self._ids.append(start_range(msg, **kw))
         else:
             push(msg, **kw)
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         if self.start_end:
             end_range(self._ids.pop() if self._ids else 0, domain=self.domain)
         else:

@@ -4,7 +4,8 @@ Glue only: capture goes through ``nbprof.capture``, numbers through ``nbprof.ana
 through ``nbprof.viz``; this module runs a workload (optional), executes
 ``notebooks/01_system_nsys.ipynb`` … ``04_distributed_deepspeed.ipynb`` with parameters, and converts
 the executed notebooks to a single HTML file with BokehJS inline (the views are static Bokeh
-components, ``nbprof.viz.embed``), so the report opens with no network.
+components: the ``static_views=True`` papermill parameter, passed to ``nbprof.viz.embed.show``), so
+the report opens with no network.
 
 Nothing the user made is overwritten: every report goes to a new timestamped folder.
 """
@@ -16,9 +17,10 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .errors import NbprofError
 
@@ -208,7 +210,7 @@ def run_workload(
             logdir = out / "tb"
             write_run(str(trace), str(logdir), run=Path(script).stem)
             art.logdir = str(logdir)
-        except Exception as exc:  # noqa: BLE001 - the report still runs without the TensorBoard run
+        except Exception as exc:  # the report still runs without the TensorBoard run
             art.notes.append(f"TensorBoard run not written: {exc}")
     return art
 
@@ -257,28 +259,21 @@ def build_report(
         folder = Path(out_dir) / (time.strftime("report-%Y%m%d-%H%M%S") + f"-{n}")
     folder.mkdir(parents=True)
     names = list(notebooks or [nb for nb, _ in NOTEBOOKS])
-    params = art.parameters() | {"use_examples": False} | (extra_parameters or {})
+    # static_views: the notebooks emit their views as static components (BokehJS is inlined once in the page)
+    params = art.parameters() | {"use_examples": False, "static_views": True} | (extra_parameters or {})
     executed: list[tuple[Path, str]] = []
     titles = dict(NOTEBOOKS)
-    old = os.environ.get("NBPROF_STATIC_VIEWS")
-    os.environ["NBPROF_STATIC_VIEWS"] = "1"  # the kernels inherit it: views become static components
-    try:
-        for nb in names:
-            dst = folder / nb
-            try:
-                pm.execute_notebook(
-                    str(src / nb), str(dst), parameters=params, kernel_name=kernel_name or "python3",
-                    progress_bar=progress, cwd=str(src.parent), report_mode=False,
-                )
-            except pm.PapermillExecutionError as exc:
-                msg = f"{nb} failed at cell {exc.exec_count}: {exc.ename}: {exc.evalue}; executed notebook kept at {dst}"
-                raise ReportError(msg, notebook=str(dst)) from exc
-            executed.append((dst, titles.get(nb, nb)))
-    finally:
-        if old is None:
-            os.environ.pop("NBPROF_STATIC_VIEWS", None)
-        else:
-            os.environ["NBPROF_STATIC_VIEWS"] = old
+    for nb in names:
+        dst = folder / nb
+        try:
+            pm.execute_notebook(
+                str(src / nb), str(dst), parameters=params, kernel_name=kernel_name or "python3",
+                progress_bar=progress, cwd=str(src.parent), report_mode=False,
+            )
+        except pm.PapermillExecutionError as exc:
+            msg = f"{nb} failed at cell {exc.exec_count}: {exc.ename}: {exc.evalue}; executed notebook kept at {dst}"
+            raise ReportError(msg, notebook=str(dst)) from exc
+        executed.append((dst, titles.get(nb, nb)))
     html = combine_html(executed, title=title, notes=art.notes)
     out = folder / "report.html"
     out.write_text(html, encoding="utf-8")

@@ -19,9 +19,10 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,7 @@ import pandas as pd
 from .errors import NbprofError, SchemaError, TraceFormatError
 from .trace import schema
 from .trace.model import LoadReport, Trace, TraceMeta
+from .trace.predicates import is_step_row
 
 __all__ = ["load_ranks", "MultiRankTrace", "rank_summary", "reducer_key", "TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION"]
 
@@ -278,7 +280,7 @@ def _summary_dir(cache: TraceCache, digest: str, reducer: Callable[..., Any]) ->
     return os.path.join(cache.entry(digest), f"summary-{reducer_key(reducer)}")
 
 
-def _put_summary(cache: TraceCache, digest: str, reducer: Callable[..., Any], res: "_RankResult") -> None:
+def _put_summary(cache: TraceCache, digest: str, reducer: Callable[..., Any], res: _RankResult) -> None:
     final = _summary_dir(cache, digest, reducer)
     if os.path.exists(os.path.join(final, "result.json")):
         return
@@ -298,7 +300,7 @@ def _put_summary(cache: TraceCache, digest: str, reducer: Callable[..., Any], re
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _get_summary(cache: TraceCache, path: str, reducer: Callable[..., Any]) -> "_RankResult | None":
+def _get_summary(cache: TraceCache, path: str, reducer: Callable[..., Any]) -> _RankResult | None:
     """The cached reducer output for ``path`` (no trace is read), or None."""
     t0 = time.perf_counter()
     try:
@@ -337,7 +339,7 @@ def rank_summary(trace: Trace) -> dict[str, pd.DataFrame]:
     """
     ev = trace.events
     origin = trace.meta.origin_ns or 0
-    is_step = ev["name"].astype(str).str.match(r"ProfilerStep\s*#\s*\d+") & (ev["device"] < 0)
+    is_step = is_step_row(ev)
     st = ev.loc[is_step, ["name", "ts_ns", "dur_ns"]]
     steps = pd.DataFrame(
         {
@@ -393,19 +395,20 @@ class _RankResult:
     seconds: float
 
 
-def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[Trace], dict[str, pd.DataFrame]], strict: bool) -> _RankResult:
+def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[Trace], dict[str, pd.DataFrame]],
+          strict: bool) -> _RankResult:
     """Runs in a pool process or Dask worker: load (or read cache), reduce, return the small result."""
     t0 = time.perf_counter()
     cache = TraceCache(cache_dir) if use_cache else None
     digest = cache.digest(path) if cache else None
-    hit = bool(cache and cache.has(digest))
-    if hit:
+    hit = bool(cache is not None and digest is not None and cache.has(digest))
+    if cache is not None and digest is not None and hit:
         tr = cache.get(digest)
     else:
         from .sources import load
 
         tr = load(path, strict=strict)
-        if cache:
+        if cache is not None and digest is not None:
             cache.put(digest, tr)
     tables = reducer(tr)
     res = _RankResult(
@@ -420,7 +423,7 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
         from_cache=hit,
         seconds=time.perf_counter() - t0,
     )
-    if cache:
+    if cache is not None and digest is not None:
         _put_summary(cache, digest, reducer, res)
     return res
 
@@ -520,7 +523,7 @@ def _default_workers(paths: list[str]) -> int:
         import psutil
 
         avail = psutil.virtual_memory().available
-    except Exception:  # noqa: BLE001 - psutil is optional
+    except Exception:  # psutil is optional
         avail = 8 << 30
     sizes = [os.path.getsize(p) for p in paths]
     if sum(sizes) < (64 << 20):  # small jobs: starting processes costs more than parsing
@@ -669,7 +672,8 @@ def _worker_init() -> None:
 
 def _run_dask(client, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:
     try:
-        from dask.distributed import Client, as_completed as d_as_completed
+        from dask.distributed import Client
+        from dask.distributed import as_completed as d_as_completed
     except ImportError as exc:
         from .errors import MissingDependencyError
 
@@ -739,7 +743,8 @@ def _assemble(results: list[_RankResult], paths: list[str], cdir: str | None, al
         for i in r.issues:
             if i["kind"] in ("rank_assumed", "rank_from_filename"):
                 continue
-            report.add(f"{os.path.basename(r.path)}:{i['kind']}", i["action"], i["count"], f"{os.path.basename(r.path)}: {i['message']}", i.get("offset"))
+            base = os.path.basename(r.path)
+            report.add(f"{base}:{i['kind']}", i["action"], i["count"], f"{base}: {i['message']}", i.get("offset"))
     mr = MultiRankTrace(
         paths={ranks[r.path]: r.path for r in ordered},
         summaries={ranks[r.path]: r.tables for r in ordered},

@@ -23,9 +23,9 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-import train_cnn  # noqa: E402
-import train_transformer  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
+import train_cnn
+import train_transformer
+from torch.profiler import ProfilerActivity, profile, schedule
 
 out = sys.argv[1] if len(sys.argv) > 1 else "gpu_out"
 os.makedirs(out, exist_ok=True)
@@ -105,7 +105,7 @@ if dev == "cuda":
         model = train_transformer.TinyLM().cuda()
         opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
         leak = []
-        for i in range(6):
+        for _ in range(6):
             tok = torch.randint(0, 512, (8, 65), device="cuda")
             logits = model(tok[:, :-1])
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 512), tok[:, 1:].reshape(-1))

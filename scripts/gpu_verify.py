@@ -18,9 +18,11 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-import nbprof  # noqa: E402
-import train_transformer  # noqa: E402
-from nbprof.analysis import kernels, memory_snapshot as ms, operators, steps, utilization  # noqa: E402
+import train_transformer
+
+import nbprof
+from nbprof.analysis import kernels, operators, steps, utilization
+from nbprof.analysis import memory_snapshot as ms
 
 out = sys.argv[1] if len(sys.argv) > 1 else "gpu_verify_out"
 os.makedirs(out, exist_ok=True)
@@ -31,7 +33,7 @@ kept = []
 with nbprof.profile("cpu,cuda", memory_snapshot=os.path.join(out, "torchprof_lm_snapshot.pickle"), profile_memory=True,
                     record_shapes=True, trace=os.path.join(out, "torchprof_lm.pt.trace.json.gz"), wait=1, warmup=1,
                     quiet=True) as p:
-    for i in range(6):
+    for _ in range(6):
         tok = torch.randint(0, 512, (8, 65), device="cuda")
         logits = model(tok[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 512), tok[:, 1:].reshape(-1))
@@ -59,5 +61,6 @@ ops = operators.operator_summary(tr)
 print(ops[["name", "count", "self_device_ns", "total_device_ns"]].head(8).to_string())
 res = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "kernels": int((tr.events["cat"] == "kernel").sum()),
        "leak_top": str(ms.leak_suspects(snap).iloc[0, 0]), "protocol": head.hex()}
-json.dump(res, open(os.path.join(out, "gpu_verify.json"), "w"), indent=1)
+with open(os.path.join(out, "gpu_verify.json"), "w") as f:
+    json.dump(res, f, indent=1)
 print(res)

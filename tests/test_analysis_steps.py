@@ -8,7 +8,6 @@ import logging
 
 import numpy as np
 import pytest
-
 from conftest import DATA, corpus_path
 
 import nbprof
@@ -28,7 +27,8 @@ ORDER = [*steps.BREAKDOWN_COLUMNS, "step_ns"]
 
 
 def _read_json(path):
-    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        data = f.read()
     if str(path).endswith(".gz"):
         data = gzip.decompress(data)
     return json.loads(data)

@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
 from conftest import DATA, corpus_path
 
 import nbprof

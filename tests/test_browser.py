@@ -16,6 +16,7 @@ test's tmp dir; ``NBPROF_UPDATE_DOCS=1`` also copies them to docs/.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
 from conftest import CORPUS, ROOT
 
@@ -157,7 +157,7 @@ def lab(tmp_path_factory):
            f"--LabApp.user_settings_dir={base / 'settings'}", f"--LabApp.workspaces_dir={base / 'workspaces'}",
            "--LabApp.expose_app_in_browser=True", "--ServerApp.allow_root=True",
            "--LabServerApp.news_url=", "--ServerApp.disable_check_xsrf=True"]
-    log = open(base / "lab.log", "w")
+    log = open(base / "lab.log", "w")  # noqa: SIM115 - the server writes to it until the fixture ends
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -180,10 +180,8 @@ def lab(tmp_path_factory):
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=20)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait(timeout=10)
         log.close()
 
@@ -265,7 +263,7 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
         canvas = cell.locator(".jp-OutputArea-output canvas").first
         try:
             canvas.wait_for(state="visible", timeout=60_000)
-        except Exception:  # noqa: BLE001 - report what the cell shows instead
+        except Exception:  # report what the cell shows instead
             cell.screenshot(path=str(shots / f"FAILED_{name}.png"))
             pytest.fail(f"{name}: no visible canvas; cell text: {cell.inner_text()[:1500]!r}; errors: {errors}")
         for _ in range(100):
@@ -361,7 +359,7 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
                 dark_lum = _luminance(dark_canvas.screenshot())
                 if dark_lum < 90:
                     break
-        except Exception:  # noqa: BLE001 - the output is being replaced
+        except Exception:  # the output is being replaced
             pass
         time.sleep(0.2)
     assert light_lum > 180 and dark_lum < 90, (light_lum, dark_lum)

@@ -22,9 +22,8 @@ def test_cpu_note_and_block_runs(tmp_path, capsys):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA path")
 def test_user_exception_propagates(tmp_path):
-    with pytest.raises(ZeroDivisionError):
-        with record(tmp_path / "s.pickle", quiet=True):
-            1 / 0
+    with pytest.raises(ZeroDivisionError), record(tmp_path / "s.pickle", quiet=True):
+        1 / 0
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA path")
@@ -50,7 +49,6 @@ def test_torchprof_tensorboard_writes_nbprof_scalars(tmp_path):
     events = list(logdir.glob("events.out.tfevents.*"))
     assert events, "nbprof scalars were not written beside the trace"
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     from tensorboard.util import tensor_util
 
     acc = EventAccumulator(str(logdir), size_guidance={"tensors": 0})

@@ -11,8 +11,8 @@ from nbprof.deepspeed.config import (
     DeepSpeedConfigWarning,
     deepspeed_supports_log_level,
     profiling_config,
-    translate_seed_config,
     translate_seed_argv,
+    translate_seed_config,
 )
 
 deepspeed = pytest.importorskip("deepspeed", reason="deepspeed not installed (DS_BUILD_OPS=0 pip install deepspeed)")

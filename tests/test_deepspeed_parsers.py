@@ -222,7 +222,7 @@ def test_see_memory_usage_lines():
 def test_no_report_is_a_clear_error(tmp_path):
     p = tmp_path / "empty.txt"
     p.write_text("nothing here\n")
-    with pytest.raises(ValueError, match="empty.txt: no DeepSpeed flops-profiler report"):
+    with pytest.raises(ValueError, match=r"empty\.txt: no DeepSpeed flops-profiler report"):
         P.parse_flops_profile(p)
     with pytest.raises(FileNotFoundError):
         P.parse_log(tmp_path / "missing.log")

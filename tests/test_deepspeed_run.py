@@ -9,9 +9,8 @@ import pytest
 
 pytest.importorskip("deepspeed", reason="deepspeed not installed (DS_BUILD_OPS=0 pip install deepspeed)")
 
-import nbprof  # noqa: E402
-from nbprof.analysis import distributed as D  # noqa: E402
-from nbprof.deepspeed.run import run_examples  # noqa: E402
+from nbprof.analysis import distributed as D
+from nbprof.deepspeed.run import run_examples
 
 STAGES = (1, 2, 3)
 HIDDEN = 256
@@ -142,9 +141,11 @@ def test_zero2_ranks_through_load_ranks_locally_and_on_dask(runs, traces, tmp_pa
 
     paths = [str(p) for p in runs[2].traces]
     local = load_ranks(paths, workers=2, cache_dir=str(tmp_path / "cache"), progress=False)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as lc:
-        with distributed.Client(lc) as client:
-            remote = load_ranks(paths, client=client, cache=False, progress=False)
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as lc,
+        distributed.Client(lc) as client,
+    ):
+        remote = load_ranks(paths, client=client, cache=False, progress=False)
     assert local.ranks == remote.ranks == [0, 1]
     for name in ("overview", "steps", "kernels", "collectives"):
         a = local.table(name).sort_values(list(local.table(name).columns)).reset_index(drop=True)

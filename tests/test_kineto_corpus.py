@@ -17,9 +17,9 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import CORPUS, corpus_path
 
 import nbprof
-from conftest import CORPUS, corpus_path
 
 FLOW_CATS = {"ac2g": "ac2g", "async": "ac2g", "async_cpu_to_gpu": "ac2g", "fwdbwd": "fwdbwd"}
 OLD = {"Operator": "cpu_op", "Kernel": "kernel", "Runtime": "cuda_runtime", "Memcpy": "gpu_memcpy",

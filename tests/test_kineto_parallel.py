@@ -12,13 +12,13 @@ import sys
 
 import pandas as pd
 import pytest
+from conftest import DATA, ROOT, corpus_path
 
 import nbprof
-from conftest import DATA, ROOT, corpus_path
 from nbprof.sources import kineto
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from gen_kineto import generate  # noqa: E402
+from gen_kineto import generate
 
 
 def _load(path, processes: int, monkeypatch) -> tuple[nbprof.Trace, list]:
@@ -161,7 +161,7 @@ def test_large_files_read_into_populated_memory_load_the_same(tmp_path, monkeypa
     def load(p, processes, populate, **kw):
         with monkeypatch.context() as m:
             m.setenv("NBPROF_LOAD_PROCESSES", str(processes))
-            m.setattr(kineto, "_POPULATE_MIN_BYTES", 0 if populate else 1 << 62)
+            m.setattr(kineto.reading, "_POPULATE_MIN_BYTES", 0 if populate else 1 << 62)
             kinds = []
             real = kineto._read_buffer
             m.setattr(kineto, "_read_buffer", lambda *a: kinds.append(type(b := real(*a))) or b)

@@ -12,7 +12,6 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from conftest import DATA, corpus_path

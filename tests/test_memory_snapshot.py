@@ -7,11 +7,10 @@ import os
 import pickle
 import pickletools
 
-import numpy as np
 import pytest
+from conftest import DATA, corpus_path, sample_path
 
 import nbprof
-from conftest import DATA, corpus_path, sample_path
 from nbprof.analysis import memory_snapshot as ms
 from nbprof.errors import TraceFormatError
 from nbprof.sources.memory_snapshot import load_memory_snapshot, load_memory_timeline

@@ -46,7 +46,7 @@ def test_nsys_demo_notebook():
         assert any("nvtx_sum" in h and "<table" in h and "NVTX steps (20)" in h for h in htmls)
         # the timeline widget when nbprof.viz is there
         assert "application/vnd.jupyter.widget-view+json" in mimes
-        steps_out = [c for c in cells if c.source == "result.steps"][0].outputs[0].data["text/plain"]
+        steps_out = next(c for c in cells if c.source == "result.steps").outputs[0].data["text/plain"]
         assert "19" in steps_out
         assert set(agents_running()) <= before
     finally:

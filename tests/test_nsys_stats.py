@@ -56,8 +56,8 @@ def test_gpu_kernel_summary_matches_nsys(saxpy):
     path, trace = saxpy
     theirs = _stats(path, "gpukernsum")["gpukernsum"]
     ours = nsys_stats.cuda_gpu_kern_sum(trace)
-    ours["grid_n"] = ["%4d %4d %4d" % tuple(int(x) for x in g.split(",")) for g in ours["grid"]]
-    ours["block_n"] = ["%4d %4d %4d" % tuple(int(x) for x in g.split(",")) for g in ours["block"]]
+    ours["grid_n"] = [" ".join(f"{int(x):4d}" for x in g.split(",")) for g in ours["grid"]]
+    ours["block_n"] = [" ".join(f"{int(x):4d}" for x in g.split(",")) for g in ours["block"]]
     assert_matches(ours, theirs, _sum_pairs("instances", "Instances") + [
         ("grid_n", "GridXYZ", "str"), ("block_n", "BlockXYZ", "str"), ("name", "Name", "str")], ["name", "total_ns"])
     assert ours.loc[0, "name"] == "saxpy(double *, double *, double *, double, int)"

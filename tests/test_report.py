@@ -9,8 +9,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from conftest import DATA, ROOT
+
 from nbprof.report import Artefacts, ReportError, build_report
 
 EXTERNAL = re.compile(r"<script[^>]+src=[\"']https?:|<link[^>]+href=[\"']https?:|<iframe[^>]+src=[\"']https?:", re.I)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 import pytest
-
 from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
 from conftest import DATA
+
 from nbprof.report import Artefacts, build_report
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

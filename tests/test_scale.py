@@ -10,9 +10,9 @@ import time
 
 import pandas as pd
 import pytest
+from conftest import DATA, corpus_path
 
 import nbprof
-from conftest import DATA, corpus_path
 from nbprof.errors import NbprofError
 from nbprof.scale import TraceCache, load_ranks, rank_summary
 
@@ -45,9 +45,11 @@ def test_local_ranks_and_summaries(two_ranks, tmp_path):
 def test_dask_local_cluster_gives_identical_results(two_ranks, tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     local = load_ranks(two_ranks, cache=False, progress=False)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as lc:
-        with distributed.Client(lc) as client:
-            remote = load_ranks(two_ranks, client=client, cache=False, progress=False)
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None) as lc,
+        distributed.Client(lc) as client,
+    ):
+        remote = load_ranks(two_ranks, client=client, cache=False, progress=False)
     for name in ("overview", "steps", "kernels", "collectives"):
         a = local.table(name).sort_values(list(local.table(name).columns)).reset_index(drop=True)
         b = remote.table(name).sort_values(list(remote.table(name).columns)).reset_index(drop=True)
@@ -78,9 +80,11 @@ def test_cache_rejects_newer_format(two_ranks, tmp_path):
     import json
 
     mp = os.path.join(c.entry(d), "meta.json")
-    m = json.load(open(mp))
+    with open(mp) as f:
+        m = json.load(f)
     m["nbprof_cache_format"] = 99
-    json.dump(m, open(mp, "w"))
+    with open(mp, "w") as f:
+        json.dump(m, f)
     with pytest.raises(nbprof.TraceFormatError, match="format 99"):
         c.get(d)
 
@@ -129,7 +133,7 @@ def test_ctrl_c_cancels_and_leaves_no_workers(two_ranks):
     assert time.perf_counter() - t0 < 25  # did not wait for the 30 s reducers
     time.sleep(0.5)
     left = [p for p in me.children(recursive=True) if p.pid not in before and p.is_running()
-            and "forkserver" not in " ".join(p.cmdline())]
+            and not any(h in " ".join(p.cmdline()) for h in ("forkserver", "resource_tracker"))]  # helpers, not workers
     assert left == []
 
 

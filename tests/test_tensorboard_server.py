@@ -38,7 +38,7 @@ EVIL = "aten::evil|<script>alert(1)</script>"
 def _get(port: int, route: str, **params):
     q = ("?" + urllib.parse.urlencode(params)) if params else ""
     req = urllib.request.Request(f"http://127.0.0.1:{port}{route}{q}", headers={"Accept-Encoding": "gzip"})
-    with urllib.request.urlopen(req, timeout=30) as r:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(req, timeout=30) as r:  # loopback only
         body = r.read()
         if r.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)
@@ -94,7 +94,7 @@ def test_server_lists_runs_and_serves_nbprof_scalars(served):
         pts = _get(h.port, "/data/plugin/scalars/scalars", run="nw0", tag="nbprof/step_time_ms")
         assert [p[1] for p in pts] == [int(s) for s in df["step"]]
         assert [p[2] for p in pts] == pytest.approx(list(df["step_ns"] / 1e6), rel=1e-6)
-        stags["nw0"]["nbprof/step_time_ms"]["description"]  # described  # noqa: B018
+        stags["nw0"]["nbprof/step_time_ms"]["description"]  # described
         dl0 = _get(h.port, "/data/plugin/scalars/scalars", run="nw0", tag="nbprof/step_breakdown/dataloader_ms")
         dl2 = _get(h.port, "/data/plugin/scalars/scalars", run="nw2", tag="nbprof/step_breakdown/dataloader_ms")
         # the DataLoader difference is visible in stock TensorBoard

@@ -135,9 +135,8 @@ def test_write_run_from_a_torch_profiler(tmp_path):
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        with record_function("ProfilerStep#1"):
-            torch.mm(torch.ones(32, 32), torch.ones(32, 32))
+    with profile(activities=[ProfilerActivity.CPU]) as prof, record_function("ProfilerStep#1"):
+        torch.mm(torch.ones(32, 32), torch.ones(32, 32))
     w = write_run(prof, tmp_path, "torchrun", "rank0")
     assert TRACE_FILE_PATTERN.match(os.path.basename(w.trace_path)).group(1) == "rank0"
     t = nbprof.load(w.trace_path)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from conftest import DATA
 
 import nbprof
-from conftest import DATA
 from nbprof.viz.memory_snapshot import memory_snapshot_view, snapshot_tables
 
 
@@ -31,7 +31,8 @@ def test_static_html_escapes_frames(tmp_path, snap):
     from bokeh.embed import file_html
     from bokeh.resources import INLINE
 
-    raw = pickle.load(open(DATA / "gpu" / "lm_leak_snapshot.pickle", "rb"))
+    with open(DATA / "gpu" / "lm_leak_snapshot.pickle", "rb") as f:
+        raw = pickle.load(f)
     bad = "<img src=x onerror=alert(1)></script>"
     for e in raw["device_traces"][0]:
         if e["action"] == "alloc":

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from bokeh.models import ColumnDataSource, Div
-
 from conftest import DATA
 
 import nbprof
@@ -44,7 +43,7 @@ def test_operators_view_shows_operator_summary(gpu):
     assert set(v.tables) >= {"name", "shapes", "stack"}  # lm_mem has shapes and stacks
     bars = _source(v.bokeh_layout, "nbprof_ops_bars").data
     assert len(bars["label"]) == 15 and bars["value"][0] == pytest.approx(expected["total_host_ns"].iloc[0] / 1e3)
-    status = [m for m in v.bokeh_layout.select({"type": Div}) if m.name == "nbprof_ops_status"][0]
+    status = next(m for m in v.bokeh_layout.select({"type": Div}) if m.name == "nbprof_ops_status")
     assert status.text == f"showing 100 of {len(expected)} name groups"
     text = v._repr_mimebundle_()[0]["text/plain"]
     assert text.startswith(f"nbprof operators ({len(expected)} name groups")

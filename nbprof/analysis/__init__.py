@@ -1,11 +1,27 @@
 """Analyses: pure functions over a ``Trace`` returning pandas DataFrames (no display code)."""
 
-# part 2 (steps, utilisation, launch, advisor); other analyses add their own imports
-from . import advisor, launch, steps, utilization  # noqa: F401
+from . import advisor, compare, kernels, launch, memory, operators, steps, utilization
+from .compare import Comparison  # the function stays compare.compare
+from .kernels import kernel_summary
+from .memory import growth_by_step, largest_allocations, memory_curve, memory_peak, suspected_leaks
+from .operators import SORT_KEYS, operator_summary
 
-# part 1 (operators, kernels, memory, compare)
-from . import compare, kernels, memory, operators  # noqa: E402,F401
-from .compare import Comparison  # noqa: E402,F401  (the function stays compare.compare)
-from .kernels import kernel_summary  # noqa: E402,F401
-from .memory import growth_by_step, largest_allocations, memory_curve, memory_peak, suspected_leaks  # noqa: E402,F401
-from .operators import SORT_KEYS, operator_summary  # noqa: E402,F401
+__all__ = [
+    "SORT_KEYS",
+    "Comparison",
+    "advisor",
+    "compare",
+    "growth_by_step",
+    "kernel_summary",
+    "kernels",
+    "largest_allocations",
+    "launch",
+    "memory",
+    "memory_curve",
+    "memory_peak",
+    "operator_summary",
+    "operators",
+    "steps",
+    "suspected_leaks",
+    "utilization",
+]

@@ -8,7 +8,10 @@ time is always a union (:func:`union_ns`), so overlapping device ops are never d
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 Intervals = tuple[np.ndarray, np.ndarray]
 
@@ -20,8 +23,13 @@ def empty() -> Intervals:
     return _EMPTY[0].copy(), _EMPTY[1].copy()
 
 
-def merge(starts, ends) -> Intervals:
-    """Union of intervals ``[starts[i], ends[i])`` as a normalised set (touching intervals join)."""
+def merge(starts: ArrayLike, ends: ArrayLike) -> Intervals:
+    """Union of intervals ``[starts[i], ends[i])`` as a normalised set (touching intervals join).
+
+    >>> s, e = merge([0, 5, 10, 30], [10, 8, 20, 30])  # [30, 30) is empty and dropped
+    >>> s.tolist(), e.tolist()
+    ([0], [20])
+    """
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
     keep = e > s
@@ -47,12 +55,12 @@ def total_ns(iv: Intervals) -> int:
     return int((iv[1] - iv[0]).sum())
 
 
-def union_ns(starts, ends) -> int:
+def union_ns(starts: ArrayLike, ends: ArrayLike) -> int:
     """Length of the union of arbitrary intervals (overlap counted once), in ns."""
     return total_ns(merge(starts, ends))
 
 
-def _combine(a: Intervals, b: Intervals, keep) -> Intervals:
+def _combine(a: Intervals, b: Intervals, keep: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Intervals:
     """Sweep both normalised sets; keep elementary segments where ``keep(in_a, in_b)``."""
     pts = np.concatenate([a[0], a[1], b[0], b[1]])
     if pts.size == 0:
@@ -79,7 +87,12 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
 
 
 def subtract(a: Intervals, b: Intervals) -> Intervals:
-    """``a`` minus ``b`` for normalised sets."""
+    """``a`` minus ``b`` for normalised sets.
+
+    >>> s, e = subtract(merge([0], [100]), merge([10, 50], [20, 60]))
+    >>> s.tolist(), e.tolist(), total_ns((s, e))
+    ([0, 20, 60], [10, 50, 100], 80)
+    """
     if a[0].size == 0 or b[0].size == 0:
         return a
     return _combine(a, b, lambda x, y: x & ~y)
@@ -90,7 +103,7 @@ def union(a: Intervals, b: Intervals) -> Intervals:
     return merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
 
 
-def covered_before(iv: Intervals, t) -> np.ndarray:
+def covered_before(iv: Intervals, t: ArrayLike) -> np.ndarray:
     """For each time in ``t``: length of ``iv`` lying before ``t`` (vectorised, int64 ns)."""
     t = np.asarray(t, dtype=np.int64)
     s, e = iv
@@ -104,9 +117,9 @@ def covered_before(iv: Intervals, t) -> np.ndarray:
     return np.where(k >= 0, cum[kk] + part, 0)
 
 
-def overlap_with_windows(iv: Intervals, win_starts, win_ends) -> np.ndarray:
+def overlap_with_windows(iv: Intervals, win_starts: ArrayLike, win_ends: ArrayLike) -> np.ndarray:
     """Length of ``iv`` inside each window ``[win_starts[i], win_ends[i])`` (int64 ns array)."""
-    return covered_before(iv, win_ends) - covered_before(iv, win_starts)
+    return np.asarray(covered_before(iv, win_ends) - covered_before(iv, win_starts), dtype=np.int64)
 
 
 def gaps(iv: Intervals) -> Intervals:

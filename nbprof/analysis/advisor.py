@@ -24,13 +24,15 @@ call. Rules and their sources:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..trace import schema
+from ..trace import predicates as pred
+from ..trace.model import Trace
 
 SEVERITIES = ("high", "medium", "low")
 
@@ -78,11 +80,11 @@ class Finding:
         return asdict(self)
 
 
-def _ms(ns) -> str:
+def _ms(ns: float) -> str:
     return f"{float(ns) / 1e6:.3f} ms"
 
 
-def _py(v):
+def _py(v: Any) -> Any:
     if isinstance(v, (np.integer,)):
         return int(v)
     if isinstance(v, (np.floating,)):
@@ -92,7 +94,7 @@ def _py(v):
     return v
 
 
-def _steps_where(df) -> str:
+def _steps_where(df: pd.DataFrame) -> str:
     st = list(df["step"])
     if not st:
         return "whole trace"
@@ -102,7 +104,7 @@ def _steps_where(df) -> str:
 
 
 # ------------------------------------------------------------------ rules
-def _rule_dataloader(trace, th, cache) -> list[Finding]:
+def _rule_dataloader(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     df = cache["steps"]
     if df.empty:
         return []
@@ -126,10 +128,10 @@ def _rule_dataloader(trace, th, cache) -> list[Finding]:
     )]
 
 
-def _rule_host_wait(trace, th, cache) -> list[Finding]:
+def _rule_host_wait(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     ib = cache["idle"]
     ut = cache["util"]
-    out = []
+    out: list[Finding] = []
     if ib.empty:
         return out
     per = ib.groupby("device")[["idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns"]].sum()
@@ -155,7 +157,7 @@ def _rule_host_wait(trace, th, cache) -> list[Finding]:
     return out
 
 
-def _rule_low_utilization(trace, th, cache) -> list[Finding]:
+def _rule_low_utilization(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     out = []
     for _, u in cache["util"].iterrows():
         if u["span_ns"] > 0 and u["utilization_ratio"] < th["utilization_ratio"]:
@@ -176,13 +178,12 @@ _SYNC_MEMCPY = re.compile(r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemcpyToS
                           r"cudaMemcpyPeer|cuMemcpyHtoD|cuMemcpyDtoH|cuMemcpyDtoD|hipMemcpy)(_v\d+)?$")
 
 
-def _rule_memcpy(trace, th, cache) -> list[Finding]:
+def _rule_memcpy(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     ev = trace.events
-    cat = ev["cat"].astype(object)
     names = ev["name"].astype(object).fillna("").astype(str)
-    mc = ev[(cat == schema.GPU_MEMCPY).to_numpy()]
+    mc = ev[pred.is_memcpy(ev)]
     pageable = mc[names[mc.index].str.contains("Pageable", regex=False)]
-    rt = ev[cat.isin(list(schema.RUNTIME_CATEGORIES)).to_numpy()]
+    rt = ev[pred.is_runtime(ev)]
     sync = rt[names[rt.index].str.match(_SYNC_MEMCPY)]
     if pageable.empty and sync.empty:
         return []
@@ -210,7 +211,7 @@ def _rule_memcpy(trace, th, cache) -> list[Finding]:
     )]
 
 
-def _rule_launch_bound(trace, th, cache) -> list[Finding]:
+def _rule_launch_bound(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     from .launch import launch_bound_phases
 
     ph = launch_bound_phases(trace)
@@ -231,7 +232,7 @@ def _rule_launch_bound(trace, th, cache) -> list[Finding]:
     )]
 
 
-def _rule_communication(trace, th, cache) -> list[Finding]:
+def _rule_communication(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     df = cache["steps"]
     if df.empty:
         return []
@@ -253,11 +254,11 @@ def _rule_communication(trace, th, cache) -> list[Finding]:
     )]
 
 
-def _rule_memory_peak(trace, th, cache) -> list[Finding]:
+def _rule_memory_peak(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     from . import memory
 
     pk = memory.memory_peak(trace)
-    out = []
+    out: list[Finding] = []
     if pk.empty:
         return out
     for _, r in pk.iterrows():
@@ -293,7 +294,7 @@ def _is_tc(name: str) -> bool:
     return any(p in low for p in TC_PATTERNS)
 
 
-def _device_index(v, default: int) -> int:
+def _device_index(v: object, default: int) -> int:
     """A device id as written by producers (``0``, ``"0"``, ``"cuda:0"``, ``"GPU 0"``) -> int; else ``default``."""
     if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 2**31:
         return int(v)
@@ -301,11 +302,11 @@ def _device_index(v, default: int) -> int:
     return int(m.group(1)) if m else default
 
 
-def _rule_tensor_cores(trace, th, cache) -> list[Finding]:
+def _rule_tensor_cores(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     if trace.meta.is_rocm:
         return []
     ev = trace.events
-    k = ev[(ev["cat"].astype(object) == schema.KERNEL).to_numpy()]
+    k = ev[pred.is_kernel(ev)]
     if k.empty:
         return []
     props = {_device_index(p.get("id"), i): p for i, p in enumerate(trace.meta.device_properties)}
@@ -360,7 +361,7 @@ RULES = {
 }
 
 
-def advise(trace, *, rules=None, thresholds: dict[str, float] | None = None) -> list[Finding]:
+def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict[str, float] | None = None) -> list[Finding]:
     """Run the advisor rules on a trace.
 
     Parameters

@@ -80,7 +80,7 @@ def step_times(trace: Trace) -> np.ndarray:
     from .memory import _step_ranges
 
     st = _step_ranges(trace)
-    return (st["end_ns"] - st["start_ns"]).to_numpy(np.int64)
+    return np.asarray((st["end_ns"] - st["start_ns"]).to_numpy(np.int64), dtype=np.int64)
 
 
 def _step_stats(trace: Trace) -> dict[str, float]:

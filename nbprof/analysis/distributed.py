@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..trace import schema
+from ..trace import predicates as pred
 from ..trace.model import Trace
 from . import _intervals as iv
 
@@ -131,6 +132,9 @@ def busbw_factor(collective: str, n: int) -> float:
 
     all_reduce ``2(n-1)/n``; all_gather, reduce_scatter, all_to_all ``(n-1)/n``; broadcast, reduce,
     send/recv, gather, scatter ``1``; barrier NaN (no payload). Source: :data:`BUSBW_FACTOR_SOURCE`.
+
+    >>> busbw_factor("all_reduce", 8), busbw_factor("all_gather", 4), busbw_factor("broadcast", 8)
+    (1.75, 0.75, 1.0)
     """
     fam = _family(collective)
     if fam == "barrier" or n < 1:
@@ -142,7 +146,7 @@ def busbw_factor(collective: str, n: int) -> float:
     return 1.0
 
 
-def _tensor_bytes(dims_text, types_text) -> list[float]:
+def _tensor_bytes(dims_text: object, types_text: object) -> list[float]:
     """Per-tensor bytes from record_shapes text: '[[85002]]' + '["float"]' -> [340008]."""
     if not isinstance(dims_text, str) or not isinstance(types_text, str):
         return []
@@ -164,7 +168,7 @@ def _tensor_bytes(dims_text, types_text) -> list[float]:
     return out
 
 
-def _group_size(trace: Trace, pg_name) -> int:
+def _group_size(trace: Trace, pg_name: object) -> int:
     di = trace.meta.distributed_info or {}
     if isinstance(pg_name, str):
         for pg in di.get("pg_config") or []:
@@ -203,13 +207,14 @@ _COLL_COLUMNS = [
 ]
 
 
+def _is_gloo(name: str) -> bool:
+    return name.startswith("gloo:")
+
+
 def _comm_exec_mask(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(is_gpu_comm_kernel, is_gloo_annotation)."""
-    names = ev["name"].astype(str)
-    gpu = (ev["cat"].astype(str) == schema.KERNEL).to_numpy() & (
-        names.str.match(r"(?i)^(nccl|rccl).*kernel").to_numpy() | ev["collective"].notna().to_numpy()
-    )
-    gloo = names.str.startswith("gloo:").to_numpy() & (ev["device"].to_numpy() < 0)
+    gpu = pred.is_kernel(ev) & pred.is_communication(ev, where="device")
+    gloo = pred.is_communication(ev, where="host") & pred.name_mask(ev["name"], _is_gloo)
     return gpu, gloo
 
 
@@ -263,7 +268,7 @@ def collectives(trace: Trace) -> pd.DataFrame:
             # kernel -> launching runtime call (correlation) -> enclosing c10d op / nccl:<op> annotation
             host = ev[(ev["device"] < 0) & (ev["correlation"] >= 0)]
             launch = host.drop_duplicates("correlation").set_index("correlation")[["ts_ns", "tid"]]
-            ann = ev[ev["name"].astype(str).str.match(r"^(nccl|rccl):") & (ev["device"] < 0)]
+            ann = ev[pred.is_communication(ev, where="host") & ~pred.name_mask(ev["name"], _is_gloo)]
             gi = np.flatnonzero(ex["is_gpu"].to_numpy())
             corr = ex["correlation"].to_numpy()[gi]
             lk = launch.reindex(corr)
@@ -412,7 +417,7 @@ def _before_last_step(trace: Trace) -> tuple[int | None, set[int] | None]:
     than two steps it keeps everything.
     """
     ev = trace.events
-    st = ev[ev["name"].astype(str).str.match(r"^ProfilerStep\s*#") & (ev["device"] < 0)]
+    st = ev[pred.is_step_row(ev)]
     if len(st) < 2:
         return None, None
     last = int(st["ts_ns"].max())
@@ -423,18 +428,16 @@ def _before_last_step(trace: Trace) -> tuple[int | None, set[int] | None]:
 def _compute_intervals(trace: Trace, comm_tids: set[int], keep_corr: set[int] | None = None,
                        before_ns: int | None = None) -> iv.Intervals:
     ev = trace.events
-    names = ev["name"].astype(str)
-    cat = ev["cat"].astype(str)
     if trace.has_device:
-        k = ev[(cat == schema.KERNEL).to_numpy()]
-        kn = k["name"].astype(str)
-        comm = kn.str.match(r"(?i)^(nccl|rccl).*kernel") | k["collective"].notna()
-        memlike = kn.str.match(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
-        k = k[~comm & ~memlike]
+        is_kernel = pred.is_kernel(ev)
+        k = ev[is_kernel & ~pred.is_communication(ev, where="device")]
+        # HTA's NCCL_COMPUTE_KERNEL_RE exclusion, kept verbatim for parity with get_comm_comp_overlap
+        memlike = k["name"].astype(str).str.match(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+        k = k[~memlike]
         if keep_corr is not None:
             k = k[k["correlation"].isin(keep_corr)]
         return iv.merge(k["ts_ns"].to_numpy(), (k["ts_ns"] + k["dur_ns"]).to_numpy())
-    host = ev[(cat == schema.CPU_OP).to_numpy() & (ev["device"] < 0).to_numpy()]
+    host = ev[pred.is_host_op(ev, annotations=False)]
     host = host[~host["tid"].isin(comm_tids)]
     if before_ns is not None:
         host = host[host["ts_ns"] < before_ns]
@@ -570,7 +573,7 @@ def skew(traces: Sequence[Trace], *, straggler_ratio: float = 0.5) -> pd.DataFra
     rows = []
     for t in traces:
         ev = t.events
-        st = ev[ev["name"].astype(str).str.match(r"^ProfilerStep\s*#") & (ev["device"] < 0)]
+        st = ev[pred.is_step_row(ev)]
         r = t.meta.rank
         lagcol = f"lag_ns_r{r}"
         nmatch = len(cs) if lagcol in cs else 0
@@ -609,7 +612,7 @@ class ZeroPattern:
 
     stage: str
     per_step: pd.DataFrame
-    evidence: dict = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 def zero_stage_pattern(trace: Trace) -> ZeroPattern:
@@ -673,7 +676,7 @@ class DistributedReport:
     skew: pd.DataFrame
     collective_skew: pd.DataFrame
     memory: pd.DataFrame
-    zero: dict
+    zero: dict[int, Any]
 
     def __repr__(self) -> str:
         return (f"DistributedReport(ranks={sorted(self.overlap['rank'].tolist())}, "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.model import Trace
 
@@ -53,7 +54,7 @@ def kernel_summary(
         raise ValueError(msg)
     keys = _BY[by]
     ev = trace.events
-    k = ev[ev["cat"].isin(list(categories)) & (ev["device"] >= 0)]
+    k = ev[pred.category_in(ev, categories) & pred.is_device(ev)]
     if k.empty:
         out = pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "int64") for c in keys})
         for c in _STAT_COLUMNS:

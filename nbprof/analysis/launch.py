@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..trace.model import Trace
 from . import _intervals as iv
 from .utilization import device_ops
 
@@ -25,7 +26,7 @@ LAUNCH_COLUMNS = ("correlation", "name", "device", "stream", "ts_ns", "launch_de
                   "delay_after_call_ns", "runtime_name", "runtime_ts_ns", "kind", "short")
 
 
-def launch_stats(trace) -> pd.DataFrame:
+def launch_stats(trace: Trace) -> pd.DataFrame:
     """One row per device op that has a launching runtime call.
 
     Parameters
@@ -67,7 +68,7 @@ def launch_stats(trace) -> pd.DataFrame:
     return out.sort_values("ts_ns", kind="stable").reset_index(drop=True)
 
 
-def queue_length(trace, *, count_running: bool = True) -> pd.DataFrame:
+def queue_length(trace: Trace, *, count_running: bool = True) -> pd.DataFrame:
     """Launch queue length over time, per device and stream (a step function).
 
     Parameters
@@ -102,7 +103,7 @@ def queue_length(trace, *, count_running: bool = True) -> pd.DataFrame:
     return ev[cols].reset_index(drop=True)
 
 
-def queue_length_summary(trace, *, count_running: bool = True) -> pd.DataFrame:
+def queue_length_summary(trace: Trace, *, count_running: bool = True) -> pd.DataFrame:
     """Per device and stream: ``max_queue_length`` and time-weighted ``mean_queue_length``.
 
     The mean is over the stream's first to last queue change. See :func:`queue_length`.
@@ -120,7 +121,7 @@ def queue_length_summary(trace, *, count_running: bool = True) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["device", "stream", "max_queue_length", "mean_queue_length"])
 
 
-def launch_bound_phases(trace, *, short_ratio: float = 0.5, busy_ratio: float = 0.5) -> pd.DataFrame:
+def launch_bound_phases(trace: Trace, *, short_ratio: float = 0.5, busy_ratio: float = 0.5) -> pd.DataFrame:
     """Flag steps (or the whole window) where the host cannot launch work fast enough.
 
     A phase is *launch-bound* when at least ``short_ratio`` of its device ops run for less time than

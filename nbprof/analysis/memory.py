@@ -12,18 +12,16 @@ operator (``cpu_op``, else ``user_annotation``) open at its timestamp on the all
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
+from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.model import Trace
 from .operators import host_call_tree
 
 __all__ = ["memory_curve", "memory_peak", "largest_allocations", "growth_by_step", "suspected_leaks"]
 
-_STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 _DEVICE_KEYS = ["device_type", "device"]
 
 
@@ -211,14 +209,12 @@ def largest_allocations(trace: Trace, n: int = 10) -> pd.DataFrame:
 
 def _step_ranges(trace: Trace) -> pd.DataFrame:
     ev = trace.events
-    names = ev["name"].astype(object)
-    is_step = names.str.match(_STEP_RE, na=False) & (ev["device"] < 0)
-    st = ev.loc[is_step, ["ts_ns", "dur_ns", "name"]]
+    st = ev.loc[pred.is_step_row(ev), ["ts_ns", "dur_ns", "name"]]
     if st.empty:
         return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
     out = pd.DataFrame(
         {
-            "step": [int(_STEP_RE.search(str(x)).group(1)) for x in st["name"]],
+            "step": [pred.step_number(x) for x in st["name"]],
             "start_ns": st["ts_ns"].to_numpy(),
             "end_ns": (st["ts_ns"] + st["dur_ns"]).to_numpy(),
         }

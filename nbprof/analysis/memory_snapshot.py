@@ -50,7 +50,7 @@ def _dev_events(snap: MemorySnapshot, device: int) -> pd.DataFrame:
 
 def _deltas(ev: pd.DataFrame, table: dict[str, int]) -> np.ndarray:
     sign = ev["action"].map(table).astype("float64").fillna(0).to_numpy()
-    return (sign * ev["size_bytes"].to_numpy()).astype(np.int64)
+    return np.asarray(sign * ev["size_bytes"].to_numpy(), dtype=np.int64)
 
 
 def _final_state(snap: MemorySnapshot, device: int) -> tuple[int, int, int]:
@@ -227,7 +227,8 @@ def snapshot_peak(snap: MemorySnapshot, device: int = 0, *, by: str = "top_user_
     g = g.sort_values("bytes", ascending=False).reset_index()
     if top_n is not None and len(g) > top_n:
         rest = g.iloc[top_n:]
-        g = pd.concat([g.iloc[:top_n], pd.DataFrame({by: ["<other>"], "count": [int(rest["count"].sum())], "bytes": [int(rest["bytes"].sum())]})])
+        other = pd.DataFrame({by: ["<other>"], "count": [int(rest["count"].sum())], "bytes": [int(rest["bytes"].sum())]})
+        g = pd.concat([g.iloc[:top_n], other])
     # bytes from before the history still live at the peak: the baseline minus the pre-history
     # allocations whose free_completed was recorded before the peak
     allocs = allocations(snap, device)
@@ -257,8 +258,9 @@ def leak_suspects(
     state, library workspaces) is never freed either, but in one burst or in sizes that do not repeat. So a
     site qualifies when its most repeated never-freed size occurs at least ``min_count`` times
     (``repeats``) and its never-freed allocations fall in at least ``min_windows`` of ``windows`` equal
-    slices of the history; sites are ranked by ``repeats``, then bytes. Allocations without frames (e.g. from the autograd thread when only Python stacks were
-    recorded) cannot be attributed and are left out (``attrs["unattributed_bytes"]`` sums them).
+    slices of the history; sites are ranked by ``repeats``, then bytes. Allocations without frames (e.g.
+    from the autograd thread when only Python stacks were recorded) cannot be attributed and are left
+    out (``attrs["unattributed_bytes"]`` sums them).
 
     Returns
     -------

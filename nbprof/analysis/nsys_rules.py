@@ -32,11 +32,17 @@ where the data allows, on Kineto traces (memory kinds come from the Kineto memcp
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from ..trace import schema
+from ..trace.model import Trace
+
+if TYPE_CHECKING:
+    from .advisor import Finding
+
+from ..trace import predicates as pred
 
 __all__ = ["gpu_gaps", "gpu_low_utilization", "sync_apis", "sync_memcpy", "sync_memset", "async_memcpy_pageable",
            "nsys_findings", "DEFAULT_GAP_NS", "DEFAULT_UTIL_THRESHOLD_RATIO", "DEFAULT_CHUNKS"]
@@ -47,14 +53,14 @@ DEFAULT_CHUNKS = 30
 _KINETO_KINDS = re.compile(r"\((\w+) -> (\w+)\)")
 
 
-def _tables(trace):
-    return getattr(trace, "tables", None) or {}
+def _tables(trace: Trace) -> dict[str, pd.DataFrame]:
+    return trace.tables
 
 
-def _gpu_ops(trace) -> pd.DataFrame:
+def _gpu_ops(trace: Trace) -> pd.DataFrame:
     """``ts_ns, end_ns, device, pid, correlation, cat`` of kernels/memcpy/memset; pid = owning process (-1 unknown)."""
     ev = trace.events
-    ops = ev[ev["cat"].astype(str).isin([schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET])]
+    ops = ev[pred.is_device_op(ev)]
     out = pd.DataFrame({"ts_ns": ops["ts_ns"].to_numpy(), "end_ns": (ops["ts_ns"] + ops["dur_ns"]).to_numpy(),
                         "device": ops["device"].astype("int64").to_numpy(),
                         "correlation": ops["correlation"].to_numpy(), "cat": ops["cat"].astype(str).to_numpy()})
@@ -69,7 +75,7 @@ def _gpu_ops(trace) -> pd.DataFrame:
     return out
 
 
-def gpu_gaps(trace, *, min_gap_ns: int = DEFAULT_GAP_NS) -> pd.DataFrame:
+def gpu_gaps(trace: Trace, *, min_gap_ns: int = DEFAULT_GAP_NS) -> pd.DataFrame:
     """Time where a GPU runs nothing for longer than ``min_gap_ns`` (nsys ``gpu-starv``).
 
     Operations are merged per (process, device); a gap is the time between the end of a merged busy
@@ -93,7 +99,7 @@ def gpu_gaps(trace, *, min_gap_ns: int = DEFAULT_GAP_NS) -> pd.DataFrame:
     return df.sort_values(["duration_ns", "gap_start_ns"], ascending=[False, True]).reset_index(drop=True)
 
 
-def gpu_low_utilization(trace, *, threshold_ratio: float = DEFAULT_UTIL_THRESHOLD_RATIO,
+def gpu_low_utilization(trace: Trace, *, threshold_ratio: float = DEFAULT_UTIL_THRESHOLD_RATIO,
                         chunks: int = DEFAULT_CHUNKS) -> pd.DataFrame:
     """Regions of low GPU use (nsys ``gpu-low-util``).
 
@@ -125,7 +131,7 @@ def gpu_low_utilization(trace, *, threshold_ratio: float = DEFAULT_UTIL_THRESHOL
             ratio = float(ov[(s < ce) & (e > cs)].sum()) / (ce - cs)
             if ratio < threshold_ratio:
                 low.append((c, cs, ce, ratio))
-        groups: list[list[tuple]] = []
+        groups: list[list[tuple[Any, ...]]] = []
         for item in low:
             if groups and groups[-1][-1][0] == item[0] - 1:
                 groups[-1].append(item)
@@ -139,18 +145,18 @@ def gpu_low_utilization(trace, *, threshold_ratio: float = DEFAULT_UTIL_THRESHOL
     return df.sort_values(["in_use_ratio", "duration_ns"]).reset_index(drop=True)
 
 
-def _runtime(trace) -> pd.DataFrame:
+def _runtime(trace: Trace) -> pd.DataFrame:
     rt = _tables(trace).get("runtime")
     if rt is not None:
         return rt[["ts_ns", "dur_ns", "pid", "tid", "correlation", "api_name"]]
     ev = trace.events
-    r = ev[ev["cat"].astype(str).isin(list(schema.RUNTIME_CATEGORIES))]
+    r = ev[pred.is_runtime(ev)]
     return pd.DataFrame({"ts_ns": r["ts_ns"].to_numpy(), "dur_ns": r["dur_ns"].to_numpy(), "pid": r["pid"].to_numpy(),
                          "tid": r["tid"].to_numpy(), "correlation": r["correlation"].to_numpy(),
                          "api_name": r["name"].astype(str).to_numpy()})
 
 
-def sync_apis(trace) -> pd.DataFrame:
+def sync_apis(trace: Trace) -> pd.DataFrame:
     """``cudaDeviceSynchronize``/``cudaStreamSynchronize`` calls (nsys ``cuda-sync-api``).
 
     Returns
@@ -165,13 +171,13 @@ def sync_apis(trace) -> pd.DataFrame:
                         ).sort_values(["duration_ns", "start_ns"], ascending=[False, True]).reset_index(drop=True)
 
 
-def _memcpys(trace) -> pd.DataFrame:
+def _memcpys(trace: Trace) -> pd.DataFrame:
     mt = _tables(trace).get("memcpy")
     if mt is not None:
         return mt[["ts_ns", "dur_ns", "correlation", "device", "bytes", "copy_kind", "src_kind", "dst_kind",
                    "src_device", "dst_device"]]
     ev = trace.events
-    m = ev[ev["cat"].astype(str) == schema.GPU_MEMCPY]
+    m = ev[pred.is_memcpy(ev)]
     kinds = m["name"].astype(str).str.extract(_KINETO_KINDS)
     htod = m["name"].astype(str).str.contains("HtoD")
     return pd.DataFrame({"ts_ns": m["ts_ns"].to_numpy(), "dur_ns": m["dur_ns"].to_numpy(),
@@ -187,7 +193,7 @@ def _with_api(ops: pd.DataFrame, rt: pd.DataFrame, pattern: str, exclude: str) -
     return j
 
 
-def sync_memcpy(trace) -> pd.DataFrame:
+def sync_memcpy(trace: Trace) -> pd.DataFrame:
     """Synchronous memcpys (nsys ``cuda-sync-memcpy``): launched by ``cudaMemcpy*`` without ``Async``.
 
     Skipped as nsys skips them: host-to-device copies of at most 64000 bytes, and copies within one device.
@@ -207,7 +213,7 @@ def sync_memcpy(trace) -> pd.DataFrame:
     return out.sort_values(["duration_ns", "start_ns", "api_name"], ascending=[False, True, True]).reset_index(drop=True)
 
 
-def sync_memset(trace) -> pd.DataFrame:
+def sync_memset(trace: Trace) -> pd.DataFrame:
     """Synchronous memsets (nsys ``cuda-sync-memset``): ``cudaMemset*`` without ``async`` on pinned/managed memory.
 
     Returns
@@ -225,7 +231,7 @@ def sync_memset(trace) -> pd.DataFrame:
     return out.sort_values(["duration_ns", "start_ns"], ascending=[False, True]).reset_index(drop=True)
 
 
-def async_memcpy_pageable(trace) -> pd.DataFrame:
+def async_memcpy_pageable(trace: Trace) -> pd.DataFrame:
     """Async memcpys touching pageable host memory (nsys ``cuda-async-memcpy``); they run synchronously.
 
     Returns
@@ -244,12 +250,12 @@ def async_memcpy_pageable(trace) -> pd.DataFrame:
     return out.sort_values(["duration_ns", "start_ns"], ascending=[False, True]).reset_index(drop=True)
 
 
-def _ms(ns) -> str:
+def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-def nsys_findings(trace, *, min_gap_ns: int = DEFAULT_GAP_NS, threshold_ratio: float = DEFAULT_UTIL_THRESHOLD_RATIO,
-                  chunks: int = DEFAULT_CHUNKS) -> list:
+def nsys_findings(trace: Trace, *, min_gap_ns: int = DEFAULT_GAP_NS, threshold_ratio: float = DEFAULT_UTIL_THRESHOLD_RATIO,
+                  chunks: int = DEFAULT_CHUNKS) -> list[Finding]:
     """Run every rule and return ``nbprof.analysis.advisor.Finding`` objects (empty list: nothing found).
 
     Rule keys: ``nsys_gpu_gaps``, ``nsys_gpu_low_util``, ``nsys_sync_api``, ``nsys_sync_memcpy``,

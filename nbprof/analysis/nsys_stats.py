@@ -18,10 +18,14 @@ allows, on Kineto traces (kernel, CUDA API and GPU memory summaries from the eve
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
+from ..trace import predicates as pred
 from ..trace import schema
+from ..trace.model import Trace
 
 __all__ = [
     "cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "nvtx_sum",
@@ -43,8 +47,8 @@ REPORT_NAMES = {
 _STAT_COLS = ["total", "count", "avg", "med", "min", "max", "std"]
 
 
-def _tables(trace) -> dict[str, pd.DataFrame]:
-    return getattr(trace, "tables", None) or {}
+def _tables(trace: Trace) -> dict[str, pd.DataFrame]:
+    return trace.tables
 
 
 def _summary(df: pd.DataFrame, keys: list[str], value: str, *, unit: str = "ns", count_name: str = "instances",
@@ -73,12 +77,12 @@ def _summary(df: pd.DataFrame, keys: list[str], value: str, *, unit: str = "ns",
     return res.sort_values(f"total{suffix}", ascending=False, kind="stable").reset_index(drop=True)[out_cols]
 
 
-def _events(trace, cats) -> pd.DataFrame:
+def _events(trace: Trace, cats: Iterable[str]) -> pd.DataFrame:
     ev = trace.events
-    return ev[ev["cat"].astype(str).isin(list(cats))]
+    return ev[pred.category_in(ev, cats)]
 
 
-def cuda_gpu_kern_sum(trace, *, name: str = "demangled") -> pd.DataFrame:
+def cuda_gpu_kern_sum(trace: Trace, *, name: str = "demangled") -> pd.DataFrame:
     """``nsys stats -r cuda_gpu_kern_sum`` (2022: ``gpukernsum``): kernels by name, grid and block.
 
     Parameters
@@ -111,7 +115,7 @@ def cuda_gpu_kern_sum(trace, *, name: str = "demangled") -> pd.DataFrame:
          "name"]]
 
 
-def cuda_api_sum(trace) -> pd.DataFrame:
+def cuda_api_sum(trace: Trace) -> pd.DataFrame:
     """``nsys stats -r cuda_api_sum`` (2022: ``cudaapisum``): CUDA runtime and driver API calls.
 
     Grouped as nsys groups them: by the API name as recorded (``cudaMemcpy_v3020`` and ``cudaMemcpy``
@@ -132,13 +136,13 @@ def cuda_api_sum(trace) -> pd.DataFrame:
     return _summary(df, ["name"], "dur_ns", count_name="num_calls")
 
 
-def _memops(trace) -> pd.DataFrame:
+def _memops(trace: Trace) -> pd.DataFrame:
     ev = _events(trace, [schema.GPU_MEMCPY, schema.GPU_MEMSET])[["dur_ns", "name", "bytes", "cat"]].copy()
     ev["operation"] = ev["name"].astype(object)
     return ev
 
 
-def cuda_gpu_mem_time_sum(trace) -> pd.DataFrame:
+def cuda_gpu_mem_time_sum(trace: Trace) -> pd.DataFrame:
     """``nsys stats -r cuda_gpu_mem_time_sum`` (2022: ``gpumemtimesum``): GPU memory operations by time.
 
     Returns
@@ -150,7 +154,7 @@ def cuda_gpu_mem_time_sum(trace) -> pd.DataFrame:
     return _summary(_memops(trace), ["operation"], "dur_ns", count_name="count")
 
 
-def cuda_gpu_mem_size_sum(trace) -> pd.DataFrame:
+def cuda_gpu_mem_size_sum(trace: Trace) -> pd.DataFrame:
     """``nsys stats -r cuda_gpu_mem_size_sum`` (2022: ``gpumemsizesum``): GPU memory operations by size.
 
     Returns
@@ -162,14 +166,14 @@ def cuda_gpu_mem_size_sum(trace) -> pd.DataFrame:
     return _summary(_memops(trace), ["operation"], "bytes", unit="bytes", count_name="count", share=False)
 
 
-def _nvtx(trace) -> pd.DataFrame | None:
+def _nvtx(trace: Trace) -> pd.DataFrame | None:
     nv = _tables(trace).get("nvtx")
     if nv is None or not len(nv):
         return None
     return nv
 
 
-def _nvtx_ranges(nv: pd.DataFrame, styles=("PushPop", "StartEnd")) -> pd.DataFrame:
+def _nvtx_ranges(nv: pd.DataFrame, styles: tuple[str, ...] = ("PushPop", "StartEnd")) -> pd.DataFrame:
     maxts = int(max(nv["ts_ns"].max(), nv["end_ns"].max()))
     r = nv[nv["style"].isin(list(styles))].copy()
     r["end_eff"] = r["end_ns"].where(r["end_ns"] >= 0, maxts)
@@ -177,7 +181,7 @@ def _nvtx_ranges(nv: pd.DataFrame, styles=("PushPop", "StartEnd")) -> pd.DataFra
     return r
 
 
-def nvtx_sum(trace) -> pd.DataFrame:
+def nvtx_sum(trace: Trace) -> pd.DataFrame:
     """``nsys stats -r nvtx_sum`` (2022: ``nvtxsum``): NVTX push/pop and start/end ranges.
 
     A range without an end lasts until the last NVTX timestamp (as nsys computes it). Names carry the
@@ -197,7 +201,7 @@ def nvtx_sum(trace) -> pd.DataFrame:
         ["time_ratio", "total_ns", "instances", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns", "style", "range"]]
 
 
-def osrt_sum(trace) -> pd.DataFrame:
+def osrt_sum(trace: Trace) -> pd.DataFrame:
     """``nsys stats -r osrt_sum`` (2022: ``osrtsum``): OS runtime library calls (``OSRT_API`` eventClass 27).
 
     Returns
@@ -250,7 +254,7 @@ def _tree(r: pd.DataFrame, parent: np.ndarray) -> tuple[list[int], list[str]]:
     return levels, stacks
 
 
-def nvtx_pushpop_trace(trace) -> pd.DataFrame:
+def nvtx_pushpop_trace(trace: Trace) -> pd.DataFrame:
     """``nsys stats -r nvtx_pushpop_trace`` (2022: ``nvtxpptrace``): every push/pop range with its tree.
 
     Returns
@@ -285,7 +289,7 @@ def nvtx_pushpop_trace(trace) -> pd.DataFrame:
     })[cols]
 
 
-def nvtx_gpu_proj_trace(trace) -> pd.DataFrame:
+def nvtx_gpu_proj_trace(trace: Trace) -> pd.DataFrame:
     """``nsys stats -r nvtx_gpu_proj_trace`` (2022: ``nvtxgpuproj``): NVTX ranges projected onto the GPU.
 
     A GPU operation (kernel, memcpy, memset) belongs to a range when the CUDA API call that launched it
@@ -336,7 +340,7 @@ def nvtx_gpu_proj_trace(trace) -> pd.DataFrame:
                            kind="stable").reset_index(drop=True)[cols]
 
 
-def summaries(trace) -> dict[str, pd.DataFrame]:
+def summaries(trace: Trace) -> dict[str, pd.DataFrame]:
     """Every report that has data in ``trace``: ``{modern report name: DataFrame}``."""
     out = {}
     for key, (_old, fn) in REPORT_NAMES.items():

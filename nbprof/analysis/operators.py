@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.model import Trace
 
@@ -53,7 +54,7 @@ HOST_TREE_CATEGORIES = frozenset(
     {schema.CPU_OP, schema.USER_ANNOTATION, schema.PYTHON_FUNCTION} | set(schema.RUNTIME_CATEGORIES)
 )
 #: Device activities counted as device time of the launching op.
-DEVICE_TIME_CATEGORIES = (schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET)
+DEVICE_TIME_CATEGORIES = pred.DEVICE_OP_CATEGORIES
 
 # torch/autograd/profiler_util.py _filter_name (minus the [memory]/[OutOfMemory] records)
 _FILTERED_NAMES = frozenset(
@@ -389,7 +390,7 @@ def _device_own_ns(trace: Trace, t: dict[str, Any]) -> np.ndarray:
     own = np.zeros(n, dtype=np.int64)
     if n == 0:
         return own
-    dev = ev[ev["cat"].isin(DEVICE_TIME_CATEGORIES) & (ev["device"] >= 0)]
+    dev = ev[pred.is_device_op(ev)]
     if dev.empty:
         return own
     dev_ext = dev["external_id"].to_numpy()
@@ -399,7 +400,7 @@ def _device_own_ns(trace: Trace, t: dict[str, Any]) -> np.ndarray:
     labels = t["cat_labels"]
 
     def cat_in(cats: Any) -> np.ndarray:
-        return np.array([c in cats for c in labels], dtype=bool)[t["cat_codes"]]
+        return np.asarray(np.array([c in cats for c in labels], dtype=bool)[t["cat_codes"]], dtype=bool)
 
     is_op = cat_in((schema.CPU_OP, schema.USER_ANNOTATION))
     target = np.full(len(dev), -1, dtype=np.int64)
@@ -493,7 +494,7 @@ def _stack_keys(trace: Trace, tree: pd.DataFrame, depth: int) -> np.ndarray:
     have = pd.notna(cs)
     if have.any():
         cache: dict[str, str] = {}
-        for i in np.flatnonzero(have):
+        for i in np.flatnonzero(have).tolist():
             st = cs[i]
             k = cache.get(st)
             if k is None:
@@ -620,7 +621,7 @@ def operator_summary(
     def minus_children(total: np.ndarray) -> np.ndarray:
         # bincount sums in float64: exact for |sums| < 2**53 (104 days in ns, 8 PiB)
         sub = np.bincount(ch_parent, weights=total[ch], minlength=n)
-        return total - np.rint(sub).astype(total.dtype)
+        return np.asarray(total - np.rint(sub).astype(total.dtype))
 
     self_host = minus_children(dur)
     # device time: own (plus lifted from merged wrappers), totals over the subtree range
@@ -742,8 +743,8 @@ def _group_sums(key_cols: dict[str, tuple[np.ndarray, np.ndarray]], values: dict
     present = present[np.argsort(first[present], kind="stable")]  # groups in order of first appearance
     lead = np.flatnonzero(rows)[first[present]]  # the first row of each group, for its key labels
     for k, (codes, labels) in key_cols.items():
-        c = codes[lead]
-        cols[k] = np.where(c >= 0, labels[np.clip(c, 0, None)], None)
+        kc = codes[lead]
+        cols[k] = np.where(kc >= 0, labels[np.clip(kc, 0, None)], None)
     # every row's group, the rows left out in an extra one (space): the values are summed as they are
     key_all = np.full(len(rows), space, dtype=np.int64)
     key_all[rows] = key

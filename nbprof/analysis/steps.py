@@ -34,13 +34,18 @@ the first one, so that 0.4.3's numbers are reproduced on any trace it can read):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-from ..trace import schema
+from ..trace import predicates as pred
+from ..trace.model import Trace
 from . import _intervals as iv
 
-#: Host op names torch-tb-profiler 0.4.3 treats as communication (``profiler/trace.py``).
+#: Host op names torch-tb-profiler 0.4.3 treats as communication (``profiler/trace.py``). The Overview keeps
+#: this exact list for host ops (``nccl:all_to_all``, ``nccl:_all_gather_base`` stay CPU Exec, as in 0.4.3);
+#: communication *kernels* follow the general rule, :func:`nbprof.trace.predicates.is_communication`.
 NCCL_OP_NAMES = ("nccl:broadcast", "nccl:reduce", "nccl:all_reduce", "nccl:all_gather", "nccl:reduce_scatter")
 GLOO_OP_NAMES = ("gloo:broadcast", "gloo:reduce", "gloo:all_reduce", "gloo:all_gather", "gloo:reduce_scatter")
 
@@ -50,18 +55,6 @@ ROLE_COLUMNS = ("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns", "runt
 BREAKDOWN_COLUMNS = ROLE_COLUMNS + ("other_ns",)
 COLUMNS = ("step", "start_ns", "end_ns", "step_ns") + BREAKDOWN_COLUMNS
 
-_STEP_PREFIX = "ProfilerStep#"
-
-
-def _name_mask(names: pd.Series, fn) -> np.ndarray:
-    """Evaluate ``fn(str) -> bool`` once per category and broadcast (names is categorical)."""
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        cats = names.cat.categories
-        hit = np.fromiter((bool(fn(str(c))) for c in cats), dtype=bool, count=len(cats))
-        codes = names.cat.codes.to_numpy()
-        return np.where(codes >= 0, hit[np.clip(codes, 0, None)], False)
-    return names.map(lambda x: isinstance(x, str) and bool(fn(x))).to_numpy(dtype=bool)
-
 
 def _is_dataloader(name: str) -> bool:
     return (name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__")) or name.startswith(
@@ -69,12 +62,7 @@ def _is_dataloader(name: str) -> bool:
     )
 
 
-def _is_comm_kernel_name(name: str) -> bool:
-    low = name.lower()
-    return low.startswith("nccl") or low.startswith("rccl")
-
-
-def role_intervals(trace, *, legacy_tb_plugin: bool = False) -> dict:
+def role_intervals(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str, Any]:
     """Classify a trace's events into the Overview roles.
 
     Parameters
@@ -94,34 +82,30 @@ def role_intervals(trace, *, legacy_tb_plugin: bool = False) -> dict:
         ``"device"``: DataFrame of device ops ``ts_ns, end_ns, correlation``.
     """
     ev = trace.events
-    cat = ev["cat"].astype(object).to_numpy()
     names = ev["name"]
     ts = ev["ts_ns"].to_numpy(np.int64)
     end = ts + ev["dur_ns"].to_numpy(np.int64)
-    host = ev["device"].to_numpy() < 0
     ext = ev["external_id"].to_numpy(np.int64)
 
-    is_cpu_op = host & (cat == schema.CPU_OP)
-    is_anno = host & (cat == schema.USER_ANNOTATION)
-    is_step = (is_cpu_op | is_anno) & _name_mask(names, lambda n: n.startswith(_STEP_PREFIX))
+    is_cpu_op = pred.is_host_op(ev, annotations=False)
+    is_anno = pred.is_host_op(ev) & ~is_cpu_op
+    is_step = (is_cpu_op | is_anno) & pred.is_step_row(ev)
     comm_names = set(NCCL_OP_NAMES + GLOO_OP_NAMES)
-    is_comm_op = (is_cpu_op | is_anno) & _name_mask(names, lambda n: n in comm_names)
-    is_dl = (is_cpu_op if legacy_tb_plugin else (is_cpu_op | is_anno)) & _name_mask(names, _is_dataloader)
+    is_comm_op = (is_cpu_op | is_anno) & pred.name_mask(names, comm_names.__contains__)
+    is_dl = (is_cpu_op if legacy_tb_plugin else (is_cpu_op | is_anno)) & pred.name_mask(names, _is_dataloader)
     host_ops = is_cpu_op if legacy_tb_plugin else (is_cpu_op | is_anno)
     is_cpu_exec = host_ops & ~is_step & ~is_dl & ~is_comm_op
 
-    is_kernel = (cat == schema.KERNEL) & ~host
+    is_kernel = pred.is_kernel(ev)
     comm_ext = np.unique(ext[is_comm_op & (ext >= 0)])
     is_comm_kernel = is_kernel & np.isin(ext, comm_ext) & (ext >= 0)
     if not legacy_tb_plugin:
-        is_comm_kernel |= is_kernel & _name_mask(names, _is_comm_kernel_name)
-        if "collective" in ev.columns:
-            is_comm_kernel |= is_kernel & ev["collective"].notna().to_numpy()
-    is_memcpy = (cat == schema.GPU_MEMCPY) & ~host
-    is_memset = (cat == schema.GPU_MEMSET) & ~host
-    is_runtime = np.isin(cat, list(schema.RUNTIME_CATEGORIES))
+        is_comm_kernel |= is_kernel & pred.is_communication(ev, where="device")
+    is_memcpy = pred.is_memcpy(ev)
+    is_memset = pred.is_memset(ev)
+    is_runtime = pred.is_runtime(ev)
 
-    def m(mask):
+    def m(mask: np.ndarray) -> iv.Intervals:
         return iv.merge(ts[mask], end[mask])
 
     roles = {
@@ -133,9 +117,9 @@ def role_intervals(trace, *, legacy_tb_plugin: bool = False) -> dict:
         "dataloader_ns": m(is_dl),
         "cpu_exec_ns": m(is_cpu_exec),
     }
-    step_nums = names[is_step].astype(str).str.extract(r"ProfilerStep#\s*(\d+)")[0]
+    step_nums = [pred.step_number(n) for n in names[is_step]]
     steps = pd.DataFrame({
-        "step": pd.to_numeric(step_nums, errors="coerce").fillna(-1).astype(np.int64).to_numpy(),
+        "step": np.array([-1 if n is None else n for n in step_nums], dtype=np.int64),
         "ts_ns": ts[is_step],
         "end_ns": end[is_step],
     })
@@ -152,7 +136,7 @@ def role_intervals(trace, *, legacy_tb_plugin: bool = False) -> dict:
     }
 
 
-def step_windows(trace, *, legacy_tb_plugin: bool = False, _roles: dict | None = None) -> pd.DataFrame:
+def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[str, Any] | None = None) -> pd.DataFrame:
     """Step boundaries as the Overview uses them, host steps extended to their device work.
 
     Parameters
@@ -250,7 +234,7 @@ def step_windows(trace, *, legacy_tb_plugin: bool = False, _roles: dict | None =
     return out.iloc[:keep].reset_index(drop=True)
 
 
-def step_breakdown(trace, *, legacy_tb_plugin: bool = False) -> pd.DataFrame:
+def step_breakdown(trace: Trace, *, legacy_tb_plugin: bool = False) -> pd.DataFrame:
     """Per-step time breakdown with priority counting (TensorBoard plugin Overview semantics).
 
     Parameters

@@ -15,19 +15,23 @@ ops), *other* otherwise. The tests cross-check these numbers against HTA on the 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-from ..trace import schema
+from ..trace import predicates as pred
+from ..trace.model import Trace
 from . import _intervals as iv
 
-DEVICE_OP_CATEGORIES = (schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET)
+DEVICE_OP_CATEGORIES = pred.DEVICE_OP_CATEGORIES
 
 #: HTA's default threshold (``consecutive_kernel_delay=30``, applied by HTA to µs timestamps).
 DEFAULT_KERNEL_WAIT_NS = 30_000
 
 
-def device_ops(trace) -> pd.DataFrame:
+def device_ops(trace: Trace) -> pd.DataFrame:
     """Device ops with their launching runtime call.
 
     Returns
@@ -39,19 +43,16 @@ def device_ops(trace) -> pd.DataFrame:
         Sorted by device, stream, ts_ns.
     """
     ev = trace.events
-    cat = ev["cat"].astype(object)
-    mask = cat.isin(DEVICE_OP_CATEGORIES).to_numpy() & (ev["device"].to_numpy() >= 0)
+    mask = pred.is_device_op(ev)
     d = ev.loc[mask, ["device", "stream", "ts_ns", "dur_ns", "cat", "name", "correlation"]].copy()
     d["cat"] = d["cat"].astype(object)
     d["name"] = d["name"].astype(object)
     d["device"] = d["device"].astype(np.int64)
     d["end_ns"] = d["ts_ns"] + d["dur_ns"]
-    names = d["name"].fillna("").astype(str)
-    is_comm = (d["cat"] == schema.KERNEL) & names.str.match(r"(?i)^(nccl|rccl)")
-    if "collective" in ev.columns:
-        is_comm |= (d["cat"] == schema.KERNEL) & ev.loc[mask, "collective"].notna().to_numpy()
-    d["kind"] = np.where(d["cat"] != schema.KERNEL, "memory", np.where(is_comm, "communication", "compute"))
-    rt_mask = cat.isin(list(schema.RUNTIME_CATEGORIES)).to_numpy() & (ev["correlation"].to_numpy() >= 0)
+    is_kernel = pred.is_kernel(ev)[mask]
+    is_comm = is_kernel & pred.is_communication(ev, where="device")[mask]
+    d["kind"] = np.where(~is_kernel, "memory", np.where(is_comm, "communication", "compute"))
+    rt_mask = pred.is_runtime(ev) & (ev["correlation"].to_numpy() >= 0)
     rt = ev.loc[rt_mask, ["correlation", "ts_ns", "dur_ns", "name"]]
     rt = rt.drop_duplicates("correlation", keep="last")
     rt = pd.DataFrame({
@@ -68,7 +69,7 @@ def device_ops(trace) -> pd.DataFrame:
     return d.sort_values(["device", "stream", "ts_ns"], kind="stable").reset_index(drop=True)
 
 
-def _util_rows(groups) -> list[dict]:
+def _util_rows(groups: Iterable[tuple[Any, pd.DataFrame]]) -> list[dict[str, Any]]:
     rows = []
     for key, g in groups:
         s = g["ts_ns"].to_numpy(np.int64)
@@ -82,7 +83,7 @@ def _util_rows(groups) -> list[dict]:
     return rows
 
 
-def gpu_utilization(trace, *, by: str = "device") -> pd.DataFrame:
+def gpu_utilization(trace: Trace, *, by: str = "device") -> pd.DataFrame:
     """Busy and idle time per device (or per device and stream).
 
     Parameters
@@ -119,7 +120,7 @@ def gpu_utilization(trace, *, by: str = "device") -> pd.DataFrame:
     return pd.DataFrame(rows)[cols]
 
 
-def idle_breakdown(trace, *, consecutive_kernel_delay_ns: int = DEFAULT_KERNEL_WAIT_NS) -> pd.DataFrame:
+def idle_breakdown(trace: Trace, *, consecutive_kernel_delay_ns: int = DEFAULT_KERNEL_WAIT_NS) -> pd.DataFrame:
     """Idle time per device and stream, split into host wait, kernel wait and other (HTA's definition).
 
     Parameters
@@ -165,7 +166,7 @@ def idle_breakdown(trace, *, consecutive_kernel_delay_ns: int = DEFAULT_KERNEL_W
     return pd.DataFrame(rows)[cols]
 
 
-def temporal_breakdown(trace) -> pd.DataFrame:
+def temporal_breakdown(trace: Trace) -> pd.DataFrame:
     """Device time split into compute, communication, memory and idle.
 
     Returns
@@ -191,7 +192,7 @@ def temporal_breakdown(trace) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype="float64" if c.endswith("ratio") else "int64") for c in cols})
     rows = []
     for dev, g in d.groupby("device", sort=True):
-        def u(kind):
+        def u(kind: str, g: pd.DataFrame = g) -> iv.Intervals:
             x = g[g["kind"] == kind]
             return iv.merge(x["ts_ns"].to_numpy(np.int64), x["end_ns"].to_numpy(np.int64))
         comp = u("compute")
@@ -199,7 +200,7 @@ def temporal_breakdown(trace) -> pd.DataFrame:
         mem = iv.subtract(iv.subtract(u("memory"), comp), comm)
         span = int(g["end_ns"].max() - g["ts_ns"].min())
         busy = iv.total_ns(comp) + iv.total_ns(comm) + iv.total_ns(mem)
-        row = {"device": int(dev), "compute_ns": iv.total_ns(comp), "communication_ns": iv.total_ns(comm),
+        row: dict[str, Any] = {"device": int(dev), "compute_ns": iv.total_ns(comp), "communication_ns": iv.total_ns(comm),
                "memory_ns": iv.total_ns(mem), "idle_ns": span - busy, "span_ns": span}
         for p in parts:
             row[p[:-3] + "_ratio"] = row[p] / span if span > 0 else np.nan

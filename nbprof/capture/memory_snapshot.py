@@ -14,11 +14,11 @@ import contextlib
 import os
 import pickle
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
-from .torch_profiler import unique_path
+from ._files import unique_path
 
 __all__ = ["record", "SnapshotCapture", "cuda_available"]
 

@@ -27,9 +27,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from ..errors import CaptureError
 from .nsys_fetch import NsysInstall, cache_dir, ensure_nsys
@@ -238,6 +238,7 @@ def profile(
         raise CaptureError("nothing to profile: empty command")
     user = list(nsys_args)
     has = lambda *flags: any(a == f or a.startswith(f + "=") for a in user for f in flags)  # noqa: E731
+    out_base: Path | None
     if output is None and not has("-o", "--output"):
         out_base = unique_output(results_dir, Path(command[-1] if command[0].startswith("python") and len(command) > 1
                                                    else command[0]).stem)
@@ -269,7 +270,8 @@ def profile(
                 out_base = Path(user[i + 1])
             elif a.startswith("--output="):
                 out_base = Path(a.split("=", 1)[1])
-        out_base = out_base.with_suffix("") if out_base.suffix == ".nsys-rep" else out_base
+        if out_base is not None and out_base.suffix == ".nsys-rep":
+            out_base = out_base.with_suffix("")
 
     tmp = tempfile.mkdtemp(prefix="nbprof-nsys-")
     run_env = inst.environ()

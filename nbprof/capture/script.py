@@ -1,6 +1,7 @@
 """Profile any Python script with torch.profiler: ``python -m nbprof.capture.script --trace OUT -- script.py args``.
 
-The script runs as ``__main__`` (``runpy.run_path``) inside ``nbprof.profile``; if it calls
+The script runs as ``__main__`` (``runpy.run_path``) inside a torch.profiler capture session
+(``nbprof.capture.torch_profiler.Session``: files only); if it calls
 ``nbprof.step()`` at the end of each training step, the trace gets ``ProfilerStep#N`` ranges,
 otherwise the whole run is one window. The script's exit status and exceptions are preserved.
 """
@@ -25,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     from ..errors import MissingDependencyError
-    from .torch_profiler import _import_torch, profile
+    from .options import ProfileOptions
+    from .torch_profiler import Session, _import_torch
 
     if not os.path.isfile(a.script):
         print(f"{ap.prog}: error: script {a.script!r}: no such file", file=sys.stderr)
@@ -37,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sys.argv = [a.script, *args]
     code = 0
-    with profile(a.activities, trace=a.trace, record_shapes=True, profile_memory=not a.no_memory, quiet=True):
+    options = ProfileOptions(activities=(a.activities,), trace=a.trace, record_shapes=True,
+                             profile_memory=not a.no_memory, quiet=True).validated()
+    with Session(options):  # capture only: the trace file is written, nothing is loaded
         try:
             runpy.run_path(a.script, run_name="__main__")
         except SystemExit as exc:  # keep the script's status, still export the trace

@@ -90,7 +90,7 @@ class DeepSpeedProfilerWindow:
         self.traces: list[str] = []
         self._prof: Any = None
         self._chunk_start = -1
-        self._kw = dict(record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack)
+        self._kw: dict[str, Any] = dict(record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack)
         if activities is None:
             activities = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
@@ -166,7 +166,7 @@ class DeepSpeedProfilerWindow:
                 del self.engine.step
         return self.traces
 
-    def __enter__(self) -> "DeepSpeedProfilerWindow":
+    def __enter__(self) -> DeepSpeedProfilerWindow:
         return self
 
     def __exit__(self, *exc: Any) -> None:

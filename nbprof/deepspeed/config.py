@@ -47,8 +47,9 @@ import copy
 import importlib.util
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import NbprofWarning
 
@@ -160,7 +161,7 @@ def deepspeed_supports_log_level() -> bool:
     spec = importlib.util.find_spec("deepspeed")
     if spec is None or not spec.submodule_search_locations:
         return False
-    path = os.path.join(list(spec.submodule_search_locations)[0], "runtime", "constants.py")
+    path = os.path.join(next(iter(spec.submodule_search_locations)), "runtime", "constants.py")
     try:
         with open(path, encoding="utf-8") as f:
             return 'LOG_LEVEL = "log_level"' in f.read()

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 
 def _comms_counts() -> dict[str, int]:
@@ -44,14 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # deepspeed launcher
     args = p.parse_args(argv)
 
-    import torch
-
     import deepspeed
     import deepspeed.comm as dist
+    import torch
 
     if not args.build_shm and "deepspeed.comm.torch" in sys.modules:
         # `import deepspeed.comm.torch as m` binds torch itself (name clash): go through sys.modules
-        sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
+        comm_torch: Any = sys.modules["deepspeed.comm.torch"]
+        comm_torch.build_shm_op = lambda: None
     os.makedirs(args.out_dir, exist_ok=True)
     deepspeed.init_distributed(dist_backend="gloo" if not torch.cuda.is_available() else None)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -69,11 +70,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train_one(args: argparse.Namespace, stage: int, out_dir: str, rank: int, world: int) -> None:
-    import torch
-    from torch import nn
-
     import deepspeed
     import deepspeed.comm as dist
+    import torch
+    from torch import nn
 
     from nbprof.deepspeed.attach import attach
     from nbprof.deepspeed.config import profiling_config

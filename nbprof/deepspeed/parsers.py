@@ -24,17 +24,30 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ._text import (  # noqa: F401 -- re-exported
-    _DS_RANK, _LOG_PREFIX, QUIRKS, TRACEBACK, _clean_lines, _Quirks, _read, parse_msg_size, parse_quantity,
-    strip_ansi, to_float, traceback_error, tracebacks, zero_stage_of,
+from ._text import (  # re-exported
+    _DS_RANK,
+    _LOG_PREFIX,
+    QUIRKS,
+    TRACEBACK,
+    _clean_lines,
+    _Quirks,
+    _read,
+    parse_msg_size,
+    parse_quantity,
+    strip_ansi,
+    to_float,
+    traceback_error,
+    tracebacks,
+    zero_stage_of,
 )
-from .flops import FlopsProfile, parse_flops_profile, parse_flops_profiles  # noqa: F401 -- re-exported
+from .flops import FlopsProfile, parse_flops_profile, parse_flops_profiles  # re-exported
 
 __all__ = [
     "QUIRKS",
@@ -410,10 +423,7 @@ def parse_log(source: str | os.PathLike[str] | Iterable[str], *, zero_stage: int
     IsADirectoryError
         When it names a directory.
     """
-    if not isinstance(source, (str, os.PathLike)):
-        text = "\n".join(_read(s) for s in source)
-    else:
-        text = _read(source)
+    text = _read(source) if isinstance(source, (str, os.PathLike)) else "\n".join(_read(s) for s in source)
     if zero_stage is None:
         zero_stage = zero_stage_of(config)
     q = _Quirks()
@@ -438,4 +448,6 @@ def parse_log(source: str | os.PathLike[str] | Iterable[str], *, zero_stage: int
 
 
 #: the log shows the flops profiler was on (config echo, or its own messages)
-_PROFILER_ON = re.compile(r"flops_profiler[^\n]{0,300}?[\"']?enabled[\"']?\s*[:=]\s*(?:true|True)|FlopsProfiler|profile_step", re.IGNORECASE)
+_PROFILER_ON = re.compile(
+    r"flops_profiler[^\n]{0,300}?[\"']?enabled[\"']?\s*[:=]\s*(?:true|True)|FlopsProfiler|profile_step", re.IGNORECASE
+)

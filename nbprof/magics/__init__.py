@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-_REGISTERED: list[object] = []
+from typing import Any
+
+_REGISTERED: list[Any] = []
 
 
 def register(ipython) -> None:
-    """Register every nbprof magic with ``ipython`` (modules that are not there yet are skipped)."""
-    import importlib
+    """Register every nbprof magic with ``ipython`` (an ImportError in a magic module propagates)."""
+    from . import nsys, torchprof
 
-    for modname in ("nbprof.magics.torchprof", "nbprof.magics.nsys"):
-        try:
-            mod = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            if exc.name == modname:
-                continue
-            raise
+    for mod in (torchprof, nsys):
         magics = mod.make_magics(ipython)
         ipython.register_magics(magics)
         _REGISTERED.append(magics)

@@ -28,95 +28,15 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
+from ..results.nsys import NsysResult
+
 __all__ = ["NsysMagics", "NsysResult", "make_magics"]
-
-
-class NsysResult:
-    """A loaded Nsight Systems profile with its summaries (what ``%nsys`` displays / returns with ``-o``).
-
-    Attributes
-    ----------
-    trace : nbprof.Trace
-    run : nbprof.capture.nsys.NsysRun or None
-        The ``nsys profile`` run (None for ``%nsys load``).
-    summaries : dict of DataFrame
-        ``nbprof.analysis.nsys_stats.summaries(trace)``.
-    findings : list of Finding
-        ``nbprof.analysis.nsys_rules.nsys_findings(trace)``.
-    """
-
-    def __init__(self, trace, run=None) -> None:
-        from ..analysis import nsys_rules, nsys_stats
-
-        self.trace = trace
-        self.run = run
-        self.summaries = nsys_stats.summaries(trace)
-        self.findings = nsys_rules.nsys_findings(trace)
-
-    @property
-    def steps(self):
-        """The NVTX step ranges (``nvtx_pushpop_trace`` rows whose range is a step), or an empty frame."""
-        from ..sources.nsys import nsys_tables
-
-        nv = nsys_tables(self.trace).get("nvtx")
-        if nv is None:
-            import pandas as pd
-
-            return pd.DataFrame()
-        ev = self.trace.events
-        m = (ev["cat"].astype(str) == "nvtx") & (ev["step"] >= 0)
-        return ev.loc[m, ["step", "name", "ts_ns", "dur_ns", "pid", "tid"]].reset_index(drop=True)
-
-    def timeline(self, **kwargs):
-        """The interactive timeline (``nbprof.viz.timeline``)."""
-        from ..viz.timeline import timeline
-
-        return timeline(self.trace, **kwargs)
-
-    def _head(self) -> str:
-        t = self.trace
-        s = t.summary()
-        cats = ", ".join(f"{k} {v}" for k, v in sorted(s["categories"].items(), key=lambda kv: -kv[1]))
-        where = f"{self.run.report_path} ({self.run.elapsed_s:.1f} s)" if self.run else t.meta.source_path
-        return (f"Nsight Systems profile {where}: {s['events']} events ({cats}); {len(s['steps'])} NVTX steps; "
-                f"{s['duration_ns'] / 1e6:.1f} ms; {t.meta.producer}")
-
-    def __repr__(self) -> str:
-        lines = [self._head()]
-        for k, df in self.summaries.items():
-            lines.append(f"\n{k}:\n{df.head(15).to_string(max_colwidth=60)}")
-        for f in self.findings:
-            lines.append(f"\n[{f.severity}] {f.title} -- {f.next_step}")
-        return "\n".join(lines)
-
-    def to_html(self, max_rows: int = 15) -> str:
-        """The summary as escaped HTML (tables + findings)."""
-        parts = [f"<div class='nbprof-nsys'><p><b>{html.escape(self._head())}</b></p>"]
-        steps = self.steps
-        if len(steps):
-            st = steps.assign(dur_ms=(steps["dur_ns"] / 1e6).round(3))[["step", "name", "dur_ms"]]
-            parts.append(f"<details open><summary>NVTX steps ({len(st)})</summary>"
-                         f"{st.to_html(index=False, escape=True, max_rows=max_rows)}</details>")
-        for k, df in self.summaries.items():
-            parts.append(f"<details open><summary>{html.escape(k)} ({len(df)} rows)</summary>"
-                         f"{df.to_html(index=False, escape=True, max_rows=max_rows, float_format=lambda v: f'{v:.4g}')}"
-                         "</details>")
-        if self.findings:
-            items = "".join(f"<li><b>{html.escape(f.severity)}</b> {html.escape(f.title)} "
-                            f"<i>({html.escape(f.where)})</i>: {html.escape(f.next_step)}</li>" for f in self.findings)
-            parts.append(f"<p><b>Expert rules</b></p><ul>{items}</ul>")
-        if not self.trace.report.clean:
-            parts.append(self.trace.report._repr_html_())
-        parts.append("</div>")
-        return "".join(parts)
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        return {"text/plain": repr(self), "text/html": self.to_html()}
 
 
 _COMMON = [
     argument("-t", "--trace", default=None, help="nsys -t (default cuda,nvtx,osrt with a CUDA driver, else nvtx,osrt)."),
-    argument("--sample", default="none", help="nsys --sample (default none: CPU sampling hangs Debian's nsys 2022.4 on CPU-only machines)."),
+    argument("--sample", default="none",
+             help="nsys --sample (default none: CPU sampling hangs Debian's nsys 2022.4 on CPU-only machines)."),
     argument("--cpuctxsw", default="none", help="nsys --cpuctxsw (default none, same reason)."),
     argument("--results", default="results/nsys", metavar="DIR", help="Folder for reports (default results/nsys)."),
     argument("--output", default=None, metavar="BASE", help="Report name (default: a unique name in --results)."),
@@ -164,15 +84,15 @@ class NsysMagics(Magics):
             if len(files) != 1:
                 raise UsageError("%nsys load [options] FILE: give one .nsys-rep or .sqlite file")
             load_file = files[0]
-        if args.action not in ("profile", "load"):
-            if cell is None and not command:  # `%nsys python x.py` without `profile --`
-                raise UsageError("usage: %nsys profile [options] -- python script.py args | %nsys load FILE")
+        if args.action not in ("profile", "load") and cell is None and not command:
+            # `%nsys python x.py` without `profile --`
+            raise UsageError("usage: %nsys profile [options] -- python script.py args | %nsys load FILE")
         if args.action == "load":
             if cell is not None:
                 raise UsageError("%%nsys load is not a cell magic; use %nsys load FILE")
             from ..sources import load
 
-            trace = load(os.path.expanduser(load_file))
+            trace = load(os.path.expanduser(str(load_file)))
             return self._publish(NsysResult(trace), args)
         if cell is not None:
             if command:
@@ -237,7 +157,7 @@ class NsysMagics(Magics):
         return result if args.return_result else None
 
     def _publish(self, result: NsysResult, args: Any, *, display_it: bool | None = None) -> Any:
-        if args.var:
+        if args.var and self.shell is not None:
             self.shell.user_ns[args.var] = result
         if display_it is None:
             display_it = not (args.quiet or args.return_result)
@@ -245,10 +165,7 @@ class NsysMagics(Magics):
             from IPython.display import display
 
             if not args.no_timeline:
-                try:
-                    display(result.timeline())
-                except ImportError:
-                    pass
+                display(result.timeline())
             display(result)
         return result if args.return_result else None
 

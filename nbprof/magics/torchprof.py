@@ -1,8 +1,9 @@
 """``%%torchprof`` / ``%torchprof``: PyTorch Profiler around a notebook cell (IPython glue only).
 
-Options are declared with ``IPython.core.magic_arguments`` so ``%torchprof?`` prints them and a
-bad flag raises ``UsageError``. The profiling itself is ``nbprof.capture.torch_profiler.profile``;
-the displayed object is ``nbprof.result.ProfileResult``.
+Options are declared once, as the fields of ``nbprof.capture.options.ProfileOptions``; their
+``IPython.core.magic_arguments`` arguments are built from the fields' metadata, so ``%torchprof?``
+prints them and a bad flag raises ``UsageError``. The profiling is ``nbprof.profile``
+(``nbprof.profiling``); the displayed object is ``nbprof.results.profile.ProfileResult``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ..capture.options import ProfileOptions, argparse_arguments
+
 __all__ = ["TorchProfMagics", "make_magics"]
+
+
+def _option_arguments(func: Any) -> Any:
+    """One IPython ``argument`` per :class:`ProfileOptions` field (flags, help, type from its metadata)."""
+    for flags, kwargs in reversed(argparse_arguments()):
+        func = argument(*flags, **kwargs)(func)
+    return func
 
 
 def _split_line(parser: Any, line: str) -> tuple[str, str]:
@@ -53,50 +63,9 @@ class TorchProfMagics(Magics):
     """The ``torchprof`` magic."""
 
     @magic_arguments()
-    @argument(
-        "-a",
-        "--activities",
-        action="append",
-        metavar="LIST",
-        help="What to profile: cpu, cuda, gpu (comma-separated or repeated; default cpu). "
-        "'gpu' means the available accelerator (torch has no ProfilerActivity.GPU). "
-        "A device that is not available gives a one-line note and a CPU-only profile.",
-    )
-    @argument("--record-shapes", action="store_true", help="Record operator input shapes.")
-    @argument("--profile-memory", action="store_true", help="Record tensor allocations and frees.")
-    @argument("--with-stack", action="store_true", help="Record Python call stacks of operators ('Call stack').")
-    @argument("--with-flops", action="store_true", help="Estimate FLOPs of matrix multiplications and convolutions.")
-    @argument("--with-modules", action="store_true", help="Record the nn.Module hierarchy (Python tracer).")
-    @argument("--steps", type=int, default=1, metavar="N", help="Run the cell N times, one profiler step each (default 1).")
-    @argument("--wait", type=int, default=0, metavar="N", help="Schedule: steps skipped before warm-up (default 0).")
-    @argument("--warmup", type=int, default=0, metavar="N", help="Schedule: warm-up steps, profiled but discarded (default 0).")
-    @argument("--active", type=int, default=None, metavar="N", help="Schedule: recorded steps per cycle (default: all remaining).")
-    @argument("--repeat", type=int, default=1, metavar="N", help="Schedule: number of cycles, 0 = until the end (default 1).")
-    @argument(
-        "--sort-by",
-        default="cpu_time_total",
-        metavar="KEY",
-        help="Sort key of the operator table, as torch's key_averages().table: cpu_time_total, "
-        "self_cpu_time_total, cuda_time_total / self_cuda_time_total (= device time), "
-        "device_time_total, cpu_memory_usage, count, flops ... (default cpu_time_total).",
-    )
-    @argument("--row-limit", type=int, default=20, metavar="N", help="Rows of the operator table shown (default 20).")
-    @argument("--group-by", default="name", choices=["name", "shapes", "stack"], help="Operator table key (default name).")
-    @argument("--trace", default=None, metavar="PATH", help="Write the Chrome trace to PATH (.json or .json.gz).")
-    @argument(
-        "--tensorboard",
-        default=None,
-        metavar="LOGDIR",
-        help="Write <LOGDIR>/<worker>.<time_ns>.pt.trace.json (tensorboard_trace_handler layout).",
-    )
-    @argument("--memory-snapshot", default=None, metavar="PATH",
-              help="Record CUDA allocator history and write a snapshot pickle to PATH (needs CUDA).")
-    @argument("--worker-name", default=None, metavar="NAME", help="Worker part of TensorBoard file names (default <host>_<pid>).")
-    @argument("--gzip", action="store_true", help="Write TensorBoard files gzip-compressed (.pt.trace.json.gz).")
-    @argument("--force", action="store_true", help="Overwrite an existing --trace file (default: write a new name).")
+    @_option_arguments
     @argument("-o", dest="return_result", action="store_true", help="Return the ProfileResult (r = %%torchprof -o ...).")
     @argument("--var", default=None, metavar="NAME", help="Store the ProfileResult in the variable NAME.")
-    @argument("-q", "--quiet", action="store_true", help="Do not display the result.")
     @no_var_expand
     @line_cell_magic
     def torchprof(self, line: str, cell: str | None = None) -> Any:
@@ -119,7 +88,7 @@ class TorchProfMagics(Magics):
 
             r = %torchprof -o --sort-by self_cuda_time_total model(x).sum().backward()
         """
-        from ..capture.torch_profiler import ProfileOptions, profile
+        from ..profiling import profile
 
         if cell is None:
             opts, code = _split_line(self.torchprof.parser, line)
@@ -130,29 +99,7 @@ class TorchProfMagics(Magics):
         args = parse_argstring(self.torchprof, opts)
         if args.var is not None and not str(args.var).isidentifier():
             raise UsageError(f"--var {args.var!r} is not a valid variable name")
-        options = ProfileOptions(
-            activities=tuple(args.activities or ("cpu",)),
-            record_shapes=args.record_shapes,
-            profile_memory=args.profile_memory,
-            with_stack=args.with_stack,
-            with_flops=args.with_flops,
-            with_modules=args.with_modules,
-            wait=args.wait,
-            warmup=args.warmup,
-            active=args.active,
-            repeat=args.repeat,
-            steps=args.steps,
-            sort_by=args.sort_by,
-            row_limit=args.row_limit,
-            group_by=args.group_by,
-            trace=args.trace,
-            tensorboard=args.tensorboard,
-            memory_snapshot=args.memory_snapshot,
-            worker_name=args.worker_name,
-            gzip=args.gzip,
-            force=args.force,
-            quiet=args.quiet,
-        )
+        options = ProfileOptions.from_namespace(args)
         try:
             options = options.validated()
         except ValueError as exc:
@@ -166,6 +113,8 @@ class TorchProfMagics(Magics):
             raise UsageError(str(exc)) from None
 
         shell = self.shell
+        if shell is None:
+            raise UsageError("%%torchprof runs inside IPython only")
         source = shell.transform_cell(code)
         filename = shell.compile.cache(source)  # so tracebacks show the cell's lines
         compiled = shell.compile(source, filename, "exec")  # a SyntaxError surfaces before profiling
@@ -184,7 +133,7 @@ class TorchProfMagics(Magics):
         return result if args.return_result else None
 
     def _publish(self, result: Any, args: Any, *, display_it: bool) -> None:
-        if args.var:
+        if args.var and self.shell is not None:
             self.shell.user_ns[args.var] = result
         if display_it:
             from IPython.display import display

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..trace.model import Trace
 
@@ -43,7 +44,8 @@ class LoaderRegistry:
                 mod, fn = self._by_suffix[suf].split(":")
                 import importlib
 
-                return getattr(importlib.import_module(mod), fn)
+                reader: Callable[..., Trace] = getattr(importlib.import_module(mod), fn)
+                return reader
         from ..errors import TraceFormatError
 
         msg = f"unknown trace file type: expected a file ending in one of {', '.join(self.suffixes())}"
@@ -100,7 +102,7 @@ def check_file(path: str, what: str = "trace file") -> None:
         raise TraceFormatError(path, None, "cannot read: permission denied")
 
 
-def load(path: str | os.PathLike[str], *, strict: bool = False, **kwargs) -> Trace:
+def load(path: str | os.PathLike[str], *, strict: bool = False, **kwargs: Any) -> Trace:
     """Load any supported trace file into a ``Trace`` (see ``nbprof.load``).
 
     Every loader takes ``strict``: False repairs what it can and lists it in the load report; True

@@ -129,7 +129,7 @@ def _pid_alive(pid: int) -> bool:
 
 def _http_ok(port: int, path: str = "/data/plugins_listing", timeout: float = 2.0) -> bool:
     try:
-        with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=timeout) as r:  # noqa: S310
+        with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=timeout) as r:
             return r.status == 200
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -240,7 +240,7 @@ def start(
     argv += [str(a) for a in extra_args]
     fd, err_path = tempfile.mkstemp(prefix="nbprof-tensorboard-", suffix=".stderr")
     try:
-        proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+        proc = subprocess.Popen(  # argv list, no shell
             argv, stdout=subprocess.DEVNULL, stderr=fd, stdin=subprocess.DEVNULL, start_new_session=True
         )
     finally:
@@ -307,15 +307,16 @@ def stop(handle_or_pid: TensorBoardHandle | int, *, timeout_s: float = 10.0) -> 
         h = handle_or_pid
     else:
         pid = int(handle_or_pid)
-        h = _STARTED.get(pid) or next((x for x in running() if x.pid == pid), None)
-        if h is None:
+        known = _STARTED.get(pid) or next((x for x in running() if x.pid == pid), None)
+        if known is None:
             msg = f"pid {pid} is not a TensorBoard process known to this session or to tensorboard.manager"
             raise ValueError(msg)
-    _terminate(h.pid, h._proc, timeout_s)  # noqa: SLF001
+        h = known
+    _terminate(h.pid, h._proc, timeout_s)
     _STARTED.pop(h.pid, None)
-    if h._stderr_path:  # noqa: SLF001
+    if h._stderr_path:
         with contextlib.suppress(OSError):
-            os.unlink(h._stderr_path)  # noqa: SLF001
+            os.unlink(h._stderr_path)
 
 
 def proxy_url(port: int) -> str | None:

@@ -72,8 +72,8 @@ def discover(logdir: str | os.PathLike[str]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for dirpath, dirnames, files in os.walk(root):
         dirnames.sort()
-        matches = [(f, TRACE_FILE_PATTERN.match(f)) for f in sorted(files)]
-        matches = [(f, m) for f, m in matches if m and os.path.isfile(os.path.join(dirpath, f))]
+        found = [(f, TRACE_FILE_PATTERN.match(f)) for f in sorted(files)]
+        matches = [(f, m) for f, m in found if m is not None and os.path.isfile(os.path.join(dirpath, f))]
         if not matches:
             continue
         run = os.path.basename(root) if dirpath == root else os.path.relpath(dirpath, root)

@@ -11,24 +11,29 @@ with ``O_EXCL`` and a clash moves the timestamp on by 1 ns.
 
 Scalars and text use TensorBoard's own TF-free writer stack (``EventFileWriter`` +
 the scalar and text plugins' ``*_pb`` summary builders), so TensorFlow is not needed.
-Each group of tags is written only when its analysis exists in this installation
-and applies to the trace; ``WrittenRun.skipped`` says why a group was left out.
+Each group of tags is written only when its analysis applies to the trace; ``WrittenRun.skipped``
+says why a group was left out. The Markdown of the text tags comes from ``nbprof.results.tensorboard``.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import shutil
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from ..analysis.advisor import advise
+from ..analysis.memory import memory_peak
+from ..analysis.operators import operator_summary
+from ..analysis.steps import step_breakdown
+from ..analysis.utilization import gpu_utilization
 from ..errors import EmptyProfileError, MissingDependencyError, NbprofError
+from ..results.tensorboard import findings_markdown, md_escape, operators_markdown, summary_markdown
 from ..trace.model import Trace
 
-__all__ = ["WrittenRun", "write_run", "write_trace", "write_scalars", "TAG_PREFIX", "STEP_CATEGORIES"]
+__all__ = ["WrittenRun", "write_run", "write_trace", "write_scalars", "md_escape", "TAG_PREFIX", "STEP_CATEGORIES"]
 
 TAG_PREFIX = "nbprof"
 
@@ -224,10 +229,10 @@ class _Events:
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
         except ImportError as exc:  # pragma: no cover - tensorboard is a core dependency
             msg = "writing TensorBoard scalars needs the 'tensorboard' package: pip install tensorboard"
-            raise MissingDependencyError(msg) from exc
+            raise MissingDependencyError(msg, name="tensorboard") from exc
         self._event_pb2, self._scalar_pb, self._text_pb = event_pb2, scalar_pb, text_pb
         self._w = EventFileWriter(run_dir, filename_suffix=".nbprof")
-        self.path: str = self._w._file_name  # noqa: SLF001 - the writer exposes no getter for it
+        self.path: str = self._w._file_name  # the writer exposes no getter for it
         self.scalar_tags: list[str] = []
         self.text_tags: list[str] = []
         self._described: set[str] = set()
@@ -253,83 +258,6 @@ class _Events:
 
     def close(self) -> None:
         self._w.close()
-
-
-def _analysis(module: str, name: str) -> Callable[..., Any] | None:
-    try:
-        mod = importlib.import_module(f"nbprof.analysis.{module}")
-    except ImportError:
-        return None
-    return getattr(mod, name, None)
-
-
-# Python-Markdown's backslash-escapable characters (markdown.Markdown.ESCAPED_CHARS) plus '|' (tables
-# extension); '<', '>' and '&' become entities instead, which the sanitiser keeps as text.
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|])")
-
-
-def md_escape(text: Any) -> str:
-    """Escape a trace-supplied string for a Markdown table cell (TensorBoard's text plugin renders Markdown).
-
-    Backslash-escapes Markdown punctuation (including ``|``), writes ``& < >`` as entities and folds
-    newlines, so an operator name can neither break the table nor inject markup.
-    """
-    s = str(text).replace("\r", " ").replace("\n", " ")
-    s = _MD_SPECIAL.sub(r"\\\1", s)
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _fmt_ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f}"
-
-
-def _operators_markdown(df, top: int) -> str:
-    cols = [
-        ("count", "count", lambda v: f"{int(v)}"),
-        ("self_host_ns", "self host ms", _fmt_ms),
-        ("total_host_ns", "total host ms", _fmt_ms),
-        ("self_device_ns", "self device ms", _fmt_ms),
-        ("total_device_ns", "total device ms", _fmt_ms),
-    ]
-    cols = [c for c in cols if c[0] in df.columns]
-    if "self_device_ns" in df.columns and not (df["self_device_ns"].fillna(0) > 0).any():
-        cols = [c for c in cols if "device" not in c[0]]
-    head = "| operator | " + " | ".join(c[1] for c in cols) + " |"
-    sep = "|---|" + "---:|" * len(cols)
-    rows = []
-    for _, r in df.head(top).iterrows():
-        rows.append("| " + md_escape(r["name"]) + " | " + " | ".join(f(r[c]) for c, _, f in cols) + " |")
-    note = f"\n\nTop {min(top, len(df))} of {len(df)} operators by total host time (nbprof.analysis.operators)."
-    return "\n".join([head, sep, *rows]) + note
-
-
-def _findings_markdown(findings: list[Any]) -> str:
-    if not findings:
-        return "No findings: none of nbprof's advisor rules fired on this trace."
-    lines = ["| severity | rule | finding | where | next step |", "|---|---|---|---|---|"]
-    for f in findings:
-        cells = (md_escape(getattr(f, k, "")) for k in ("severity", "rule", "title", "where", "next_step"))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _summary_markdown(trace: Trace, written: WrittenRun) -> str:
-    s = trace.summary()
-    lines = [
-        "| field | value |",
-        "|---|---|",
-        f"| source | {md_escape(s['path'])} |",
-        f"| producer | {md_escape(s['producer'])} |",
-        f"| rank / world size | {s['rank']} / {s['world_size']} |",
-        f"| events | {s['events']} |",
-        f"| steps | {md_escape(', '.join(map(str, s['steps'])) or 'none')} |",
-        f"| duration ms | {s['duration_ns'] / 1e6:.3f} |",
-        f"| devices | {md_escape(', '.join(s['devices']) or 'none (host only)')} |",
-        f"| load report | {'clean' if s['clean_load'] else md_escape(str(len(trace.report.issues)) + ' issues')} |",
-    ]
-    if written.trace_path:
-        lines.append(f"| trace file | {md_escape(os.path.basename(written.trace_path))} |")
-    return "\n".join(lines)
 
 
 def _device_label(dev: int, device_type: int | None = None) -> str:
@@ -369,7 +297,7 @@ def write_scalars(
     ``nbprof/summary`` (text)
         Source file, producer, rank, events, steps, duration, devices, load report.
 
-    A group whose analysis is not installed, or does not apply (no ``ProfilerStep`` ranges, no device,
+    A group whose analysis does not apply (no ``ProfilerStep`` ranges, no device,
     no ``[memory]`` events, ``EmptyProfileError`` from the analysis), is skipped and the reason recorded
     in ``WrittenRun.skipped``; any other exception from an analysis propagates.
 
@@ -413,7 +341,7 @@ def write_scalars(
             if reason:
                 out.skipped[group] = reason
         ev.text(
-            f"{TAG_PREFIX}/summary", _summary_markdown(trace, out), 0, "What this run's trace holds (Trace.summary())."
+            f"{TAG_PREFIX}/summary", summary_markdown(trace, out.trace_path), 0, "What this run's trace holds (Trace.summary())."
         )
     finally:
         ev.close()
@@ -425,9 +353,6 @@ def write_scalars(
 
 
 def _write_steps(trace: Trace, ev: _Events) -> str | None:
-    step_breakdown = _analysis("steps", "step_breakdown")
-    if step_breakdown is None:
-        return "nbprof.analysis.steps.step_breakdown is not available"
     if not trace.steps:
         return "no ProfilerStep#N ranges in the trace"
     df = step_breakdown(trace)
@@ -455,12 +380,9 @@ def _write_steps(trace: Trace, ev: _Events) -> str | None:
 
 
 def _write_gpu_utilization(trace: Trace, ev: _Events) -> str | None:
-    gpu_util = _analysis("utilization", "gpu_utilization")
-    if gpu_util is None:
-        return "nbprof.analysis.utilization.gpu_utilization is not available"
     if not trace.has_device:
         return "no device (GPU) activity in the trace"
-    df = gpu_util(trace)
+    df = gpu_utilization(trace)
     if df.empty:
         return "gpu_utilization returned no devices"
     for _, r in df.iterrows():
@@ -474,9 +396,6 @@ def _write_gpu_utilization(trace: Trace, ev: _Events) -> str | None:
 
 
 def _write_memory_peak(trace: Trace, ev: _Events) -> str | None:
-    memory_peak = _analysis("memory", "memory_peak")
-    if memory_peak is None:
-        return "nbprof.analysis.memory.memory_peak is not available"
     if trace.memory.empty:
         return "no [memory] events (profile_memory was off)"
     df = memory_peak(trace)
@@ -493,15 +412,12 @@ def _write_memory_peak(trace: Trace, ev: _Events) -> str | None:
 
 
 def _write_top_operators(trace: Trace, ev: _Events, top: int) -> str | None:
-    op_summary = _analysis("operators", "operator_summary")
-    if op_summary is None:
-        return "nbprof.analysis.operators.operator_summary is not available"
-    df = op_summary(trace)
+    df = operator_summary(trace)
     if df.empty:
         return "no operators (cpu_op events) in the trace"
     ev.text(
         f"{TAG_PREFIX}/top_operators",
-        _operators_markdown(df, top),
+        operators_markdown(df, top),
         0,
         "Top operators by total host time (nbprof.analysis.operators.operator_summary).",
     )
@@ -509,12 +425,9 @@ def _write_top_operators(trace: Trace, ev: _Events, top: int) -> str | None:
 
 
 def _write_advisor(trace: Trace, ev: _Events) -> str | None:
-    advise = _analysis("advisor", "advise")
-    if advise is None:
-        return "nbprof.analysis.advisor.advise is not available"
     ev.text(
         f"{TAG_PREFIX}/advisor",
-        _findings_markdown(list(advise(trace))),
+        findings_markdown(list(advise(trace))),
         0,
         "nbprof advisor findings (nbprof.analysis.advisor.advise).",
     )
@@ -576,6 +489,8 @@ def write_run(
             from ..sources import load
 
             src = written.trace_path if hasattr(trace_or_path, "export_chrome_trace") else os.fspath(trace_or_path)
+            if src is None:
+                raise NbprofError("the profiler wrote no trace file to load")
             trace = load(src)
         write_scalars(trace, logdir, run, top_operators=top_operators, written=written)
     return written

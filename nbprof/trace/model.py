@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from . import schema
+from .viewer import viewer
 
 
 @dataclass
@@ -44,10 +44,19 @@ class LoadReport:
     issues: list[LoadIssue] = field(default_factory=list)
 
     def add(self, kind: str, action: str, count: int, message: str, offset: int | None = None) -> None:
-        """Record one issue (merging counts with an existing issue of the same kind and action)."""
+        """Record one issue, merging it with an existing issue of the same kind and action.
+
+        A merge sums the counts and keeps the first message and the first known offset; a
+        message that starts with its count (``"1 events had ..."``, the convention of every
+        loader) is restated with the merged count (``"4 events had ..."``).
+        """
         for it in self.issues:
             if it.kind == kind and it.action == action:
+                old = it.count
                 it.count += count
+                lead = f"{old} "
+                if it.message.startswith(lead) and it.count != old:
+                    it.message = f"{it.count} " + it.message[len(lead):]
                 if it.offset is None:
                     it.offset = offset
                 return
@@ -90,12 +99,6 @@ class LoadReport:
             where = f" (byte {i.offset})" if i.offset is not None else ""
             lines.append(f"  - {i.action}: {i.message}{where}")
         return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<li><b>{html.escape(i.action)}</b>: {html.escape(i.message)}</li>" for i in self.issues
-        ) or "<li>clean</li>"
-        return f"<div><b>Load report</b> for <code>{html.escape(self.path)}</code><ul>{rows}</ul></div>"
 
 
 @dataclass
@@ -245,8 +248,8 @@ class Trace:
         schema.validate(self.memory, schema.MEMORY_COLUMNS, "memory")
         schema.validate(self.counters, schema.COUNTER_COLUMNS, "counters")
 
-    def show(self, view: str | None = None, **kwargs: Any):
-        """The interactive viewer of this trace (imports ``nbprof.viz`` only now).
+    def show(self, view: str | None = None, **kwargs: Any) -> Any:
+        """The interactive viewer of this trace (the one ``nbprof.trace.viewer`` names: ``nbprof.viz``'s dashboard).
 
         Parameters
         ----------
@@ -260,8 +263,4 @@ class Trace:
         ipywidgets.Widget
             Display it (it is also the cell's value when last in a cell).
         """
-        from ..viz.dashboard import dashboard
-
-        if view is None:
-            return dashboard(self, **kwargs)
-        return dashboard(self, views=(view,), **kwargs).show_view(view)
+        return viewer()(self, view, **kwargs)

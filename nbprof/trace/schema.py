@@ -68,7 +68,11 @@ CATEGORY_ALIASES = {
 
 
 def canonical_category(cat: str | None) -> str | None:
-    """Map a source's category spelling to nbprof's vocabulary (unknown ones pass through)."""
+    """Map a source's category spelling to nbprof's vocabulary (unknown ones pass through).
+
+    >>> canonical_category("Kernel"), canonical_category("CUPTI_ACTIVITY_KIND_MEMCPY"), canonical_category("fwdbwd")
+    ('kernel', 'gpu_memcpy', 'fwdbwd')
+    """
     if cat is None:
         return None
     return CATEGORY_ALIASES.get(cat, cat)

@@ -1,10 +1,13 @@
-"""Shared plumbing of the live views: BokehJS loading, the widget wrapper, formatting."""
+"""Shared plumbing of the live views: BokehJS loading, the widget wrapper (units: ``nbprof.results.format``)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as widgets
+
+from ..results.format import fmt_bytes, fmt_ns  # re-exported (the one home of units)
 
 __all__ = ["NbprofView", "load_bokehjs", "fmt_ns", "fmt_bytes"]
 
@@ -34,27 +37,6 @@ def load_bokehjs(force: bool = False) -> bool:
     output_notebook(INLINE, hide_banner=True)
     _BOKEHJS_LOADED = True
     return True
-
-
-def fmt_ns(ns: float) -> str:
-    """Human duration: ``1.23 ms``, ``456 us``, ``789 ns``."""
-    a = abs(float(ns))
-    if a >= 1e9:
-        return f"{ns / 1e9:.3f} s"
-    if a >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    if a >= 1e3:
-        return f"{ns / 1e3:.2f} us"
-    return f"{ns:.0f} ns"
-
-
-def fmt_bytes(b: float) -> str:
-    """Human size in binary units: ``1.50 GiB``."""
-    a = abs(float(b))
-    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if a >= div:
-            return f"{b / div:.2f} {unit}"
-    return f"{b:.0f} B"
 
 
 class NbprofView(widgets.VBox):

@@ -10,31 +10,13 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
+from . import registry
 from ._escape import escape_html
 
-__all__ = ["dashboard", "Dashboard", "VIEWS"]
+__all__ = ["dashboard", "Dashboard", "VIEWS", "show_trace"]
 
-VIEWS = ("overview", "operators", "timeline", "memory")
-
-
-def _make(name: str, trace, theme: str, width: int):
-    if name == "timeline":
-        from .timeline import timeline
-
-        return timeline(trace, theme=theme, width=width)
-    if name == "operators":
-        from .operators import operators_view
-
-        return operators_view(trace, theme=theme, width=width)
-    if name == "memory":
-        from .memory import memory_view
-
-        return memory_view(trace, theme=theme, width=width)
-    if name == "overview":
-        from .overview import overview_view
-
-        return overview_view(trace, theme=theme, width=width)
-    raise ValueError(f"unknown view {name!r}; choose from {VIEWS}")
+#: the views of the dashboard, in order (``nbprof.viz.registry``)
+VIEWS = registry.VIEWS
 
 
 class Dashboard(widgets.VBox):
@@ -56,8 +38,7 @@ class Dashboard(widgets.VBox):
         self.errors: dict = {}
         names = list(views)
         for n in names:
-            if n not in VIEWS:
-                raise ValueError(f"unknown view {n!r}; choose from {VIEWS}")
+            registry.get(n)  # ValueError for an unknown view
         s = trace.summary()
         head = widgets.HTML(
             f"<b>nbprof</b> <code>{escape_html(s['path'])}</code> &mdash; {s['events']} events, "
@@ -77,7 +58,7 @@ class Dashboard(widgets.VBox):
         """Build (once) and show the view ``name``; returns it (or the error widget)."""
         if name not in self.views and name not in self.errors:
             try:
-                self.views[name] = _make(name, self.trace, self.theme, self.width)
+                self.views[name] = registry.live(name, self.trace, theme=self.theme, width=self.width)
             except (ValueError, KeyError) as e:  # e.g. no operators / no steps in this trace
                 self.errors[name] = f"{name} view not available for this trace: {e}"
         w = self.views.get(name) or widgets.HTML(f"<i>{escape_html(self.errors[name])}</i>")
@@ -117,3 +98,10 @@ def dashboard(trace, *, views=VIEWS, start: str | None = None, theme: str = "aut
         An ipywidgets ``VBox``: a header, a view selector, and the selected view (built on first use).
     """
     return Dashboard(trace, views=views, start=start, theme=theme, width=width)
+
+
+def show_trace(trace, view: str | None = None, **kwargs):
+    """``Trace.show``: the dashboard of all views (``view=None``) or that one view (registered as the trace's viewer)."""
+    if view is None:
+        return dashboard(trace, **kwargs)
+    return dashboard(trace, views=(view,), **kwargs).show_view(view)

@@ -2,25 +2,16 @@
 
 A report page (``nbprof report``) loads BokehJS once, inline, in its ``<head>``; the notebook cells
 then carry only each view's document (``bokeh.embed.components``), so the HTML stays small and works
-with no network. In a live notebook the same call displays the interactive widget.
+with no network. The workflow notebooks pass their ``static_views`` papermill parameter (``nbprof
+report`` sets it True) as ``static``. In a live notebook the same call displays the interactive widget.
 """
 
 from __future__ import annotations
 
-import os
-
-__all__ = ["show", "static_mode", "STATIC_ENV"]
-
-#: Environment variable that switches ``show`` to static components (set by ``nbprof report``).
-STATIC_ENV = "NBPROF_STATIC_VIEWS"
+__all__ = ["show"]
 
 
-def static_mode() -> bool:
-    """True when views should be emitted as static components (``NBPROF_STATIC_VIEWS=1``)."""
-    return os.environ.get(STATIC_ENV, "") not in ("", "0", "false", "False")
-
-
-def show(obj, views=None, *, static: bool | None = None, theme: str = "light", width: int = 1100):
+def show(obj, views=None, *, static: bool = False, theme: str = "light", width: int = 1100):
     """Display ``obj`` (a Trace, an ``NbprofView``, a dashboard or a Bokeh layout).
 
     Parameters
@@ -28,8 +19,8 @@ def show(obj, views=None, *, static: bool | None = None, theme: str = "light", w
     obj : Trace, NbprofView, Dashboard or bokeh LayoutDOM
     views : list of str, optional
         For a Trace: which views (``nbprof.viz.static.VIEWS``); default all.
-    static : bool, optional
-        Force static components (True) or the live widget (False); default ``static_mode()``.
+    static : bool, default False
+        Static components (True: for a report page that loads BokehJS itself) or the live widget.
     theme : {"light", "dark"}
         Theme of the static form.
 
@@ -40,7 +31,6 @@ def show(obj, views=None, *, static: bool | None = None, theme: str = "light", w
     """
     from IPython.display import HTML, display
 
-    static = static_mode() if static is None else static
     if static:
         from bokeh.embed import components
         from bokeh.model import Model

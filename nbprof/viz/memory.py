@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._base import NbprofView, fmt_bytes, fmt_ns
+from ..analysis import memory as mem
+from ..results.format import fmt_bytes, fmt_ns
+from ._base import NbprofView
 from ._escape import truncate
 from .theme import apply_theme, auto_theme_callback, style_widgets
 
@@ -38,20 +40,12 @@ def decimate_minmax(x: np.ndarray, y: np.ndarray, n_bins: int = 2000) -> tuple[n
 def memory_tables(trace, *, n_largest: int = 20) -> dict:
     """The analyses this view shows: ``curve``, ``peak`` and ``largest`` DataFrames (``None`` if absent).
 
-    Uses ``nbprof.analysis.memory``; the ``missing`` key names the functions that are not available.
+    Uses ``nbprof.analysis.memory``; the ``missing`` key (kept for the layout) is always empty.
     """
-    out: dict = {"curve": None, "peak": None, "largest": None, "missing": []}
-    try:
-        from ..analysis import memory as mem
-    except ImportError:
-        mem = None
-    for key, fn, kw in (("curve", "memory_curve", {}), ("peak", "memory_peak", {}),
-                        ("largest", "largest_allocations", {"n": n_largest})):
-        f = getattr(mem, fn, None) if mem is not None else None
-        if f is None:
-            out["missing"].append(fn)
-            continue
-        out[key] = f(trace, **kw)
+    out: dict = {"missing": []}
+    out["curve"] = mem.memory_curve(trace)
+    out["peak"] = mem.memory_peak(trace)
+    out["largest"] = mem.largest_allocations(trace, n=n_largest)
     if out["curve"] is None and len(trace.memory):
         # the loaded [memory] table already carries the allocator totals after each event
         m = trace.memory
@@ -69,8 +63,16 @@ def _pick(df: pd.DataFrame, names: tuple[str, ...]):
 
 def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     from bokeh.layouts import column
-    from bokeh.models import (ColumnDataSource, CustomJS, DataTable, Div, HoverTool, NumberFormatter,
-                              StringFormatter, TableColumn)
+    from bokeh.models import (
+        ColumnDataSource,
+        CustomJS,
+        DataTable,
+        Div,
+        HoverTool,
+        NumberFormatter,
+        StringFormatter,
+        TableColumn,
+    )
     from bokeh.plotting import figure
 
     curve = tables["curve"]
@@ -192,3 +194,8 @@ def memory_view(trace, *, n_largest: int = 20, theme: str = "auto", width: int =
                       static_builder=lambda theme="light": _build(tables, theme=theme, width=width)[0])
     view.tables = tables
     return view
+
+
+def static_view(trace, *, theme: str = "light", width: int = 1100):
+    """The memory view as a static Bokeh layout (no widget)."""
+    return _build(memory_tables(trace), theme=theme, width=width)[0]

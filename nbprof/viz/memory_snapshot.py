@@ -13,7 +13,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis import memory_snapshot as ams
-from ._base import NbprofView, fmt_bytes, fmt_ns
+from ..results.format import fmt_bytes, fmt_ns
+from ._base import NbprofView
 from ._escape import truncate
 
 __all__ = ["memory_snapshot_view", "snapshot_tables"]
@@ -53,9 +54,17 @@ def _curve_data(tl: pd.DataFrame) -> dict:
 
 
 def _build(snap, device: int, tables: dict, *, live: bool, width: int = 1100, max_points: int = 4000):
-    from bokeh.layouts import column, row
-    from bokeh.models import (ColumnDataSource, DataTable, Div, HoverTool, NumberFormatter, RangeTool,
-                              StringFormatter, TableColumn)
+    from bokeh.layouts import column
+    from bokeh.models import (
+        ColumnDataSource,
+        DataTable,
+        Div,
+        HoverTool,
+        NumberFormatter,
+        RangeTool,
+        StringFormatter,
+        TableColumn,
+    )
     from bokeh.plotting import figure
 
     tl = tables["timeline"]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._base import NbprofView, fmt_ns
+from ..results.format import fmt_ns
+from ._base import NbprofView
 from ._escape import truncate
 from .theme import apply_theme, auto_theme_callback, style_widgets
 
@@ -126,8 +127,18 @@ if (mode === 'copy') {
 
 def _build(tables: dict, *, theme: str = "light", width: int = 1100, top_n: int = 15):
     from bokeh.layouts import column, row
-    from bokeh.models import (Button, ColumnDataSource, CustomJS, DataTable, Div, NumberFormatter, Select,
-                              StringFormatter, TableColumn, TextInput)
+    from bokeh.models import (
+        Button,
+        ColumnDataSource,
+        CustomJS,
+        DataTable,
+        Div,
+        NumberFormatter,
+        Select,
+        StringFormatter,
+        TableColumn,
+        TextInput,
+    )
     from bokeh.plotting import figure
 
     if not tables:
@@ -254,3 +265,8 @@ def operators_view(trace, *, max_rows: int = 500, top_n: int = 15, theme: str = 
                       static_builder=lambda theme="light": _build(tables, theme=theme, width=width, top_n=top_n))
     view.tables = tables
     return view
+
+
+def static_view(trace, *, theme: str = "light", width: int = 1100):
+    """The operators view as a static Bokeh layout (browser-side grouping, filter and CSV; no widget)."""
+    return _build(operator_tables(trace), theme=theme, width=width)

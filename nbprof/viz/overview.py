@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import NbprofView, fmt_ns
+from ..analysis import advisor, steps, utilization
+from ..results.format import fmt_ns
+from ._base import NbprofView
 from ._escape import escape_html, truncate
 from .theme import apply_theme, auto_theme_callback, style_widgets
 
@@ -32,30 +34,15 @@ _SEVERITY_COLORS = {"high": "#d62728", "critical": "#d62728", "medium": "#f58518
 
 
 def overview_tables(trace) -> dict:
-    """``steps``, ``average``, ``utilization`` and ``findings`` from the analyses (None when one is absent).
+    """``steps``, ``average``, ``utilization`` and ``findings`` from the analyses.
 
-    The ``missing`` key lists analyses not available in this build.
+    The ``missing`` key (kept for the layout) is always empty: the analyses are part of nbprof.
     """
-    out: dict = {"steps": None, "average": None, "utilization": None, "findings": None, "missing": []}
-    try:
-        from ..analysis import steps
-
-        out["steps"] = steps.step_breakdown(trace)
-        out["average"] = steps.breakdown_average(out["steps"])
-    except ImportError:
-        out["missing"].append("steps.step_breakdown")
-    try:
-        from ..analysis import utilization
-
-        out["utilization"] = utilization.gpu_utilization(trace)
-    except ImportError:
-        out["missing"].append("utilization.gpu_utilization")
-    try:
-        from ..analysis import advisor
-
-        out["findings"] = advisor.advise(trace)
-    except ImportError:
-        out["missing"].append("advisor.advise")
+    out: dict = {"missing": []}
+    out["steps"] = steps.step_breakdown(trace)
+    out["average"] = steps.breakdown_average(out["steps"])
+    out["utilization"] = utilization.gpu_utilization(trace)
+    out["findings"] = advisor.advise(trace)
     return out
 
 
@@ -202,3 +189,8 @@ def overview_view(trace, *, theme: str = "auto", width: int = 1100) -> NbprofVie
                       static_builder=lambda theme="light": _build(tables, theme=theme, width=width))
     view.tables = tables
     return view
+
+
+def static_view(trace, *, theme: str = "light", width: int = 1100):
+    """The overview as a static Bokeh layout (no widget)."""
+    return _build(overview_tables(trace), theme=theme, width=width)

@@ -11,30 +11,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import registry
 from ._escape import escape_html
 
 __all__ = ["to_html", "static_layout", "VIEWS"]
 
-VIEWS = ("overview", "operators", "timeline", "memory")
-
-
-def _static_view(name: str, trace, theme: str, width: int):
-    """One view's static Bokeh layout, built from its tables (no widget, no BokehJS load)."""
-    if name == "timeline":
-        from .timeline import TimelineModel
-
-        return TimelineModel(trace).static_layout(width=width, theme=theme)
-    if name == "operators":
-        from . import operators
-
-        return operators._build(operators.operator_tables(trace), theme=theme, width=width)
-    if name == "memory":
-        from . import memory
-
-        return memory._build(memory.memory_tables(trace), theme=theme, width=width)[0]
-    from . import overview
-
-    return overview._build(overview.overview_tables(trace), theme=theme, width=width)
+#: the views a static page can hold (``nbprof.viz.registry``)
+VIEWS = registry.VIEWS
 
 
 def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int = 1100):
@@ -59,10 +42,9 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
         raise TypeError(f"to_html takes a Trace, a view or a dashboard, not {type(trace_or_view).__name__}")
     panels = []
     for name in views:
-        if name not in VIEWS:
-            raise ValueError(f"unknown view {name!r}; choose from {VIEWS}")
+        registry.get(name)  # ValueError for an unknown view
         try:
-            lay = _static_view(name, trace, theme, width)
+            lay = registry.static(name, trace, theme=theme, width=width)
         except (ValueError, KeyError) as e:
             lay = Div(text=f"{name} view not available for this trace: {e}", render_as_text=True)
         panels.append((name, lay))
@@ -74,7 +56,7 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
 
     items = []
     for name, lay in panels:
-        items += [Div(text=f"<h2>{escape_html(name.capitalize())}</h2>"), lay]
+        items += [Div(text=f"<h2>{escape_html(registry.get(name).title)}</h2>"), lay]
     return column(*items, name="nbprof_static")
 
 

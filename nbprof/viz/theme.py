@@ -9,9 +9,11 @@ HTML uses these, with ``"light"`` as the default).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from bokeh.models import CustomJS
+if TYPE_CHECKING:  # pragma: no cover
+    from bokeh.models import CustomJS
 
 __all__ = ["LIGHT", "DARK", "CATEGORY_COLORS", "apply_theme", "auto_theme_callback", "palette"]
 
@@ -131,6 +133,8 @@ def auto_theme_callback(plots: list, marker) -> CustomJS:
     It also increments ``document.body.dataset.nbprofReady`` (a hook browser tests wait on).
     ``marker`` is any model of the layout whose ``tags`` remember that the switch happened.
     """
+    from bokeh.models import CustomJS
+
     return CustomJS(args=dict(plots=list(plots), t=DARK, marker=marker), code=_AUTO_JS)
 
 

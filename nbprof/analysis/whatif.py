@@ -1,0 +1,259 @@
+"""What-if replay: predict step times after a change by replaying the dependency graph.
+
+The graph is :func:`nbprof.analysis.critical_path.build_graph`'s over the whole trace. Replay gives
+every node the time ``max(t[u] + w)`` over its in-edges, in topological order (sources keep their
+measured time), with the *replay weights* ``Graph.wmin``:
+
+* every edge first weighs the least it could: a host interval (between consecutive markers of one
+  thread: an op's self time, or a gap between ops) what it measured (one thing at a time per thread,
+  gaps kept as they were), except a gap that a ``wake`` edge explains and the inside of a call that
+  waited for the device, which weigh only the wake-up / return latency; a device op its duration; a
+  launch edge the median delay of launches onto an empty stream (``Graph.launch_delay_ns``); a
+  stream edge the median gap behind a queued op (``Graph.queued_gap_ns``); a sync edge the time from
+  the op's end to the call's return; ``fwdbwd`` 0 (never more than measured);
+* then each node's *binding* in-edge (the one whose source time + weight is latest) is raised to
+  what it measured, so a replay without change reproduces every measured time exactly (tested on
+  nine real traces: ``predict(trace, [])`` gives ``predicted == baseline`` per step) and a change
+  moves a node only through the constraint that really held it.
+
+Step times are then measured on the replayed times with the same rule as
+:func:`nbprof.analysis.steps.step_windows` (host ``ProfilerStep#N`` extended to its device work).
+
+Changes (combine them in a list; factors multiply):
+
+``scale(pattern, factor)``
+    Events whose name matches the regular expression ``pattern`` (case-insensitive search) take
+    ``factor`` × their time: a device op's duration, or every host interval inside a matching host
+    range (its children included).
+``dataloader(factor)``
+    The same for DataLoader ranges (``enumerate(DataLoader)#...__next__``, ``enumerate(DataPipe)#...``:
+    the rule of :mod:`nbprof.analysis.steps`).
+``faster_host(factor)``
+    Every host interval takes ``1 / factor`` × its time.
+``"no_dataloader"``
+    ``dataloader(0)``.
+``"no_host_gaps"``
+    CUDA-graph-like: device ops no longer wait for their launch calls (only the first op of each
+    stream in each step keeps its launch edge) and launch-bound gaps between ops shrink to the median
+    queued gap; host work itself is unchanged.
+``"overlap_communication"``
+    Communication device ops (NCCL/RCCL kernels, or with a ``collective``) take no time on their
+    stream: full overlap, an upper bound of the saving.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from ..trace.model import Trace
+from ..trace.predicates import name_mask as _name_mask
+from . import critical_path as cpm
+from .steps import _is_dataloader, step_windows
+
+SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of a what-if scenario (build with :func:`scale`, :func:`dataloader`, :func:`faster_host`)."""
+
+    kind: str
+    factor: float = 1.0
+    pattern: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "scale":
+            return f"scale({self.pattern!r}, {self.factor:g})"
+        if self.kind in ("dataloader", "faster_host"):
+            return f"{self.kind}({self.factor:g})"
+        return self.kind
+
+
+def scale(name_pattern: str, factor: float) -> Change:
+    """Events whose name matches ``name_pattern`` (regex, case-insensitive) take ``factor`` × their time.
+
+    Raises
+    ------
+    ValueError
+        For a negative factor or an invalid regular expression.
+    """
+    if factor < 0:
+        raise ValueError(f"factor must be >= 0, not {factor}")
+    re.compile(name_pattern)
+    return Change("scale", float(factor), name_pattern)
+
+
+def dataloader(factor: float) -> Change:
+    """DataLoader ranges (and what runs inside them) take ``factor`` × their time."""
+    if factor < 0:
+        raise ValueError(f"factor must be >= 0, not {factor}")
+    return Change("dataloader", float(factor))
+
+
+def faster_host(factor: float) -> Change:
+    """The host runs ``factor`` × faster: every host interval takes ``1/factor`` × its time."""
+    if factor <= 0:
+        raise ValueError(f"factor must be > 0, not {factor}")
+    return Change("faster_host", float(factor))
+
+
+def _as_changes(scenario: str | Change | Sequence[str | Change] | None) -> list[Change]:
+    if scenario is None:
+        return []
+    if isinstance(scenario, (str, Change)):
+        scenario = [scenario]
+    out = []
+    for s in scenario:
+        if isinstance(s, Change):
+            out.append(s)
+        elif s == "no_dataloader":
+            out.append(Change("dataloader", 0.0))
+        elif s in ("no_host_gaps", "overlap_communication"):
+            out.append(Change(s))
+        else:
+            raise ValueError(f"unknown scenario {s!r}; named scenarios: {SCENARIOS}, or scale()/dataloader()/"
+                             "faster_host() changes")
+    return out
+
+
+@dataclass
+class Prediction:
+    """A what-if prediction.
+
+    Attributes
+    ----------
+    baseline_step_ns, predicted_step_ns : float
+        Mean step time over the steps, measured and predicted, ns.
+    per_step : pandas.DataFrame
+        ``step, baseline_ns, predicted_ns`` (int64 ns), one row per step.
+    changes : list of Change
+    times : pandas.DataFrame
+        Replayed ``ts_ns``/``end_ns`` of the graph's events, indexed like ``trace.events`` rows.
+    """
+
+    baseline_step_ns: float
+    predicted_step_ns: float
+    per_step: pd.DataFrame
+    changes: list[Change]
+    times: pd.DataFrame
+
+    @property
+    def saving_ns(self) -> float:
+        """Predicted mean saving per step, ns (negative: slower)."""
+        return self.baseline_step_ns - self.predicted_step_ns
+
+    def __repr__(self) -> str:
+        ch = ", ".join(str(c) for c in self.changes) or "no change"
+        return (f"<Prediction [{ch}]: step {self.baseline_step_ns / 1e6:.3f} ms -> "
+                f"{self.predicted_step_ns / 1e6:.3f} ms over {len(self.per_step)} steps>")
+
+
+def _host_inside(g: cpm.Graph, ev: pd.DataFrame, match_rows: np.ndarray, edge_idx: np.ndarray) -> np.ndarray:
+    """Which host edges (``edge_idx``) start inside one of the host events ``match_rows`` (same thread)."""
+    return cpm.inside_ranges(ev, match_rows, g.node_row[g.src[edge_idx]], g.t[g.src[edge_idx]])
+
+
+def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.ndarray, np.ndarray]:
+    w = g.wmin.astype(np.float64).copy()
+    keep = np.ones(w.size, bool)
+    host_e = np.flatnonzero(g.kind == cpm.HOST)
+    dev_e = np.flatnonzero(g.kind == cpm.DEVICE)
+    names = ev["name"]
+    dev_col = ev["device"].to_numpy()
+    for c in changes:
+        if c.kind in ("scale", "dataloader"):
+            if c.kind == "scale":
+                rx = re.compile(c.pattern or "", re.IGNORECASE)
+
+                def matches(n: str, rx: re.Pattern[str] = rx) -> bool:
+                    return rx.search(n) is not None
+
+                hit = _name_mask(names, matches)
+            else:
+                hit = _name_mask(names, _is_dataloader)
+            gr = np.zeros(len(ev), bool)
+            gr[g.rows] = True
+            host_match = np.flatnonzero(hit & gr & (dev_col < 0))
+            inside = _host_inside(g, ev, host_match, host_e)
+            w[host_e[inside]] *= c.factor
+            if c.kind == "scale":
+                dm = hit[g.owner[dev_e]]
+                w[dev_e[dm]] *= c.factor
+        elif c.kind == "faster_host":
+            w[host_e] /= c.factor
+        elif c.kind == "overlap_communication":
+            dm = np.isin(g.owner[dev_e], g.rows[g.is_comm])
+            w[dev_e[dm]] = 0
+        elif c.kind == "no_host_gaps":
+            le = np.flatnonzero(g.kind == cpm.LAUNCH)
+            dst_row = g.node_row[g.dst[le]]
+            key = pd.DataFrame({
+                "step": g.node_step[g.dst[le]], "dev": ev["device"].to_numpy(np.int64)[dst_row],
+                "stream": ev["stream"].to_numpy(np.int64)[dst_row], "t": g.t[g.dst[le]], "i": np.arange(le.size)})
+            first = key.sort_values("t", kind="stable").groupby(["step", "dev", "stream"], sort=False)["i"].first()
+            drop = np.ones(le.size, bool)
+            drop[first.to_numpy()] = False
+            keep[le[drop]] = False
+            se = np.flatnonzero(g.kind == cpm.STREAM)
+            gq = getattr(g, "queued_gap_ns", 0)
+            w[se] = np.minimum(w[se], max(gq, 0))
+        else:
+            raise ValueError(f"unknown change {c}")
+    return np.rint(w).astype(np.int64), keep
+
+
+def predict(trace: Trace, scenario: str | Change | Sequence[str | Change] | None, *,
+            graph: cpm.Graph | None = None) -> Prediction:
+    """Predict the mean step time after ``scenario`` by replaying the trace's dependency graph.
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    scenario : str, Change, or list of them
+        Named scenarios (``"no_dataloader"``, ``"no_host_gaps"``, ``"overlap_communication"``) and
+        :func:`scale` / :func:`dataloader` / :func:`faster_host` changes; ``[]`` replays unchanged.
+    graph : Graph, optional
+        A :func:`~nbprof.analysis.critical_path.build_graph` of the whole trace to reuse.
+
+    Returns
+    -------
+    Prediction
+
+    Raises
+    ------
+    ValueError
+        For an unknown scenario, or a trace without steps (no host events).
+    """
+    changes = _as_changes(scenario)
+    g = graph if graph is not None else cpm.build_graph(trace)
+    ev = trace.events
+    w, keep = _apply(g, ev, changes)
+    rep, _ = cpm.longest_path(g.n_nodes, g.src[keep], g.dst[keep], w[keep], g.t)
+    base = step_windows(trace)
+    if base.empty:
+        raise ValueError("the trace has no host events, so no step to predict")
+    ts = ev["ts_ns"].to_numpy(np.int64).copy()
+    dur = ev["dur_ns"].to_numpy(np.int64).copy()
+    new_ts = rep[g.start]
+    new_end = rep[g.end]
+    ts[g.rows] = new_ts
+    dur[g.rows] = np.maximum(new_end - new_ts, 0)
+    ev2 = ev.copy(deep=False)
+    ev2["ts_ns"] = ts
+    ev2["dur_ns"] = dur
+    pred = step_windows(replace(trace, events=ev2))
+    per = pd.DataFrame({"step": base["step"].to_numpy(np.int64),
+                        "baseline_ns": (base["end_ns"] - base["start_ns"]).to_numpy(np.int64)})
+    p2 = pd.DataFrame({"step": pred["step"].to_numpy(np.int64),
+                       "predicted_ns": (pred["end_ns"] - pred["start_ns"]).to_numpy(np.int64)})
+    per = per.merge(p2, on="step", how="left")
+    per["predicted_ns"] = per["predicted_ns"].fillna(-1).astype(np.int64)
+    times = pd.DataFrame({"ts_ns": new_ts, "end_ns": new_end}, index=ev.index[g.rows])
+    return Prediction(baseline_step_ns=float(per["baseline_ns"].mean()),
+                      predicted_step_ns=float(per.loc[per["predicted_ns"] >= 0, "predicted_ns"].mean()),
+                      per_step=per, changes=changes, times=times)

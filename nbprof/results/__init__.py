@@ -1,0 +1,25 @@
+"""Plain result objects and their renderers: the only place that formats numbers for people.
+
+- ``format``: human units (ns/ms/s, KiB/MiB/GiB, FLOPs), used by every output of nbprof;
+- ``profile``: :class:`ProfileResult` (what ``%%torchprof`` / ``nbprof.profile`` give back);
+- ``nsys``: :class:`NsysResult` (what ``%nsys`` gives back);
+- ``render``: the renderer contract, ``render(result, fmt)`` with ``fmt`` in ``"text"``, ``"html"``;
+- ``tensorboard``: the Markdown of nbprof's TensorBoard text tags.
+
+Submodules are imported on first use (PEP 562), so ``nbprof.results.format`` costs nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["ProfileResult", "NsysResult", "render"]
+
+_LAZY = {"ProfileResult": "profile", "NsysResult": "nsys", "render": "render"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(name)

@@ -1,0 +1,68 @@
+"""Human units, in one place: durations (ns -> ns/us/ms/s), milliseconds, sizes (bytes -> KiB/MiB/GiB), FLOPs.
+
+Every text, HTML, TensorBoard and viewer output of nbprof formats numbers through these functions, so
+a duration or a size reads the same in the operator table, the dashboard and TensorBoard. Missing
+values (``None``, NaN) format as ``""``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["is_missing", "fmt_ns", "fmt_ms", "fmt_bytes", "fmt_flops"]
+
+
+def is_missing(v: Any) -> bool:
+    """True for ``None`` and NaN (the values the formatters turn into ``""``)."""
+    if v is None:
+        return True
+    try:
+        return math.isnan(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def fmt_ns(ns: float) -> str:
+    """Human duration with its unit: ``1.500 s``, ``1.230 ms``, ``456.00 us``, ``789 ns``."""
+    if is_missing(ns):
+        return ""
+    a = abs(float(ns))
+    if a >= 1e9:
+        return f"{ns / 1e9:.3f} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.2f} us"
+    return f"{ns:.0f} ns"
+
+
+def fmt_ms(ns: float, digits: int = 3) -> str:
+    """A duration in ns as a number of milliseconds (no unit), ``digits`` decimals, thousands grouped: ``1,234.500``."""
+    if is_missing(ns):
+        return ""
+    return f"{float(ns) / 1e6:,.{int(digits)}f}"
+
+
+def fmt_bytes(b: float) -> str:
+    """Human size in binary units: ``512 B``, ``1.50 KiB``, ``2.00 MiB``, ``1.50 GiB`` (thousands grouped)."""
+    if is_missing(b):
+        return ""
+    v = float(b)
+    for unit in ("B", "KiB", "MiB"):
+        if abs(v) < 1024:
+            return f"{v:,.0f} {unit}" if unit == "B" else f"{v:,.2f} {unit}"
+        v /= 1024
+    return f"{v:,.2f} GiB"
+
+
+def fmt_flops(f: float) -> str:
+    """A FLOP count with a decimal prefix (no unit): ``950``, ``1.50 K``, ``2.00 M``, ``3.10 G``, ``1.00 T``."""
+    if is_missing(f):
+        return ""
+    v = float(f)
+    for unit in ("", "K", "M", "G"):
+        if abs(v) < 1000:
+            return f"{v:,.0f}" if unit == "" else f"{v:,.2f} {unit}"
+        v /= 1000
+    return f"{v:,.2f} T"

@@ -1,0 +1,186 @@
+"""``args`` of events: which keys are kept per category group, their typed structs, their columns.
+
+The ``args`` of one category group (host ops, runtime calls, device ops, ``[memory]``, ``M``
+metadata) are joined into one JSON array and decoded in one pass into a ``gc=False`` Struct holding
+only the keys that group carries (``_FIELDS``); unknown keys are skipped by msgspec. An event whose
+args have unexpected types gets default args (reported as ``bad_args``). ``python_function`` args
+are never decoded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+import numpy as np
+
+from ...trace import schema
+from .columns import _col, _intish, _json_array, _num_or_nan, _raw_texts, _to_int_array
+from .context import _Ctx
+from .repair import _REPAIR_TEXT
+from .structs import _EMPTY_RAW, _NAN, _Int, _Num
+
+# The ``args`` keys nbprof keeps: attribute -> (JSON key, type, default). Which keys a category
+# carries (formats.md §4.2): host ops (cpu_op, user_annotation, old ``Operator``): External id,
+# Sequence number, Fwd thread id, Input Dims/type, Call stack, Module Hierarchy, flops, collective
+# fields (record_param_comms); runtime calls: External id, correlation (ROCm's hipLaunchKernel also
+# grid/block/shared memory; Triton launches a "grid" string); device ops: External id, correlation,
+# device, stream, bytes, grid, block, registers, shared memory, occupancy, NCCL collective fields;
+# ``[memory]``: Bytes, Total Allocated/Reserved, Device Type/Id, Addr; ``M`` events: name, labels.
+_ARG_SPEC: dict[str, tuple[str, Any, Any]] = {
+    "external_id": ("External id", _Int, -1),
+    "external_id_old": ("external id", _Int, -1),  # 2021 traces
+    "correlation": ("correlation", _Int, -1),
+    "device": ("device", _Int, -1),
+    "stream": ("stream", _Int, -1),
+    "seq": ("Sequence number", _Int, -1),
+    "fwd_tid": ("Fwd thread id", _Int, -1),
+    "input_dims": ("Input Dims", msgspec.Raw, _EMPTY_RAW),
+    "input_types": ("Input type", msgspec.Raw, _EMPTY_RAW),
+    "call_stack": ("Call stack", str | None, None),
+    "module": ("Module Hierarchy", str | None, None),
+    "flops": ("flops", _Num, _NAN),
+    "nbytes": ("bytes", _Num, -1),
+    "grid": ("grid", msgspec.Raw, _EMPTY_RAW),
+    "block": ("block", msgspec.Raw, _EMPTY_RAW),
+    "registers": ("registers per thread", _Num, -1),
+    "shared_mem": ("shared memory", _Num, -1),
+    "occupancy": ("est. achieved occupancy %", _Num, _NAN),
+    "collective": ("Collective name", str | None, None),
+    "in_nelems": ("In msg nelems", _Int, -1),
+    "out_nelems": ("Out msg nelems", _Int, -1),
+    "group_size": ("Group size", _Int, -1),
+    "dtype": ("dtype", str | None, None),
+    "pg_name": ("Process Group Name", str | None, None),
+    "mem_bytes": ("Bytes", _Num, -1),
+    "total_alloc": ("Total Allocated", _Num, -1),
+    "total_reserved": ("Total Reserved", _Num, -1),
+    "device_type": ("Device Type", _Num, -1),
+    "device_id": ("Device Id", _Num, -1),
+    "addr": ("Addr", _Num, -1),
+    "mname": ("name", str | int | float | None, None),
+    "labels": ("labels", str | int | float | None, None),
+}
+
+# per category group: (args attribute, events column, kind) with kind int | intish | float | str | raw;
+# "int" external_id also reads the 2021 spelling
+_FIELDS: dict[str, list[tuple[str, str, str]]] = {
+    "host op": [
+        ("external_id", "external_id", "int"), ("seq", "seq", "int"), ("fwd_tid", "fwd_tid", "int"),
+        ("input_dims", "input_dims", "raw"), ("input_types", "input_types", "raw"),
+        ("call_stack", "call_stack", "str"), ("module", "module", "str"), ("flops", "flops", "float"),
+        ("collective", "collective", "str"), ("in_nelems", "msg_in_nelems", "int"),
+        ("out_nelems", "msg_out_nelems", "int"), ("group_size", "group_size", "int"),
+        ("dtype", "dtype", "str"), ("pg_name", "pg_name", "str"), ("grid", "grid", "raw"),
+    ],
+    "runtime": [
+        ("external_id", "external_id", "int"), ("correlation", "correlation", "int"), ("grid", "grid", "raw"),
+        ("block", "block", "raw"), ("shared_mem", "shared_mem_bytes", "intish"),
+    ],
+    "device": [
+        ("external_id", "external_id", "int"), ("correlation", "correlation", "int"),
+        ("device", "device", "int"), ("stream", "stream", "int"), ("nbytes", "bytes", "intish"),
+        ("grid", "grid", "raw"), ("block", "block", "raw"), ("registers", "registers", "intish"),
+        ("shared_mem", "shared_mem_bytes", "intish"), ("occupancy", "occupancy_ratio", "float"),
+        ("collective", "collective", "str"), ("in_nelems", "msg_in_nelems", "int"),
+        ("out_nelems", "msg_out_nelems", "int"), ("group_size", "group_size", "int"),
+        ("dtype", "dtype", "str"), ("pg_name", "pg_name", "str"),
+    ],
+    "memory": [
+        ("device_type", "device_type", "intish"), ("device_id", "device", "intish"), ("addr", "addr", "intish"),
+        ("mem_bytes", "bytes", "intish"), ("total_alloc", "total_allocated", "intish"),
+        ("total_reserved", "total_reserved", "intish"),
+    ],
+    "metadata": [("mname", "name", "str"), ("labels", "labels", "str")],
+}
+
+
+def _args_struct(group: str) -> type:
+    """A ``gc=False`` Struct with only the args keys ``group`` reads (unknown keys are skipped)."""
+    attrs = [a for a, _c, _k in _FIELDS[group]]
+    if "external_id" in attrs:
+        attrs.append("external_id_old")
+    fields = [(a, _ARG_SPEC[a][1], msgspec.field(default=_ARG_SPEC[a][2], name=_ARG_SPEC[a][0])) for a in attrs]
+    return msgspec.defstruct(f"_{group.title().replace(' ', '')}Args", fields, gc=False)
+
+
+_ARG_STRUCTS = {g: _args_struct(g) for g in _FIELDS}
+_ARG_LIST_DECODERS = {g: msgspec.json.Decoder(list[t]) for g, t in _ARG_STRUCTS.items()}
+_ARG_ONE_DECODERS = {g: msgspec.json.Decoder(t) for g, t in _ARG_STRUCTS.items()}
+
+
+_ARG_COLUMNS = {
+    "external_id": "int", "correlation": "int", "device": "int", "stream": "int", "seq": "int", "fwd_tid": "int",
+    "input_dims": "raw", "input_types": "raw", "call_stack": "str", "module": "str", "flops": "float",
+    "bytes": "int", "grid": "raw", "block": "raw", "registers": "int", "shared_mem_bytes": "int",
+    "occupancy_ratio": "float", "collective": "str", "msg_in_nelems": "int", "msg_out_nelems": "int",
+    "group_size": "int", "dtype": "str", "pg_name": "str",
+}
+# integer args columns that are ids (a non-numeric string gets its own id); the others are quantities
+_ID_COLUMNS = frozenset({"external_id", "correlation", "stream", "seq", "fwd_tid"})
+_NO_ARGS_CATEGORIES = frozenset({schema.PYTHON_FUNCTION})
+_RT_GROUP = schema.RUNTIME_CATEGORIES | {schema.CUDA_SYNC}
+
+
+def _decode_args(raws: list[msgspec.Raw], group: str, ctx: _Ctx, rows: np.ndarray) -> list[Any]:
+    """The ``args`` of one category group, decoded in one pass into that group's Struct.
+
+    An event whose args have unexpected types (e.g. a list where a number belongs) gets default
+    args, reported as ``bad_args`` (strict mode raises). ``rows``: the events' indices in the run.
+    """
+    try:
+        return _ARG_LIST_DECODERS[group].decode(_json_array(raws))
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    one, default = _ARG_ONE_DECODERS[group], _ARG_STRUCTS[group]()
+    out, bad = [], []
+    for i, r in enumerate(raws):
+        try:
+            out.append(one.decode(r))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            out.append(default)
+            bad.append(i)
+    ctx.defect("bad_args", "repaired", len(bad), f"{len(bad)} {_REPAIR_TEXT['bad_args']}", int(rows[bad[0]]),
+               f"{len(bad)} events have args of unexpected types")
+    return out
+
+
+class _ArgColumns(dict):
+    """Args columns of ``n`` rows by name; a numeric one appears (-1 or NaN in every row) when first written."""
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {"int": -1, "float": np.nan}
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def __missing__(self, col: str) -> np.ndarray:
+        v = self[col] = np.full(self.n, self.DEFAULTS[_ARG_COLUMNS[col]])
+        return v
+
+
+def _arg_columns(args: list[Any], group: str, ctx: _Ctx, rows: np.ndarray, cols: dict[str, Any],
+                 at: np.ndarray | None) -> None:
+    """Write the columns of ``_FIELDS[group]`` from decoded ``args`` into ``cols`` (at rows ``at``, or whole)."""
+    sel = slice(None) if at is None else at
+    n = len(args)
+    for attr, col, kind in _FIELDS[group]:
+        vals = _col(args, attr)
+        if attr == "external_id":
+            old = _col(args, "external_id_old")
+            if old.count(-1) != n:  # 2021 traces spell it "external id"
+                v, o = _to_int_array(vals, col, ctx, rows), _to_int_array(old, col, ctx, rows)
+                cols[col][sel] = np.where((v == -1) & (o != -1), o, v)
+                continue
+        if vals.count(_ARG_SPEC[attr][2]) == n:  # the key is in none of them (the default is one object)
+            continue
+        if kind == "int":
+            cols[col][sel] = _to_int_array(vals, col, ctx, rows, ids=col in _ID_COLUMNS)
+        elif kind == "intish":
+            cols[col][sel] = _intish(vals, col, ctx, rows)
+        elif kind == "float":
+            cols[col][sel] = _num_or_nan(vals, col, ctx, rows)
+        elif kind == "raw":
+            cols[col].put(at, _raw_texts(vals))
+        else:
+            cols[col].put(at, vals)

@@ -1,0 +1,251 @@
+"""Parts (in file order) -> ``Trace``: int64-ns times, the table frames, row order, metadata, steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...errors import TraceFormatError
+from ...trace import schema, steps
+from ...trace.model import LoadReport, Trace
+from .columns import _CatColumn, _compact_json_text, _concat
+from .context import _Ctx
+from .extract import _canon_cat, _Part
+from .meta import _build_meta
+from .side_tables import _counter_frame, _memory_frame, _pair_flows, _thread_frame
+from .times import _timeline
+
+# events-table categoricals: column -> text of each unique value (None: str(), missing stays missing)
+_CAT_TRANSFORMS: dict[str, Any] = {
+    "name": None, "cat": _canon_cat, "ph": None, "input_dims": _compact_json_text,
+    "input_types": _compact_json_text, "call_stack": None, "module": None, "grid": _compact_json_text,
+    "block": _compact_json_text, "collective": None, "dtype": None, "pg_name": None,
+}
+
+
+def _join(parts: list[_Part], table: str, take: np.ndarray | None = None) -> dict[str, Any]:
+    """One table's columns over all parts (categoricals merged, not finished): one after the other,
+    then the rows at positions ``take`` of that, when given."""
+    out = {}
+    for k in getattr(parts[0], table):
+        vs = [getattr(p, table)[k] for p in parts]
+        if table == "events" and any(v is None for v in vs):  # constant in some parts (``const``)
+            c = [p.const.get(k) for p in parts]
+            if all(x is not None for x in c) and all(np.array_equal(x, c[0], equal_nan=True) for x in c):
+                rows = sum(len(p.e_rows) for p in parts) if take is None else len(take)
+                out[k] = np.full(rows, c[0][0], dtype=c[0].dtype)
+                continue
+            vs = [np.full(len(p.e_rows), x[0], dtype=x.dtype) if v is None else v for v, x, p in zip(vs, c, parts)]
+        if isinstance(vs[0], _CatColumn):
+            out[k] = vs[0] if len(vs) == 1 and take is None else _CatColumn.concat(vs, take)
+        else:
+            v = _concat(vs)
+            out[k] = v if take is None else v[take]
+    return out
+
+
+def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | None,
+            exact_ts: np.ndarray | None) -> Trace:
+    """Parts (in file order) -> Trace: the origin and int64-ns times, flow pairing, sorting, steps."""
+    report = ctx.report
+    n_all = sum(p.n for p in parts)
+    ts_all = _concat([p.ts_us for p in parts])
+    is_e, is_m = _concat([p.is_e for p in parts]), _concat([p.is_m for p in parts])
+    is_flow, is_mem, is_c = (_concat([getattr(p, k) for p in parts]) for k in ("is_flow", "is_mem", "is_c"))
+    rows_e = np.flatnonzero(is_e)
+    ok_all = np.isfinite(ts_all)
+    far = _far_outside(ts_all, ok_all, rows_e, is_m, ctx)
+    if far is not None:
+        ok_all &= ~far
+    ok_e = ok_all[rows_e]
+    missing_ts = not ok_e.all()
+
+    # --- time: float64 µs (exact ns below 2**43 µs) or exact integer ns for big fractional ts
+    pool = rows_e[ok_e] if ok_e.any() else np.flatnonzero(ok_all & ~is_m)
+    ns_parts = [p.ns_abs for p in parts] if all(p.ns_abs is not None for p in parts) else None
+    t_all, origin_abs = _timeline(ts_all, ns_parts, exact_ts, pool, meta)
+    del ns_parts
+    del ts_all
+
+    flow_cols, mem_cols = _join(parts, "flows"), _join(parts, "memory")
+    flow_ts, mem_ts = t_all[is_flow], t_all[is_mem]
+    if far is not None:  # rows far outside the trace leave every table
+        flow_cols, flow_ts = _keep_rows(flow_cols, flow_ts, ~far[is_flow])
+        mem_cols, mem_ts = _keep_rows(mem_cols, mem_ts, ~far[is_mem])
+    flows = _pair_flows(flow_cols, flow_ts, ctx)
+    memory = _memory_frame(mem_cols, mem_ts)
+    c_ts = t_all[is_c]
+    c_far = far[is_c] if far is not None else None
+    c_rows, off = [], 0
+    for p in parts:
+        c_rows += [(int(c_ts[off + r]), *rest) for r, *rest in p.counters
+                   if c_far is None or not c_far[off + r]]
+        off += int(np.count_nonzero(p.is_c))
+    counters = _counter_frame(c_rows, ctx)
+    threads = _thread_frame([t for p in parts for t in p.threads], ctx)
+
+    offs = np.cumsum([0] + [p.n for p in parts[:-1]])
+    _emit_notes(parts, offs, ctx)
+    ts_parts = [t_all[o + p.e_rows] for o, p in zip(offs, parts)]
+    ok_e = _concat([ok_all[o + p.e_rows] for o, p in zip(offs, parts)])  # in the rows' order
+    ts_e = _concat(ts_parts)
+    # the table's rows: by time, stable (ties in file order), without the events that have no
+    # usable ts. Runs whose times are exact arrive sorted (``_extract``), so the sort mostly merges
+    # sorted runs (~10 ms per million rows); the columns are gathered once, in ``_join``.
+    take = None
+    if ts_e.size > 1 and not bool((ts_e[1:] >= ts_e[:-1]).all()):
+        take = np.argsort(ts_e, kind="stable")
+    if missing_ts:
+        take = np.flatnonzero(ok_e) if take is None else take[ok_e[take]]
+    data = _join(parts, "events", take)
+    for p in parts:
+        p.events = None
+    data = {"ts_ns": ts_e if take is None else ts_e[take], **data}
+    del t_all, ts_parts, ts_e
+    for k, transform in _CAT_TRANSFORMS.items():
+        data[k] = data[k].finish(transform)
+    nE = len(data["ts_ns"])
+    data["step"] = np.full(nE, -1, dtype=np.int32)
+    data["rank"] = np.zeros(nE, dtype=np.int32)
+    data = {k: data[k] for k in schema.EVENT_COLUMNS}
+    events = pd.DataFrame(data, copy=False)
+    del data
+
+    tmeta = _build_meta(meta, ctx.path, report, origin_abs, rank, events)
+    events["rank"] = np.int32(tmeta.rank)
+    if events.empty and memory.empty:
+        raise TraceFormatError(
+            ctx.path, None if ctx.array_start is None else ctx.array_start - 1,
+            f"the trace holds no events ({n_all} event objects decoded, none of them a duration, instant "
+            "or [memory] event): nothing was profiled"
+            + (f"; load report: {'; '.join(i.message for i in report.issues)}" if report.issues else ""),
+        )
+    _steps(events, memory, report)
+    _check_overlaps(events, report)
+    return Trace(events=events, flows=flows, memory=memory, counters=counters, threads=threads, meta=tmeta,
+                 report=report)
+
+
+# A timestamp more than this far (µs) from the median ts of the trace's events is not part of the
+# trace (pytorch/kineto#109: kernels with "ts": 0 in a trace of absolute µs since the epoch, which
+# made a 51-year span): its event is dropped from every table and reported (``ts_outlier``).
+_OUTLIER_US = 86_400e6  # one day; a profile covers seconds to hours
+
+
+def _far_outside(ts_all: np.ndarray, ok_all: np.ndarray, rows_e: np.ndarray, is_m: np.ndarray,
+                 ctx: _Ctx) -> np.ndarray | None:
+    """Mask of the events whose ``ts`` (float64 µs) is more than ``_OUTLIER_US`` from the median
+    ``ts`` of the events-table rows (``M`` metadata aside), reported as dropped with the count and
+    the first one's offset (strict mode raises); None when there are none."""
+    timed = ts_all[ok_all & ~is_m]
+    if timed.size < 2 or float(timed.max()) - float(timed.min()) <= _OUTLIER_US:
+        return None
+    ts_e = ts_all[rows_e]
+    ts_e = ts_e[np.isfinite(ts_e)]
+    med = float(np.median(ts_e if ts_e.size else timed))
+    far = ok_all & ~is_m & (np.abs(ts_all - med) > _OUTLIER_US)
+    k = int(np.count_nonzero(far))
+    if not k:
+        return None
+    first = int(np.flatnonzero(far)[0])
+    days = abs(float(ts_all[first]) - med) / 86_400e6
+    ctx.defect("ts_outlier", "dropped", k,
+               f"{k} events had a ts far outside the trace (e.g. {float(ts_all[first]):.3f} µs, {days:.4g} days from the "
+               "median ts; rule: more than 1 day from the median): dropped from every table",
+               first, f"{k} events have a ts more than 1 day from the trace's median ts (e.g. {float(ts_all[first]):.3f} µs)")
+    return far
+
+
+def _keep_rows(cols: dict[str, Any], ts: np.ndarray, keep: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+    """A side table's columns (arrays or ``_CatColumn``) and times at the rows ``keep``."""
+    if keep.all():
+        return cols, ts
+    idx = np.flatnonzero(keep)
+    out = {k: _CatColumn.concat([v], idx) if isinstance(v, _CatColumn) else v[idx] for k, v in cols.items()}
+    return out, ts[idx]
+
+
+def _emit_notes(parts: list[_Part], offs: np.ndarray, ctx: _Ctx) -> None:
+    """The assumptions noted while reading (``_Ctx.note``), merged over the parts (counts summed, the
+    first event's example and byte offset) and added to the report in kind order: the same report
+    whether one process or two read the events."""
+    merged: dict[str, list[Any]] = {}
+    sources = [(int(o), p.notes) for o, p in zip(offs, parts)] + [(0, ctx.notes)]
+    for o, notes in sources:
+        for kind, (count, k, template, example) in notes.items():
+            g = None if k is None else o + k
+            have = merged.get(kind)
+            if have is None:
+                merged[kind] = [count, g, template, example]
+            else:
+                have[0] += count
+                if g is not None and (have[1] is None or g < have[1]):
+                    have[1], have[3] = g, example
+    ctx.notes = {}
+    for kind in sorted(merged):
+        count, g, template, example = merged[kind]
+        ctx.report.add(kind, "assumed", count, template.format(count=count, example=example),
+                       offset=ctx.event_offset(g))
+
+
+def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> None:
+    """``step`` from the host ``ProfilerStep#N`` ranges (``nbprof.trace.steps``): host rows by time,
+    device rows via the correlation id of their launch, else by time; memory rows by time.
+
+    A trace without ``ProfilerStep#N`` keeps step -1 everywhere, noted in the report.
+    """
+    if events.empty:
+        return
+    device = events["device"].to_numpy()
+    host = device < 0
+    ranges = steps.step_ranges(events)
+    if not len(ranges):
+        report.add("no_steps", "assumed", 0,
+                   "no ProfilerStep#N events (profiler used without schedule/step()): step is -1 for every event")
+        return
+    host_ranges = steps.step_ranges(events, host)
+    if len(host_ranges):
+        steps.assign_steps(events, host_ranges, memory=memory)
+        return
+    # ProfilerStep#N only on device rows (gpu_user_annotation): each device's own ranges time its rows
+    per_device = [steps.step_ranges(events, device == d).assign(pid=d) for d in np.unique(device[~host])]
+    dev_ranges = pd.concat([r for r in per_device if len(r)], ignore_index=True)
+    steps.assign_steps(events, dev_ranges, timed=~host, correlated=np.zeros(len(events), dtype=bool))
+    n = int(dev_ranges["step"].nunique())
+    report.add("steps_from_device", "assumed", n,
+               f"{n} ProfilerStep#N ranges only on the device (gpu_user_annotation), none on the host: device rows "
+               "take the step of their device's range by time; host rows and memory keep step -1")
+
+
+def _check_overlaps(events: pd.DataFrame, report: LoadReport) -> None:
+    """Flag device ops on one stream that start before the previous one ends (ROCm deferred stamps).
+
+    Rows are kept as recorded; busy-time analyses must take the union of intervals per stream
+    (AMD-AGI/TraceLens#669: summing raw ``dur`` over-counts).
+    """
+    cats = events["cat"].cat
+    busy = np.array([c in ("kernel", "gpu_memcpy", "gpu_memset") for c in cats.categories] + [False], dtype=bool)
+    sel = np.flatnonzero(busy[cats.codes.to_numpy()] & (events["device"].to_numpy() >= 0))
+    if len(sel) < 2:
+        return
+    t, dv, sv = (events[c].to_numpy()[sel] for c in ("ts_ns", "device", "stream"))
+    o = np.lexsort((t, sv, dv))  # by device, stream, then time (stable)
+    t, dv, sv = t[o], dv[o], sv[o]
+    end = t + events["dur_ns"].to_numpy()[sel][o]
+    same = (dv[1:] == dv[:-1]) & (sv[1:] == sv[:-1])
+    # running max of ends within a stream, so an op overlapping any earlier op counts once
+    grp = np.concatenate([[0], np.cumsum(~same)])
+    run_end = pd.Series(end).groupby(grp).cummax().to_numpy()
+    ov = same & (t[1:] < run_end[:-1])
+    n = int(ov.sum())
+    if n:
+        over_ns = int(np.clip(np.minimum(end[1:], run_end[:-1]) - t[1:], 0, None)[ov].sum())
+        report.add(
+            "overlapping_device_ops",
+            "flagged",
+            n,
+            f"{n} device ops start before an earlier op on the same stream ends ({over_ns} ns overlap in all); "
+            "kept as recorded, busy-time analyses take the union of intervals so overlap is never double-counted",
+        )

@@ -1,0 +1,207 @@
+"""What a step, a kernel, a collective, a host op is: one vectorised rule each, over the events table.
+
+Every predicate takes the events frame (``Trace.events``, see :mod:`nbprof.trace.schema`) and returns a
+boolean numpy array aligned with its rows. String tests run once per *category* of the categorical
+``name``/``cat`` columns and are broadcast through the codes, so they cost O(rows) integer work.
+
+Steps
+    A step range is a host row named ``ProfilerStep#N`` (what ``torch.profiler.profile.step()`` records,
+    a ``user_annotation`` in today's Kineto, a ``cpu_op``/``Operator`` in 2021's). The name rule is
+    :data:`nbprof.trace.steps.STEP_NAME_RE` (``ProfilerStep`` ``#`` ``N``, spaces tolerated around ``#``;
+    :func:`is_step_row` matches it at the start of the name, :func:`step_number` finds it anywhere, as
+    ``trace.steps`` does when it assigns steps). The ``step`` column of the events table says which step
+    an event *belongs to*; :func:`is_step_row` says which rows *are* the step ranges.
+
+Communication
+    One rule (:func:`is_communication`), the union of what the peers count:
+
+    * device kernels of a collective library: names starting ``nccl``/``rccl`` (case-insensitive:
+      ``ncclKernel_AllReduce_...``, ``ncclDevKernel_...``, ``rccl...``), as HTA
+      (``hta/utils/utils.py`` ``get_kernel_type``: COMMUNICATION when the name has ``nccl``) and
+      torch-tb-profiler (``profiler/trace.py``: kernels named ``nccl*``) classify them, or kernels that
+      carry a ``collective`` (Kineto's ``Collective name`` argument, PyTorch >= 2.1);
+    * Kineto's ``collective_comm`` category (``libkineto/include/ActivityType.h`` COLLECTIVE_COMM);
+    * host ranges named ``nccl:<op>``, ``rccl:<op>`` or ``gloo:<op>`` (the ``record_function`` ranges
+      c10d opens around a collective; gloo *executes* inside them on its worker threads).
+
+    ``where="device"`` / ``where="host"`` select one side.
+
+Device and host
+    Device rows have ``device >= 0``; device *ops* are kernels, memcpys and memsets on a device (the
+    rows that occupy a stream). Host ops are the host rows of category ``cpu_op`` or
+    ``user_annotation`` (operators and ``record_function`` ranges).
+
+>>> import pandas as pd
+>>> ev = pd.DataFrame({
+...     "name": pd.Categorical(["ProfilerStep#3", "aten::mm", "ncclDevKernel_AllReduce", "gemm", "gloo:all_reduce"]),
+...     "cat": pd.Categorical(["user_annotation", "cpu_op", "kernel", "kernel", "user_annotation"]),
+...     "device": [-1, -1, 0, 0, -1],
+... })
+>>> is_step_row(ev).tolist()
+[True, False, False, False, False]
+>>> is_communication(ev).tolist()
+[False, False, True, False, True]
+>>> is_communication(ev, where="device").tolist()
+[False, False, True, False, False]
+>>> (is_kernel(ev) & ~is_communication(ev)).tolist()
+[False, False, False, True, False]
+>>> is_host_op(ev).tolist()
+[True, True, False, False, True]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from . import schema
+from .steps import STEP_NAME_RE, step_number
+
+__all__ = [
+    "COMM_HOST_PREFIXES",
+    "COMM_KERNEL_PREFIXES",
+    "DEVICE_OP_CATEGORIES",
+    "HOST_OP_CATEGORIES",
+    "STEP_NAME_RE",
+    "category_in",
+    "is_communication",
+    "is_device",
+    "is_device_op",
+    "is_host",
+    "is_host_op",
+    "is_kernel",
+    "is_memcpy",
+    "is_memset",
+    "is_runtime",
+    "is_step_name",
+    "is_step_row",
+    "name_mask",
+    "step_number",
+]
+
+Mask = npt.NDArray[np.bool_]
+
+#: Kernel-name prefixes of collective libraries (lower case; the test is case-insensitive).
+COMM_KERNEL_PREFIXES = ("nccl", "rccl")
+#: Host range prefixes c10d uses around a collective (``record_function("nccl:all_reduce")``).
+COMM_HOST_PREFIXES = ("nccl:", "rccl:", "gloo:")
+#: Categories of the ops that occupy a device stream.
+DEVICE_OP_CATEGORIES = (schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET)
+#: Categories of host operators and ``record_function`` ranges.
+HOST_OP_CATEGORIES = (schema.CPU_OP, schema.USER_ANNOTATION)
+
+
+def name_mask(values: pd.Series, fn: Callable[[str], object]) -> Mask:
+    """``bool(fn(str))`` per row, evaluated once per category of a categorical column.
+
+    Missing values (and non-strings in an object column) give False.
+
+    >>> name_mask(pd.Series(pd.Categorical(["ab", "b", None, "ab"])), lambda s: s.startswith("a")).tolist()
+    [True, False, False, True]
+    """
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        cats = values.cat.categories
+        hit = np.fromiter((isinstance(c, str) and bool(fn(c)) for c in cats), dtype=bool, count=len(cats))
+        codes = values.cat.codes.to_numpy()
+        return np.where(codes >= 0, hit[np.clip(codes, 0, None)], False) if len(hit) else np.zeros(len(codes), bool)
+    return np.fromiter((isinstance(x, str) and bool(fn(x)) for x in values), dtype=bool, count=len(values))
+
+
+def category_in(ev: pd.DataFrame, categories: Iterable[str]) -> Mask:
+    """Rows whose ``cat`` is one of ``categories``."""
+    wanted = frozenset(categories)
+    return name_mask(ev["cat"], wanted.__contains__)
+
+
+def is_device(ev: pd.DataFrame) -> Mask:
+    """Rows on a device (``device >= 0``: kernels, memcpys, memsets, GPU annotations)."""
+    return np.asarray(ev["device"].to_numpy() >= 0, dtype=bool)
+
+
+def is_host(ev: pd.DataFrame) -> Mask:
+    """Rows on the host (``device < 0``)."""
+    return ~is_device(ev)
+
+
+def is_kernel(ev: pd.DataFrame) -> Mask:
+    """Device kernels (``cat == "kernel"`` on a device)."""
+    return category_in(ev, (schema.KERNEL,)) & is_device(ev)
+
+
+def is_memcpy(ev: pd.DataFrame) -> Mask:
+    """Device memory copies (``cat == "gpu_memcpy"`` on a device)."""
+    return category_in(ev, (schema.GPU_MEMCPY,)) & is_device(ev)
+
+
+def is_memset(ev: pd.DataFrame) -> Mask:
+    """Device memsets (``cat == "gpu_memset"`` on a device)."""
+    return category_in(ev, (schema.GPU_MEMSET,)) & is_device(ev)
+
+
+def is_device_op(ev: pd.DataFrame) -> Mask:
+    """Kernels, memcpys and memsets on a device: the rows that occupy a stream."""
+    return category_in(ev, DEVICE_OP_CATEGORIES) & is_device(ev)
+
+
+def is_runtime(ev: pd.DataFrame) -> Mask:
+    """Runtime/driver API calls (``cuda_runtime``, ``cuda_driver``, ...; they launch device ops)."""
+    return category_in(ev, schema.RUNTIME_CATEGORIES)
+
+
+def is_host_op(ev: pd.DataFrame, *, annotations: bool = True) -> Mask:
+    """Host operators (``cpu_op``) and, unless ``annotations=False``, ``user_annotation`` ranges."""
+    cats = HOST_OP_CATEGORIES if annotations else (schema.CPU_OP,)
+    return category_in(ev, cats) & is_host(ev)
+
+
+def _is_step_name(name: str) -> bool:
+    return STEP_NAME_RE.match(name) is not None
+
+
+def is_step_name(ev: pd.DataFrame) -> Mask:
+    """Rows named ``ProfilerStep#N`` (host ranges and their ``gpu_user_annotation`` copies on a device)."""
+    return name_mask(ev["name"], _is_step_name)
+
+
+def is_step_row(ev: pd.DataFrame) -> Mask:
+    """The ``ProfilerStep#N`` ranges themselves: host rows whose name matches :data:`STEP_NAME_RE`."""
+    return is_step_name(ev) & is_host(ev)
+
+
+def _is_comm_kernel_name(name: str) -> bool:
+    return name[:4].lower() in COMM_KERNEL_PREFIXES
+
+
+def _is_comm_host_name(name: str) -> bool:
+    return name.startswith(COMM_HOST_PREFIXES)
+
+
+def is_communication(ev: pd.DataFrame, *, where: Literal["any", "device", "host"] = "any") -> Mask:
+    """Collective communication rows (the rule is in the module docstring).
+
+    Parameters
+    ----------
+    ev : pandas.DataFrame
+        The events table.
+    where : {"any", "device", "host"}
+        ``"device"``: communication kernels and ``collective_comm`` device rows; ``"host"``: the
+        ``nccl:``/``rccl:``/``gloo:`` host ranges and ``collective_comm`` host rows; ``"any"``: both.
+    """
+    dev = is_device(ev)
+    out = np.zeros(len(ev), dtype=bool)
+    coll_cat = category_in(ev, (schema.COLLECTIVE_COMM,))
+    if where in ("any", "device"):
+        kern = is_kernel(ev)
+        comm_kernel = name_mask(ev["name"], _is_comm_kernel_name)
+        if "collective" in ev.columns:
+            comm_kernel |= ev["collective"].notna().to_numpy()
+        out |= kern & comm_kernel
+        out |= coll_cat & dev
+    if where in ("any", "host"):
+        out |= name_mask(ev["name"], _is_comm_host_name) & ~dev
+        out |= coll_cat & ~dev
+    return out

@@ -1,0 +1,116 @@
+"""The one view registry: view name -> (live builder, static builder, title).
+
+The dashboard (live widgets), the static page (``nbprof.viz.static``), the report notebooks
+(``nbprof.viz.embed.show``) and ``Trace.show`` all find views here. Builders are ``"module:function"``
+strings, imported on first use, so building the registry imports no view module (and no Bokeh):
+
+- live builder: ``f(trace, *, theme, width) -> NbprofView`` (ipywidgets);
+- static builder: ``f(trace, *, theme, width) -> bokeh LayoutDOM`` (browser-side interaction only).
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ViewSpec", "register", "get", "names", "live", "static", "call_entry", "VIEWS"]
+
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """One registered view."""
+
+    name: str
+    title: str
+    live: str
+    static: str
+
+    def live_builder(self) -> Callable[..., Any]:
+        """The imported live builder."""
+        return _resolve(self.live)
+
+    def static_builder(self) -> Callable[..., Any]:
+        """The imported static builder."""
+        return _resolve(self.static)
+
+
+def _resolve(target: str) -> Callable[..., Any]:
+    mod, fn = target.split(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+_REGISTRY: dict[str, ViewSpec] = {}
+
+
+def register(name: str, *, title: str, live: str, static: str) -> ViewSpec:
+    """Add (or replace) the view ``name``; ``live`` / ``static`` are ``"module:function"`` strings."""
+    spec = ViewSpec(name, title, live, static)
+    _REGISTRY[name] = spec
+    return spec
+
+
+def names() -> tuple[str, ...]:
+    """Registered view names, in registration order."""
+    return tuple(_REGISTRY)
+
+
+def get(name: str) -> ViewSpec:
+    """The view ``name``.
+
+    Raises
+    ------
+    ValueError
+        Unknown view (the message lists the registered ones).
+    """
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown view {name!r}; choose from {names()}") from None
+
+
+def live(name: str, trace, *, theme: str = "auto", width: int = 1100):
+    """Build the live widget of view ``name`` for ``trace``."""
+    return get(name).live_builder()(trace, theme=theme, width=width)
+
+
+def static(name: str, trace, *, theme: str = "light", width: int = 1100):
+    """Build the static Bokeh layout of view ``name`` for ``trace``."""
+    return get(name).static_builder()(trace, theme=theme, width=width)
+
+
+for _name, _title, _mod, _fn in (
+    ("overview", "Overview", "overview", "overview_view"),
+    ("operators", "Operators", "operators", "operators_view"),
+    ("timeline", "Timeline", "timeline", "timeline"),
+    ("memory", "Memory", "memory", "memory_view"),
+):
+    register(_name, title=_title, live=f"nbprof.viz.{_mod}:{_fn}", static=f"nbprof.viz.{_mod}:static_view")
+
+#: the trace views, in the dashboard's order
+VIEWS = names()
+
+
+def call_entry(names_: tuple[str, ...], trace, *args: Any, **kwargs: Any) -> Any:
+    """Call the first ``nbprof.viz.<name>`` entry point of ``names_`` that exists, with ``trace``.
+
+    Raises
+    ------
+    NotImplementedError
+        When none exists.
+    """
+    viz = importlib.import_module("nbprof.viz")
+    for name in names_:
+        fn = getattr(viz, name, None)
+        if isinstance(fn, types.ModuleType):  # a submodule shadowing its function
+            fn = getattr(fn, name, None)
+        if callable(fn):
+            return fn(trace, *args, **kwargs)
+    msg = (
+        f"nbprof.viz.{names_[0]} is not available in this nbprof installation; "
+        "the data is in result.table(), result.operators() and result.trace"
+    )
+    raise NotImplementedError(msg)
+

@@ -1,0 +1,122 @@
+# Step 1: the system view (Nsight Systems).
+# Source of notebooks/01_system_nsys.ipynb: edit here, then run `python scripts/make_notebooks.py`.
+
+# %% [markdown] id="a6a53e01"
+# # Step 1 — The system view: is the job CPU-, GPU- or I/O-bound?
+#
+# **The question this step answers.** Before looking at any operator, find out *where the time goes at the
+# system level*: is the GPU busy, or idle while the CPU prepares the next batch? Is data loading in the
+# critical path? This is what Nsight Systems is for (`nsys profile -t cuda,nvtx,osrt -o out python train.py`).
+#
+# **How to read it.**
+# - *GPU utilisation* — the share of the window in which at least one kernel or copy runs. Below ~50% the GPU
+#   waits on something.
+# - *Idle time split* (HTA's definition): **host wait** = the GPU had nothing queued (the CPU was late: data
+#   loading, Python overhead, synchronisation); **kernel wait** = short gaps between back-to-back kernels
+#   (launch overhead); **other**.
+# - *Step breakdown* — per training step, time in Kernel / Memcpy / Memset / Communication / Runtime /
+#   DataLoader / CPU Exec / Other, counted with the priority of the old TensorBoard plugin's Overview page.
+#
+# **What to try next** (the decision flow): DataLoader dominates → step 2 confirms which part of loading;
+# raise `num_workers`, `prefetch_factor`, use `pin_memory`. Host wait with little DataLoader → CPU-side
+# Python overhead; look at operators (step 2). GPU busy → kernels themselves (step 2, kernel table).
+# Communication large → step 4.
+
+# %% id="a34c5ced" tags=["parameters"]
+# Parameters (papermill): artefacts of one training job. Empty strings mean "not available".
+trace = ""              # Kineto trace (torch.profiler), .json or .json.gz
+compare_trace = ""      # optional second trace ("after the fix")
+nsys_report = ""        # .nsys-rep or .sqlite from Nsight Systems
+logdir = ""             # TensorBoard logdir with tensorboard_trace_handler runs
+ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms logger)
+ds_traces = []          # per-rank traces of a distributed job
+use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
+static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
+
+# %% id="c4706c7a"
+from pathlib import Path
+import pandas as pd
+import nbprof
+from nbprof.viz.embed import show
+ROOT = Path.cwd() if (Path.cwd() / "data").is_dir() else Path.cwd().parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+def resolve(p):
+    """A parameter path, relative to the repository root unless absolute; '' stays ''."""
+    return str(p if not p or Path(p).is_absolute() else ROOT / p)
+pd.set_option("display.max_colwidth", 80)
+EXAMPLES = {  # real traces: an H200 run of examples/train_cnn.py (data/gpu) and public corpus files
+    "trace": "data/gpu/cnn_nw0_prep.pt.trace.json.gz",
+    "compare_trace": "data/gpu/cnn_nw4_prep.pt.trace.json.gz",
+    "nsys_report": str(CORPUS / "hpcgroup__pipit/pipit/tests/data/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"),
+    "ds_log": str(ROOT.parent / "shared/notes/samples/ds_launcher_stage2.log"),
+}
+def param(value, name):
+    """The parameter's path, or (use_examples) the example's, or '' when neither exists."""
+    if value:
+        return resolve(value)
+    ex = EXAMPLES.get(name, "") if use_examples else ""
+    return resolve(ex) if ex and Path(resolve(ex)).exists() else ""
+
+# %% [markdown] id="0c5a3f74"
+# ## The Nsight Systems report (when there is one)
+
+# %% id="dc6cba91"
+nsys_report = param(nsys_report, "nsys_report")
+if nsys_report:
+    sys_trace = nbprof.load(nsys_report)
+    print(repr(sys_trace))
+    print(sys_trace.report)
+    from nbprof.analysis import nsys_stats, nsys_rules
+    # the nsys stats reports (same rows and numbers as `nsys stats`): NVTX ranges, OS runtime, CUDA API, kernels, copies
+    for name, df in nsys_stats.summaries(sys_trace).items():
+        if len(df):
+            print(name)
+            display(df.head(10))
+    # the nsys analyze expert rules as findings (GPU gaps, low utilisation, synchronous APIs, pageable copies)
+    from nbprof.analysis import advisor
+    display(advisor.findings_frame(nsys_rules.nsys_findings(sys_trace)))
+else:
+    sys_trace = None
+    print("No Nsight Systems report: the system view below comes from the PyTorch profiler trace.")
+
+# %% [markdown] id="cc168a34"
+# ## GPU utilisation, idle time and the step breakdown
+
+# %% id="c59b0e4e"
+from nbprof.analysis import steps, utilization
+trace = param(trace, "trace")
+tr = nbprof.load(trace) if trace else sys_trace
+if tr is None:
+    print("Nothing to analyse: give a trace or an nsys report.")
+elif not tr.has_device:
+    print("This profile has no GPU activity (CPU-only machine or CPU-only profile): GPU utilisation does "
+          "not apply; the step breakdown still shows CPU vs DataLoader time.")
+else:
+    print(repr(tr))
+    display(utilization.gpu_utilization(tr))
+    display(utilization.idle_breakdown(tr))
+
+# %% id="6684511e"
+if tr is not None:
+    bd = steps.step_breakdown(tr)
+    display(bd)
+    ratios = steps.breakdown_ratios(bd)
+    print("share of step time:")
+    print((ratios * 100).round(1).astype(str) + " %")
+
+# %% [markdown] id="7ab5b06e"
+# ## Findings
+
+# %% id="4ab9ab8e"
+from nbprof.analysis import advisor
+if tr is not None:
+    findings = advisor.advise(tr)
+    display(advisor.findings_frame(findings))
+
+# %% [markdown] id="9babcce7"
+# ## Timeline
+# Zoom with the mouse wheel or W/S, pan with A/D. In the live notebook, selecting a kernel shows the CPU op that launched it.
+
+# %% id="f4a66c84"
+if tr is not None:
+    show(tr, views=["overview", "timeline"], static=static_views)

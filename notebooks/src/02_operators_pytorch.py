@@ -1,0 +1,110 @@
+# Step 2: operators and kernels (PyTorch Profiler).
+# Source of notebooks/02_operators_pytorch.ipynb: edit here, then run `python scripts/make_notebooks.py`.
+
+# %% [markdown] id="fccac689"
+# # Step 2 — Which operators and kernels? (PyTorch Profiler)
+#
+# **The question.** Step 1 said *where* (CPU, GPU, data loading). Now pin it to *which* operator, input shape
+# and kernel. This is `torch.profiler` with `record_shapes=True`, `profile_memory=True` and the table of
+# `prof.key_averages().table(sort_by="cuda_time_total")` — computed here from the exported trace by nbprof
+# (the same numbers as `key_averages`, much faster on long runs).
+#
+# **How to read the table.** *Self* time excludes child operators, *total* includes them. Host (CPU) time is
+# what Python/ATen spend dispatching; device time is the kernels each operator launched (attributed through
+# the CUPTI correlation id). A large host total with small device time = CPU overhead (small ops, Python);
+# large device time = the math itself — check the kernel table and the input shapes.
+#
+# **What to try next.** Many tiny kernels → fuse (torch.compile), bigger batches, CUDA graphs. One GEMM
+# dominating in fp32 → mixed precision / Tensor Cores. `aten::copy_`/`to` high → data placement, pinned memory.
+
+# %% id="02bfe994" tags=["parameters"]
+# Parameters (papermill): artefacts of one training job. Empty strings mean "not available".
+trace = ""              # Kineto trace (torch.profiler), .json or .json.gz
+compare_trace = ""      # optional second trace ("after the fix")
+nsys_report = ""        # .nsys-rep or .sqlite from Nsight Systems
+logdir = ""             # TensorBoard logdir with tensorboard_trace_handler runs
+ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms logger)
+ds_traces = []          # per-rank traces of a distributed job
+use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
+static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
+
+# %% id="52ee1e5a"
+from pathlib import Path
+import pandas as pd
+import nbprof
+from nbprof.viz.embed import show
+ROOT = Path.cwd() if (Path.cwd() / "data").is_dir() else Path.cwd().parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+def resolve(p):
+    """A parameter path, relative to the repository root unless absolute; '' stays ''."""
+    return str(p if not p or Path(p).is_absolute() else ROOT / p)
+pd.set_option("display.max_colwidth", 80)
+EXAMPLES = {  # real traces: an H200 run of examples/train_cnn.py (data/gpu) and public corpus files
+    "trace": "data/gpu/cnn_nw0_prep.pt.trace.json.gz",
+    "compare_trace": "data/gpu/cnn_nw4_prep.pt.trace.json.gz",
+    "nsys_report": str(CORPUS / "hpcgroup__pipit/pipit/tests/data/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"),
+    "ds_log": str(ROOT.parent / "shared/notes/samples/ds_launcher_stage2.log"),
+}
+def param(value, name):
+    """The parameter's path, or (use_examples) the example's, or '' when neither exists."""
+    if value:
+        return resolve(value)
+    ex = EXAMPLES.get(name, "") if use_examples else ""
+    return resolve(ex) if ex and Path(resolve(ex)).exists() else ""
+
+# %% id="35cfaca0"
+from nbprof.analysis import operators, kernels
+trace = param(trace, "trace")
+tr = nbprof.load(trace) if trace else None
+if tr is None:
+    print("No PyTorch profiler trace: this step needs one (profile with %%torchprof or torch.profiler).")
+else:
+    print(repr(tr))
+    ops = operators.operator_summary(tr)
+    cols = ["name", "count", "self_host_ns", "total_host_ns", "self_device_ns", "total_device_ns", "host_mem_bytes", "device_mem_bytes"]
+    display(ops[cols].head(20))
+
+# %% [markdown] id="29350cc6"
+# ### Grouped by input shapes
+# The same operator with different shapes can behave very differently (`record_shapes=True`).
+
+# %% id="02b152f1"
+if tr is not None:
+    by_shape = operators.operator_summary(tr, group_by="shapes")
+    display(by_shape[["name", "input_dims", "count", "total_host_ns", "total_device_ns"]].head(15))
+
+# %% [markdown] id="4504086f"
+# ### Kernels
+# Per kernel name: instances, total/avg/median/min/max time and share of GPU time (the `nsys stats` kernel summary).
+
+# %% id="1cf0293b"
+ks = kernels.kernel_summary(tr) if tr is not None else []
+if len(ks):
+    display(ks.head(15))
+else:
+    print("No GPU kernels (CPU-only profile or no trace).")
+
+# %% [markdown] id="0c6e0e9c"
+# ### Memory
+# With `profile_memory=True` the trace holds every allocation: the peak, the operator active at the peak, the largest allocations.
+
+# %% id="552febd6"
+from nbprof.analysis import memory
+if tr is not None and len(tr.memory):
+    display(memory.memory_peak(tr))
+    display(memory.largest_allocations(tr, 10))
+else:
+    print("No [memory] events: profile with profile_memory=True to see allocations.")
+
+# %% id="df5c266b"
+if tr is not None:
+    show(tr, views=["operators", "memory"], static=static_views)
+
+# %% [markdown] id="df52923a"
+# ### Profile your own cell
+# In a live notebook: `%load_ext nbprof`, then
+#
+# ```
+# %%torchprof --steps 5 --record-shapes --profile-memory --sort-by cuda_time_total
+# train_step()
+# ```

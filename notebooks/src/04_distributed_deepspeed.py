@@ -1,0 +1,97 @@
+# Step 4: distributed jobs (DeepSpeed).
+# Source of notebooks/04_distributed_deepspeed.ipynb: edit here, then run `python scripts/make_notebooks.py`.
+
+# %% [markdown] id="3f430db0"
+# # Step 4 — Distributed jobs (DeepSpeed)
+#
+# **The question.** In data-parallel / ZeRO training, is communication efficient and hidden behind compute?
+# Which rank is the straggler everybody waits for?
+#
+# **How to read it.**
+# - *Collectives* — per collective (all_reduce, all_gather, reduce_scatter…): calls, time, bytes, algorithm
+#   bandwidth and **bus bandwidth** (the nccl-tests definition: algbw × 2(n−1)/n for all_reduce, × (n−1)/n for
+#   all_gather / reduce_scatter). Bus bandwidth far below the link's peak = small messages or contention.
+# - *Overlap* — the share of communication time hidden under compute; *exposed* communication adds directly to
+#   step time.
+# - *Skew* — per-rank step and collective times; one slow rank makes all others wait in the next collective.
+# - *ZeRO pattern* — stage 1/2 reduce-scatter/all-reduce gradients; stage 3 also all-gathers parameters every
+#   forward/backward (more communication, less memory).
+# - DeepSpeed's own reports: the **flops profiler** (params, MACs, latency per module) and the **comms logger**
+#   (per-op message sizes and bandwidth).
+#
+# **What to try next.** Exposed communication → bigger buckets (`reduce_bucket_size`), `overlap_comm: true`,
+# gradient accumulation. Low bus bandwidth with small messages → fewer, larger collectives. A straggler →
+# check its data loading and its host.
+
+# %% id="2adf30eb" tags=["parameters"]
+# Parameters (papermill): artefacts of one training job. Empty strings mean "not available".
+trace = ""              # Kineto trace (torch.profiler), .json or .json.gz
+compare_trace = ""      # optional second trace ("after the fix")
+nsys_report = ""        # .nsys-rep or .sqlite from Nsight Systems
+logdir = ""             # TensorBoard logdir with tensorboard_trace_handler runs
+ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms logger)
+ds_traces = []          # per-rank traces of a distributed job
+use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
+static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
+
+# %% id="b618e5bf"
+from pathlib import Path
+import pandas as pd
+ROOT = Path.cwd() if (Path.cwd() / "data").is_dir() else Path.cwd().parent
+CORPUS = ROOT.parent / "shared" / "corpus"
+def resolve(p):
+    """A parameter path, relative to the repository root unless absolute; '' stays ''."""
+    return str(p if not p or Path(p).is_absolute() else ROOT / p)
+pd.set_option("display.max_colwidth", 80)
+EXAMPLES = {  # real traces: an H200 run of examples/train_cnn.py (data/gpu) and public corpus files
+    "trace": "data/gpu/cnn_nw0_prep.pt.trace.json.gz",
+    "compare_trace": "data/gpu/cnn_nw4_prep.pt.trace.json.gz",
+    "nsys_report": str(CORPUS / "hpcgroup__pipit/pipit/tests/data/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"),
+    "ds_log": str(ROOT.parent / "shared/notes/samples/ds_launcher_stage2.log"),
+}
+def param(value, name):
+    """The parameter's path, or (use_examples) the example's, or '' when neither exists."""
+    if value:
+        return resolve(value)
+    ex = EXAMPLES.get(name, "") if use_examples else ""
+    return resolve(ex) if ex and Path(resolve(ex)).exists() else ""
+
+# %% id="eb132bb8"
+from nbprof.analysis import distributed
+paths = [resolve(p) for p in ds_traces]
+if not paths and use_examples and (CORPUS / "facebookresearch__HolisticTraceAnalysis").is_dir():
+    base = CORPUS / "facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter"
+    paths = [str(base / "sampled_rank-0.json.gz"), str(base / "sampled_rank-1.json.gz")]
+    print("No per-rank traces given: using two ranks of a real 128-rank NCCL job from the corpus.")
+if paths:
+    from nbprof.scale import load_ranks
+    job = load_ranks(paths, progress=False)
+    print(repr(job))
+    traces = list(job.traces())
+    rep = distributed.distributed_report(traces)
+    display(rep.summary)
+    display(rep.overlap)
+    display(rep.skew)
+    print("ZeRO pattern per rank:", rep.zero)
+else:
+    print("No distributed traces: this step applies to multi-rank jobs.")
+
+# %% [markdown] id="51bc188e"
+# ### DeepSpeed's own reports
+
+# %% id="c8c2785c"
+from nbprof import deepspeed as nds
+log_path = param(ds_log, "ds_log")
+if log_path and not ds_log:
+    print("No DeepSpeed log given: using a real 2-rank ZeRO-2 CPU run's log (example).")
+if log_path:
+    log = nds.parse_log(Path(log_path))
+    if log.flops:
+        display(log.flops[0].summary)
+    display(log.comms.summary)
+    display(log.timer_means())
+    if len(log.quirks):
+        print("quirks flagged while parsing:")
+        display(log.quirks)
+else:
+    print("No DeepSpeed log: this step applies to DeepSpeed jobs.")

@@ -1,0 +1,312 @@
+"""The fuzz worker: a subprocess that runs cases sent by the parent (one JSON line each) and answers
+with one JSON line each. Every case runs under a ``setitimer`` alarm; the parent kills the worker
+when it stops answering (a hang in C code the alarm cannot interrupt) and starts another.
+
+Run as ``python -m tests.fuzz.worker`` (by ``engine``); its stdout is the protocol channel, so fd 1
+is pointed at stderr while cases run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import sys
+import traceback
+import warnings
+import zlib
+from pathlib import Path
+
+ANALYSES = [("operators", "operator_summary"), ("kernels", "kernel_summary"), ("steps", "step_breakdown"),
+            ("utilization", "gpu_utilization"), ("memory", "memory_curve"), ("advisor", "advise")]
+SNAPSHOT_ANALYSES = ["snapshot_timeline", "allocations", "snapshot_peak", "leak_suspects", "growth",
+                     "fragmentation", "oom_events"]
+TIMELINE_ANALYSES = ["timeline_by_category", "timeline_peak"]
+# parse_log runs every inner parser (flops reports, comms tables and ops, timers, memory lines);
+# parse_flops_profile has its own raising contract (no report)
+DS_CALLS = ["parse_log", "parse_flops_profile"]
+
+
+class CaseTimeout(BaseException):
+    """Raised by the alarm: a BaseException, so no ``except Exception`` in a loader swallows it."""
+
+
+def _alarm(signum, frame):
+    raise CaseTimeout("per-case time limit reached")
+
+
+def where_of(tb) -> str:
+    """The innermost frame inside nbprof/ (else the innermost frame outside this worker) as 'path:line in func'."""
+    frames = [fr for fr in traceback.extract_tb(tb) if os.path.basename(fr.filename) != "worker.py"]
+    pick = None
+    for fr in frames:
+        if f"{os.sep}nbprof{os.sep}" in fr.filename:
+            pick = fr
+    if pick is None and frames:
+        pick = frames[-1]
+    if pick is None:
+        return "(no frame below the worker: a blocking system call)"
+    fn = pick.filename
+    i = fn.rfind(f"{os.sep}nbprof{os.sep}")
+    if i >= 0:
+        fn = fn[i + 1:]
+    else:
+        fn = os.path.basename(fn)
+    return f"{fn}:{pick.lineno} in {pick.name}"
+
+
+def _problem(outcome: str, stage: str, exc: BaseException) -> dict:
+    return {"outcome": outcome, "stage": stage, "exc_type": type(exc).__name__,
+            "message": str(exc)[:500], "where": where_of(exc.__traceback__),
+            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-20000:]}
+
+
+def _classify(exc: BaseException) -> str:
+    from nbprof.errors import NbprofError
+
+    if isinstance(exc, CaseTimeout):
+        return "HANG"
+    return "nbprof-error" if isinstance(exc, NbprofError) else "FOREIGN"
+
+
+# --------------------------------------------------------------------------- Kineto accounting
+
+def kineto_expected(path: str) -> dict | None:
+    """Per-kind event counts from a stdlib-json parse of the file (None when it does not parse or
+    has no events array: the invariant is only checked where it is well defined)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error):
+            return None
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    if isinstance(doc, dict):
+        evs = doc.get("traceEvents")
+    else:
+        evs = doc
+    if not isinstance(evs, list):
+        return None
+    c = {"total": len(evs), "main": 0, "flow": 0, "side": 0, "other": 0}
+    for e in evs:
+        ph = e.get("ph") if isinstance(e, dict) else None
+        if not isinstance(ph, str):
+            c["other"] += 1
+        elif ph == "X":
+            c["main"] += 1
+        elif ph in ("i", "I"):
+            if e.get("name") == "[memory]":
+                c["main"] += 1
+            elif e.get("s") == "g":
+                c["side"] += 1  # global instants: viewer markers, left out by design
+            else:
+                c["main"] += 1
+        elif ph in ("s", "f", "t"):
+            c["flow"] += 1
+        elif ph in ("M", "C"):
+            c["side"] += 1  # thread names (deduplicated) / counters (one row per series)
+        else:
+            c["other"] += 1
+    return c
+
+
+def kineto_accounting(trace, exp: dict) -> str | None:
+    """None when the trace's tables and its report account for the file's events, else the reason.
+
+    kept_main = events rows + memory rows (X and non-global instants go there, or are reported
+    dropped); kept_flow = start/finish sides present in the flows table (every flow event appears
+    in exactly one row side). Metadata (M), counters (C) and global instants have no 1:1 row, so
+    they only widen the allowed range: total - kept - side <= dropped <= total - kept.
+    """
+    kept_main = len(trace.events) + len(trace.memory)
+    fl = trace.flows
+    if len(fl):
+        # every finish is in exactly one row; a start is in one row, or (one start, several
+        # finishes: graph launches, reused ids) repeated on each of its finishes' rows
+        src = (fl["src_ts_ns"] != -1) | (fl["src_pid"] != -1) | (fl["src_tid"] != -1)
+        dst = (fl["dst_ts_ns"] != -1) | (fl["dst_pid"] != -1) | (fl["dst_tid"] != -1)
+        paired = fl[src & dst]
+        n_paired_src = len(paired[["id", "cat", "src_ts_ns", "src_pid", "src_tid"]].drop_duplicates())
+        kept_flow = int(dst.sum()) + int((src & ~dst).sum()) + n_paired_src
+    else:
+        kept_flow = 0
+    dropped = sum(i.count for i in trace.report.issues if i.action == "dropped" and not i.kind.startswith("metadata"))
+    if kept_main > exp["main"]:
+        return f"{kept_main} events+memory rows but only {exp['main']} X/instant events in the file"
+    if kept_flow > exp["flow"]:
+        return f"{kept_flow} flow sides but only {exp['flow']} flow events in the file"
+    lo = exp["total"] - kept_main - kept_flow - exp["side"]
+    hi = exp["total"] - kept_main - kept_flow
+    if not lo <= dropped <= hi:
+        return (f"file {exp['total']} events (main {exp['main']}, flow {exp['flow']}, side {exp['side']}, other "
+                f"{exp['other']}); kept main {kept_main}, flow sides {kept_flow}; report drops {dropped}, "
+                f"expected between {lo} and {hi}")
+    return None
+
+
+# --------------------------------------------------------------------------- one case
+
+def run_case(req: dict) -> dict:
+    import nbprof
+
+    target, path = req["target"], req["path"]
+    problems: list[dict] = []
+    status = "ok-clean"
+    signal.setitimer(signal.ITIMER_REAL, float(req["timeout"]))
+    result = None
+    try:
+        try:
+            if target == "deepspeed":
+                from nbprof.deepspeed import parsers as P
+
+                for name in DS_CALLS:
+                    try:
+                        r = getattr(P, name)(Path(path))
+                        if name == "parse_log":
+                            result = r
+                    except CaseTimeout:
+                        raise
+                    except BaseException as exc:  # noqa: BLE001 -- classified
+                        problems.append(_problem(_classify(exc), f"deepspeed.{name}", exc))
+                if result is not None:
+                    q = getattr(result, "quirks", None)
+                    if q is not None and len(q):
+                        status = "ok-repaired"
+            else:
+                kw = {"strict": False} if req.get("strict_kw", True) else {}
+                try:
+                    result = nbprof.load(path, **kw)
+                except CaseTimeout:
+                    raise
+                except BaseException as exc:  # noqa: BLE001 -- classified
+                    problems.append(_problem(_classify(exc), "load", exc))
+                if result is not None:
+                    rep = getattr(result, "report", None)
+                    if rep is not None and not rep.clean:
+                        status = "ok-repaired"
+                    problems += _check_loaded(result, req)
+        except CaseTimeout as exc:
+            problems.append(_problem("HANG", "timeout", exc))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    if not problems:
+        return {"outcome": status, "problems": []}
+    return {"outcome": status, "problems": problems}
+
+
+def _check_loaded(result, req: dict) -> list[dict]:
+    from nbprof.trace import Trace
+
+    problems = []
+    if isinstance(result, Trace):
+        if req["target"] == "kineto":
+            exp = kineto_expected(req["path"])
+            if exp is not None:
+                why = kineto_accounting(result, exp)
+                if why:
+                    problems.append({"outcome": "ACCOUNTING", "stage": "accounting", "exc_type": "-",
+                                     "message": why, "where": "kineto event accounting", "traceback": why})
+        if req.get("analyses"):
+            import importlib
+
+            for mod, fn in ANALYSES:
+                try:
+                    r = getattr(importlib.import_module(f"nbprof.analysis.{mod}"), fn)(result)
+                    if fn == "advise":
+                        from nbprof.analysis.advisor import findings_frame
+
+                        findings_frame(r)
+                except CaseTimeout:
+                    raise
+                except BaseException as exc:  # noqa: BLE001 -- classified
+                    problems.append(_problem(_classify(exc), f"analysis.{fn}", exc))
+        if req.get("html"):
+            problems += _html(result, req)
+        return problems
+    from nbprof.sources.memory_snapshot import MemorySnapshot, MemoryTimeline
+
+    if req.get("analyses") and isinstance(result, (MemorySnapshot, MemoryTimeline)):
+        from nbprof.analysis import memory_snapshot as MS
+
+        for fn in SNAPSHOT_ANALYSES if isinstance(result, MemorySnapshot) else TIMELINE_ANALYSES:
+            try:
+                getattr(MS, fn)(result)
+            except CaseTimeout:
+                raise
+            except BaseException as exc:  # noqa: BLE001 -- classified
+                problems.append(_problem(_classify(exc), f"analysis.{fn}", exc))
+        if req.get("html") and isinstance(result, MemorySnapshot):
+            problems += _html(result, req)
+    return problems
+
+
+def _html(result, req: dict) -> list[dict]:
+    from nbprof.viz.static import to_html
+
+    out = Path(req["outdir"]) / "page.html"
+    # the static page takes ~1 s (bokeh): its own, longer alarm
+    signal.setitimer(signal.ITIMER_REAL, max(float(req["timeout"]), float(req.get("html_timeout", 20))))
+    try:
+        obj = result
+        from nbprof.sources.memory_snapshot import MemorySnapshot
+
+        if isinstance(result, MemorySnapshot):
+            from nbprof.viz.memory_snapshot import memory_snapshot_view
+
+            obj = memory_snapshot_view(result)
+        to_html(obj, out, overwrite=True)
+        return []
+    except CaseTimeout:
+        raise
+    except BaseException as exc:  # noqa: BLE001 -- classified
+        return [_problem(_classify(exc), "viz.to_html", exc)]
+
+
+def main() -> None:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything a loader prints goes to stderr, not into the protocol
+    sys.stdout = sys.stderr
+    warnings.simplefilter("ignore")
+    try:
+        import resource
+
+        mb = int(os.environ.get("NBPROF_FUZZ_MEM_MB", "3072"))
+        resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
+    except (ImportError, ValueError, OSError):
+        pass
+    if os.environ.get("NBPROF_FUZZ_RECURSION"):  # default: Python's own limit, as in a user's process
+        sys.setrecursionlimit(int(os.environ["NBPROF_FUZZ_RECURSION"]))
+    signal.signal(signal.SIGALRM, _alarm)
+    import nbprof  # noqa: F401 -- imported once, before the first case's clock starts
+    import nbprof.analysis.advisor  # noqa: F401
+    import nbprof.deepspeed.parsers  # noqa: F401
+    import nbprof.viz.memory_snapshot  # noqa: F401 -- bokeh's import takes seconds: not a case's time
+    import nbprof.viz.static  # noqa: F401
+    for mod in ("timeline", "operators", "memory", "overview"):
+        __import__(f"nbprof.viz.{mod}")
+    import bokeh.embed  # noqa: F401
+    import bokeh.resources  # noqa: F401
+    import nbprof.analysis.memory_snapshot  # noqa: F401
+    for mod, _fn in ANALYSES:
+        __import__(f"nbprof.analysis.{mod}")
+
+    proto.write(json.dumps({"hello": nbprof.__file__}) + "\n")
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            res = run_case(req)
+        except BaseException as exc:  # noqa: BLE001 -- the worker itself must survive a case
+            res = {"outcome": "ok-clean", "problems": [_problem("FOREIGN", "worker", exc)]}
+        res["id"] = req["id"]
+        proto.write(json.dumps(res, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Import contract of the layers (docs/DESIGN: capture -> sources -> trace -> analysis -> viz/results).
+
+Imports are read with ``ast`` from every module of nbprof/, function-level imports included (a deferred
+import is still a dependency), so these tests need nothing beyond the source files.
+
+Layers: ``nbprof.trace`` is the model; ``nbprof.sources`` read files into it (``nbprof.tensorboard.read`` and
+``nbprof.deepspeed.parsers`` are readers too); ``nbprof.capture`` runs profilers and writes files (with
+``nbprof.deepspeed.attach``/``config`` and the TensorBoard launcher);
+``nbprof.analysis`` turns a Trace into frames; ``nbprof.viz``, ``nbprof.result(s)``, ``nbprof.report`` and the
+TensorBoard writer present them; ``nbprof.magics``, ``nbprof.cli`` and ``nbprof.deepspeed.run`` are glue.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "nbprof"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+PACKAGES = {m for m, p in MODULES.items() if p.name == "__init__.py"}
+
+
+def _resolve(module: str, level: int, current: str) -> str:
+    if level == 0:
+        return module
+    base = current.split(".") if current in PACKAGES else current.split(".")[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def _imports(name: str) -> Iterator[tuple[str, int, str]]:
+    """(imported nbprof module, line, imported name or '') for every import in module ``name``."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"), filename=str(MODULES[name]))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "nbprof" or a.name.startswith("nbprof."):
+                    yield a.name, node.lineno, ""
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(node.module or "", node.level, name)
+            if not (target == "nbprof" or target.startswith("nbprof.")):
+                continue
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                # `from . import steps` imports the module nbprof.analysis.steps; `from .x import f` imports x
+                yield (sub if sub in MODULES else target), node.lineno, a.name
+
+
+GRAPH: dict[str, set[str]] = {m: set() for m in MODULES}
+EDGES: list[tuple[str, str, int, str]] = []
+for _m in MODULES:
+    for _t, _line, _what in _imports(_m):
+        if _t in MODULES and _t != _m:
+            GRAPH[_m].add(_t)
+            EDGES.append((_m, _t, _line, _what))
+
+
+def _in(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def _violations(src: tuple[str, ...], forbidden: tuple[str, ...], names: tuple[str, ...] = ()) -> list[str]:
+    out = []
+    for m, t, line, what in EDGES:
+        if _in(m, src) and (_in(t, forbidden) or (t == "nbprof" and what in names)):
+            out.append(f"{MODULES[m].relative_to(PKG.parent)}:{line} imports {t}{'.' + what if t == 'nbprof' else ''}")
+    return sorted(set(out))
+
+
+def test_modules_found():
+    assert {"nbprof.trace.model", "nbprof.analysis.steps", "nbprof.sources", "nbprof.capture.nsys"} <= set(MODULES)
+    assert ("nbprof.analysis.steps", "nbprof.trace.predicates") in {(m, t) for m, t, _, _ in EDGES}
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in GRAPH:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(GRAPH[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(GRAPH[w]))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycles():
+    cycles = _cycles()
+    detail = []
+    for comp in cycles:
+        members = set(comp)
+        detail.append(" <-> ".join(comp) + "\n    " + "\n    ".join(
+            f"{m} -> {t} (line {line})" for m, t, line, _ in EDGES if m in members and t in members))
+    assert not cycles, "import cycles in nbprof:\n" + "\n".join(detail)
+
+
+READERS = ("nbprof.sources", "nbprof.tensorboard.read", "nbprof.deepspeed.parsers", "nbprof.scale")
+PRESENTERS = ("nbprof.viz", "nbprof.result", "nbprof.results", "nbprof.report", "nbprof.tensorboard.write")
+# deepspeed.run runs the DeepSpeed examples end to end (launch, load, analyse): glue like the cli
+GLUE = ("nbprof.magics", "nbprof.cli", "nbprof.deepspeed.run")
+CAPTURE = ("nbprof.capture", "nbprof.deepspeed.attach", "nbprof.deepspeed.config", "nbprof.tensorboard.launch")
+LOADERS = ("load", "load_ranks", "merge")  # nbprof's loading API, re-exported at the top level
+
+RULES = {
+    # analyses are pure: Trace in, frames out -- no display, no file formats, no side effects
+    "analysis imports no viz, results, report, glue, capture or file-format reader": (
+        ("nbprof.analysis",), PRESENTERS + GLUE + CAPTURE + READERS, LOADERS),
+    # the model is the bottom layer
+    "trace (the model) imports no other layer": (
+        ("nbprof.trace",), PRESENTERS + GLUE + CAPTURE + READERS + ("nbprof.analysis",), LOADERS),
+    # capture produces files; loading them is the caller's (cli, magics, report) business
+    "capture never loads": (CAPTURE, READERS, LOADERS),
+    # a reader turns a file into a Trace; it never runs a profiler
+    "sources never run a profiler": (("nbprof.sources",), CAPTURE, ()),
+    # readers and capture know nothing of presentation
+    "sources and capture import no viz, results or report": (("nbprof.sources",) + CAPTURE, PRESENTERS + GLUE, ()),
+}
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_layer_rule(rule):
+    src, forbidden, names = RULES[rule]
+    bad = _violations(src, forbidden, names)
+    assert not bad, f"{rule}:\n  " + "\n  ".join(bad)
+
+
+FORMATTERS = ("nbprof.viz", "nbprof.result", "nbprof.results", "nbprof.tensorboard.write")
+DISPLAY_LIBS = ("bokeh", "ipywidgets", "jupyter_bokeh", "matplotlib", "IPython.display")
+
+
+def _defs(name: str) -> Iterator[tuple[str, int]]:
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.name, node.lineno
+
+
+def test_unit_formatting_helpers_live_in_the_formatting_modules():
+    """Only results/ and viz/ (and the TensorBoard renderer) format for people: ``fmt_*`` helpers live there."""
+    bad = [f"{MODULES[m].relative_to(PKG.parent)}:{line} defines {fn}"
+           for m in MODULES if not _in(m, FORMATTERS)
+           for fn, line in _defs(m) if fn.lstrip("_").startswith("fmt_")]
+    assert not bad, "formatting helpers outside results/viz:\n  " + "\n  ".join(sorted(bad))
+
+
+def test_model_analysis_and_readers_define_no_rich_display():
+    """``_repr_html_``/``_repr_mimebundle_`` (rich display for people) belong to results/ and viz/."""
+    layers = ("nbprof.trace", "nbprof.analysis", "nbprof.sources", "nbprof.capture")
+    bad = [f"{MODULES[m].relative_to(PKG.parent)}:{line} defines {fn}"
+           for m in MODULES if _in(m, layers)
+           for fn, line in _defs(m) if fn in ("_repr_html_", "_repr_mimebundle_", "_repr_markdown_")]
+    assert not bad, "rich display outside results/viz:\n  " + "\n  ".join(sorted(bad))
+
+
+def test_model_and_analysis_import_no_display_library():
+    bad = []
+    for m in MODULES:
+        if not _in(m, ("nbprof.trace", "nbprof.analysis")):
+            continue
+        for node in ast.walk(ast.parse(MODULES[m].read_text(encoding="utf-8"))):
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            bad += [f"{MODULES[m].relative_to(PKG.parent)}:{node.lineno} imports {x}" for x in mods
+                    if _in(x, DISPLAY_LIBS)]
+    assert not bad, "\n  ".join(bad)
