@@ -244,6 +244,16 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
 
     frame_ids: dict[tuple[Any, ...], int] = {}
     bad_frames: list[Any] = [0]
+    bad_sizes: list[int] = [0]
+
+    def size(v: Any) -> int:
+        """A byte count: an int in [0, 2**53); anything else (negative, huge, not a number) -> 0, counted."""
+        if v is None:
+            return 0
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 2**53 and float(v).is_integer():
+            return int(v)
+        bad_sizes[0] += 1
+        return 0
 
     def fid(frames: Any) -> int:
         k = _frames_key(frames, bad_frames)
@@ -268,10 +278,10 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             (
                 dev,
                 addr,
-                _int(s.get("total_size"), 0),
-                _int(s.get("allocated_size"), 0),
-                _int(s.get("active_size"), 0),
-                _int(s.get("requested_size"), 0),
+                size(s.get("total_size")),
+                size(s.get("allocated_size")),
+                size(s.get("active_size")),
+                size(s.get("requested_size")),
                 _int(s.get("stream"), 0),
                 _field(s.get("segment_type", "")),
                 _field(s.get("segment_pool_id", "")),
@@ -286,8 +296,8 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
                         dev,
                         addr,
                         _int(b.get("address")),
-                        _int(b.get("size"), 0),
-                        _int(b.get("requested_size"), _int(b.get("size"), 0)),
+                        size(b.get("size")),
+                        size(b.get("requested_size", b.get("size"))),
                         _field(b.get("state", "")),
                         fid(b.get("frames")),
                     )
@@ -328,7 +338,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             t_col.append(_int(t) if t is not None else -1)
             act_col.append(_label(e["action"]) or "unknown")
             addr_col.append(_int(e.get("addr")))
-            size_col.append(_int(e.get("size"), 0))
+            size_col.append(size(e.get("size")))
             stream_col.append(_int(e.get("stream"), 0))
             fid_col.append(fid(e.get("frames")))
             free_col.append(_int(e.get("device_free")))
@@ -365,6 +375,9 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             "depth": np.array([len(k) for k in keys], dtype=np.int64),
         }
     )
+    if bad_sizes[0]:
+        report.add("bad_size", "repaired", bad_sizes[0], f"{bad_sizes[0]} byte counts (size, total_size, ...) are "
+                   "negative, beyond 2**53 or not numbers: set to 0")
     if bad_frames[0]:
         report.add("bad_frame", "repaired", bad_frames[0], f"{bad_frames[0]} stack frames are not dicts or have a line "
                    f"that is not an integer (first: {bad_frames[1]!r}): skipped / line set to 0")
