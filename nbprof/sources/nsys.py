@@ -700,11 +700,16 @@ def _cpu_samples(db: _Db, strings: dict[int, str | None]) -> pd.DataFrame | None
         cc = cc.sort_values(["id", "stackDepth"])
         sym = _names(cc, "symbol", strings).fillna("[unknown]")
         mod = _names(cc, "module", strings).fillna("")
-        cc = cc.assign(sym=sym.to_numpy(), mod=mod.to_numpy())
-        grouped = cc.groupby("id", sort=False)
-        leaf = grouped["sym"].first()
-        leaf_mod = grouped["mod"].first()
-        stack = grouped["sym"].agg(lambda s: ";".join(reversed(s.tolist())))  # root first, like call_stack
+        # rows are sorted by (id, depth): one slice per sample, joined from plain lists (no per-group Series)
+        ids = _int_col(cc, "id")
+        syms = sym.to_numpy(dtype=object)
+        mods = mod.to_numpy(dtype=object)
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        ends = np.r_[starts[1:], len(ids)]
+        keys = ids[starts]
+        leaf = pd.Series(syms[starts], index=keys)
+        leaf_mod = pd.Series(mods[starts], index=keys)
+        stack = pd.Series([";".join(reversed(syms[a:b].tolist())) for a, b in zip(starts, ends)], index=keys)  # root first
         out["symbol"] = out["id"].map(leaf)
         out["module"] = out["id"].map(leaf_mod)
         out["call_stack"] = out["id"].map(stack)
