@@ -466,3 +466,25 @@ def test_nsys_schema_names_that_are_not_utf8_and_a_null_session_start(saxpy):
     with pytest.raises(TraceFormatError, match="not a readable SQLite database") as ei:
         nbprof.load(saxpy)  # UnicodeDecodeError before
     assert ei.value.path == str(saxpy)
+
+
+def test_snapshot_byte_counts_out_of_range_are_repaired_and_analyses_run(tmp_path):
+    import pickle
+
+    from nbprof.analysis.memory_snapshot import snapshot_peak, snapshot_timeline
+
+    obj = _snapshot_obj()
+    obj["segments"][0]["total_size"] = -(2**63)  # OverflowError in snapshot_timeline before
+    obj["segments"][1]["blocks"][0]["size"] = -1e308  # OverflowError in the loader before
+    t = nbprof.load(_write(tmp_path / "s.pickle", pickle.dumps(obj, protocol=4)))
+    assert t.report.get("bad_size").count == 2 and t.segments["total_size_bytes"].iloc[0] == 0
+    assert len(snapshot_timeline(t, 0)) == 2941 and snapshot_peak(t).allocated_bytes > 0
+
+
+def test_nsys_processes_without_name_and_a_blob_schema_version(saxpy):
+    _sql(saxpy, "ALTER TABLE PROCESSES DROP COLUMN name",
+         "UPDATE EXPORT_META_DATA SET value=X'FF00' WHERE name='EXPORT_SCHEMA_VERSION'")
+    t = nbprof.load(saxpy)  # KeyError 'name' / ValueError int() before (fuzz round 3, 32-33)
+    assert t.report.get("missing_column:PROCESSES").action == "dropped" and "processes" not in t.tables
+    assert t.meta.schema_version is None and t.report.get("bad_schema_version").action == "assumed"
+    assert len(t.tables["kernels"]) == 5 and "MPI Rank 0" in set(t.threads["name"])

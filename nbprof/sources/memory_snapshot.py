@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 import numpy as np
@@ -55,14 +55,14 @@ class _RefuseClasses(pickle.Unpickler):
         super().__init__(f)
         self._path = path
 
-    def find_class(self, module: str, name: str):  # noqa: D401
+    def find_class(self, module: str, name: str) -> NoReturn:
         msg = (
             f"refusing to load {module}.{name}: a memory snapshot is plain data (dicts, lists, numbers, "
             "strings); this pickle references code, which nbprof never executes"
         )
         raise TraceFormatError(self._path, None, msg)
 
-    def persistent_load(self, pid):
+    def persistent_load(self, pid: Any) -> NoReturn:
         raise TraceFormatError(self._path, None, "refusing persistent ids in a memory snapshot pickle")
 
 
@@ -87,7 +87,7 @@ def _line(v: Any) -> int | None:
     return None
 
 
-def _frames_key(frames: Any, bad: list[int]) -> tuple | None:
+def _frames_key(frames: Any, bad: list[Any]) -> tuple[Any, ...] | None:
     """Hashable key of a frame list; frames that are not dicts are skipped and a line that is not an
     integer becomes 0 (both counted in ``bad[0]``, the first such value kept in ``bad[1:]``)."""
     if not frames or not isinstance(frames, (list, tuple)):
@@ -135,7 +135,7 @@ def _field(v: Any) -> str:
     return f"<{type(v).__name__}>"
 
 
-def _seq(v: Any, what: str, report: LoadReport) -> list | tuple:
+def _seq(v: Any, what: str, report: LoadReport) -> list[Any] | tuple[Any, ...]:
     """``v`` when it is a list/tuple; None -> []; anything else -> [] with a report entry."""
     if v is None:
         return []
@@ -168,20 +168,20 @@ def _is_internal(fn: str) -> bool:
     return any(s in fn for s in _TORCH_INTERNAL)
 
 
-def _fmt(fr: tuple) -> str:
+def _fmt(fr: tuple[Any, ...]) -> str:
     name, fn, line = fr
     return f"{name} ({os.path.basename(fn)}:{line})"
 
 
-def _aten_op(key: tuple) -> str:
+def _aten_op(key: tuple[Any, ...]) -> str:
     """``at::_ops::mm::call(...)`` -> ``aten::mm`` (the innermost dispatcher op in a C++ stack)."""
     for name, _fn, _line in key:
         if name.startswith("at::_ops::"):
-            return "aten::" + name[len("at::_ops::"):].split("::")[0]
+            return "aten::" + str(name[len("at::_ops::"):].split("::")[0])
     return ""
 
 
-def _top_user(key: tuple) -> str:
+def _top_user(key: tuple[Any, ...]) -> str:
     """The innermost user Python frame; else the innermost Python frame; else the aten op; else frame 0."""
     py = [fr for fr in key if _is_python(fr[1])]
     for fr in py:
@@ -242,8 +242,18 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
         keys = sorted(obj)[:8] if isinstance(obj, dict) else []
         raise TraceFormatError(spath, None, f"not a memory snapshot: got a {kind} with keys {keys}, expected 'segments'/'device_traces'")
 
-    frame_ids: dict[tuple, int] = {}
-    bad_frames: list = [0]
+    frame_ids: dict[tuple[Any, ...], int] = {}
+    bad_frames: list[Any] = [0]
+    bad_sizes: list[int] = [0]
+
+    def size(v: Any) -> int:
+        """A byte count: an int in [0, 2**53); anything else (negative, huge, not a number) -> 0, counted."""
+        if v is None:
+            return 0
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 2**53 and float(v).is_integer():
+            return int(v)
+        bad_sizes[0] += 1
+        return 0
 
     def fid(frames: Any) -> int:
         k = _frames_key(frames, bad_frames)
@@ -268,10 +278,10 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             (
                 dev,
                 addr,
-                _int(s.get("total_size"), 0),
-                _int(s.get("allocated_size"), 0),
-                _int(s.get("active_size"), 0),
-                _int(s.get("requested_size"), 0),
+                size(s.get("total_size")),
+                size(s.get("allocated_size")),
+                size(s.get("active_size")),
+                size(s.get("requested_size")),
                 _int(s.get("stream"), 0),
                 _field(s.get("segment_type", "")),
                 _field(s.get("segment_pool_id", "")),
@@ -286,8 +296,8 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
                         dev,
                         addr,
                         _int(b.get("address")),
-                        _int(b.get("size"), 0),
-                        _int(b.get("requested_size"), _int(b.get("size"), 0)),
+                        size(b.get("size")),
+                        size(b.get("requested_size", b.get("size"))),
                         _field(b.get("state", "")),
                         fid(b.get("frames")),
                     )
@@ -328,7 +338,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             t_col.append(_int(t) if t is not None else -1)
             act_col.append(_label(e["action"]) or "unknown")
             addr_col.append(_int(e.get("addr")))
-            size_col.append(_int(e.get("size"), 0))
+            size_col.append(size(e.get("size")))
             stream_col.append(_int(e.get("stream"), 0))
             fid_col.append(fid(e.get("frames")))
             free_col.append(_int(e.get("device_free")))
@@ -339,7 +349,9 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
     origin_us = int(t_arr[timed].min()) if timed.any() else None
     ts_ns = np.where(timed, (t_arr - (origin_us or 0)) * 1000, -1)
     if len(t_arr) and not timed.all():
-        report.add("no_time", "assumed", int((~timed).sum()), f"{int((~timed).sum())} trace entries have no time_us (older torch): ordered by index only")
+        untimed = int((~timed).sum())
+        report.add("no_time", "assumed", untimed,
+                   f"{untimed} trace entries have no time_us (older torch): ordered by index only")
     events = pd.DataFrame(
         {
             "device": np.array(dev_col, dtype=np.int16),
@@ -353,7 +365,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             "device_free_bytes": np.array(free_col, dtype=np.int64),
         }
     )
-    keys = sorted(frame_ids, key=frame_ids.get)
+    keys = sorted(frame_ids, key=frame_ids.__getitem__)
     frames = pd.DataFrame(
         {
             "frames_id": np.arange(len(keys), dtype=np.int64),
@@ -363,6 +375,9 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             "depth": np.array([len(k) for k in keys], dtype=np.int64),
         }
     )
+    if bad_sizes[0]:
+        report.add("bad_size", "repaired", bad_sizes[0], f"{bad_sizes[0]} byte counts (size, total_size, ...) are "
+                   "negative, beyond 2**53 or not numbers: set to 0")
     if bad_frames[0]:
         report.add("bad_frame", "repaired", bad_frames[0], f"{bad_frames[0]} stack frames are not dicts or have a line "
                    f"that is not an integer (first: {bad_frames[1]!r}): skipped / line set to 0")
@@ -443,7 +458,8 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0, stric
             _strict_check(report, spath)
         return MemoryTimeline(ev, t0 * 1000, spath, report)
     if not isinstance(obj, list) or (obj and not (isinstance(obj[0], list) and len(obj[0]) == 4)):
-        raise TraceFormatError(spath, None, "not an export_memory_timeline file: expected [[ts, action, bytes, category], ...] or [times, sizes]")
+        raise TraceFormatError(spath, None, "not an export_memory_timeline file: expected "
+                               "[[ts, action, bytes, category], ...] or [times, sizes]")
     try:
         arr = np.array(obj, dtype=np.int64).reshape(-1, 4)
         ok = len(arr) == len(obj)
@@ -476,7 +492,7 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0, stric
     return MemoryTimeline(ev, t0, spath, report)
 
 
-def _curve(obj: list, spath: str, report: LoadReport) -> tuple[pd.DataFrame, int]:
+def _curve(obj: list[Any], spath: str, report: LoadReport) -> tuple[pd.DataFrame, int]:
     """The curve form ``[times_us, sizes[t][1+cat]]`` -> per-category delta rows (bad time points dropped)."""
     times_in, sizes_in = obj[0], obj[1]
     width = len(sizes_in[0])
@@ -501,7 +517,7 @@ def _curve(obj: list, spath: str, report: LoadReport) -> tuple[pd.DataFrame, int
             "ts_ns": (times[t_idx] - t0) * 1000,
             "action": pd.Categorical(np.where(deltas[t_idx, c_idx] > 0, "create", "destroy")),
             "bytes": deltas[t_idx, c_idx],
-            "category": pd.Categorical([TIMELINE_CATEGORIES[min(c, 7)] for c in c_idx], categories=TIMELINE_CATEGORIES),
+            "category": pd.Categorical([TIMELINE_CATEGORIES[min(int(c), 7)] for c in c_idx], categories=TIMELINE_CATEGORIES),
         }
     )
     report.add("curve_form", "assumed", 0, "curve (.json) form: rows are per-category deltas between time points")

@@ -89,7 +89,7 @@ _STEP_RE = re.compile(r"^(?:ProfilerStep#|step[ #_:]?)(\d+)$", re.IGNORECASE)
 _VERSION_SUFFIX = re.compile(r"_v\d{4,5}$")
 
 
-def decode_global_id(gid) -> tuple[Any, Any]:
+def decode_global_id(gid: Any) -> tuple[Any, Any]:
     """Split an nsys ``globalTid``/``globalPid`` into ``(pid, tid)``.
 
     Formula from NVIDIA's SQLite examples: ``pid = gid // 0x1000000 % 0x1000000``,
@@ -115,7 +115,7 @@ class _Db:
         self.strict = strict
         self._tmp: str | None = None
         self._table = "sqlite_master"
-        self._bad_text: dict[str, list] = {}
+        self._bad_text: dict[str, list[Any]] = {}
         src = os.path.abspath(path)
         wal = src + "-wal"
         if os.path.isfile(wal) and os.path.getsize(wal) > 0:
@@ -264,7 +264,7 @@ class _Db:
             return {}
         self._table = t
         try:
-            return {_text_value(k): (v if isinstance(v, (int, float)) else _text_value(v))
+            return {str(_text_value(k)): (v if isinstance(v, (int, float)) else _text_value(v))
                     for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
         finally:
             self.flush_text_issues()
@@ -283,7 +283,7 @@ def _num(x: Any) -> float:
 def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
     if df is None or col not in df:
         return np.full(0 if df is None else len(df), default, dtype="int64")
-    return pd.to_numeric(df[col], errors="coerce").fillna(default).astype("int64").to_numpy()
+    return np.asarray(pd.to_numeric(df[col], errors="coerce").fillna(default).astype("int64").to_numpy())
 
 
 def _text_value(v: Any) -> str | None:
@@ -297,7 +297,7 @@ def _text_value(v: Any) -> str | None:
     return str(v)
 
 
-def _names(df: pd.DataFrame, col: str, strings: dict[int, str]) -> pd.Series:
+def _names(df: pd.DataFrame, col: str, strings: dict[int, str | None]) -> pd.Series:
     """A name column that is either a StringIds id or text (mixed cells: ints are ids, blobs decoded)."""
     if col not in df:
         return pd.Series([None] * len(df), index=df.index, dtype=object)
@@ -412,7 +412,7 @@ def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
                    f"without rows): {', '.join(absent)}; those kinds of event are empty")
     db._table = "StringIds"
     try:
-        strings = {}
+        strings: dict[int, str | None] = {}
         for i, v in db.con.execute("SELECT id, value FROM StringIds"):
             if isinstance(i, int):
                 strings[i] = _text_value(v)
@@ -650,7 +650,7 @@ def _schema_version(db: _Db, v: Any) -> int | None:
     return None
 
 
-def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
+def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str | None]) -> pd.DataFrame:
     """Decode NVTX_EVENTS: names with domains as ``nsys stats`` forms them, style, payloads."""
     et = _int_col(nv, "eventType")
     gtid = _int_col(nv, "globalTid", 0)
@@ -662,8 +662,7 @@ def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
     dom = _int_col(nv, "domainId", 0)
     # domain names: eventType 75 rows, keyed by (domainId, process) -- nvtxsum joins on the pid bits
     dnames: dict[tuple[int, int], str] = {}
-    for d, p, t, ts in zip(dom[et == NVTX_DOMAIN_CREATE], pid[et == NVTX_DOMAIN_CREATE],
-                           text[et == NVTX_DOMAIN_CREATE], _int_col(nv, "start")[et == NVTX_DOMAIN_CREATE]):
+    for d, p, t in zip(dom[et == NVTX_DOMAIN_CREATE], pid[et == NVTX_DOMAIN_CREATE], text[et == NVTX_DOMAIN_CREATE]):
         dnames.setdefault((int(d), int(p)), t)
     domain = [dnames.get((int(d), int(p))) for d, p in zip(dom, pid)]
     name = [(f"{d}:{t}" if t is not None else f"{d}:None") if d is not None else t for d, t in zip(domain, text)]
@@ -689,7 +688,7 @@ def _nvtx_table(nv: pd.DataFrame, strings: dict[int, str]) -> pd.DataFrame:
     })
 
 
-def _cpu_samples(db: _Db, strings: dict[int, str]) -> pd.DataFrame | None:
+def _cpu_samples(db: _Db, strings: dict[int, str | None]) -> pd.DataFrame | None:
     ce = db.read("COMPOSITE_EVENTS", ["id", "start", "cpu", "threadState", "globalTid", "cpuCycles"], required=("id", "start"))
     if ce is None or not len(ce):
         return None
@@ -701,11 +700,16 @@ def _cpu_samples(db: _Db, strings: dict[int, str]) -> pd.DataFrame | None:
         cc = cc.sort_values(["id", "stackDepth"])
         sym = _names(cc, "symbol", strings).fillna("[unknown]")
         mod = _names(cc, "module", strings).fillna("")
-        cc = cc.assign(sym=sym.to_numpy(), mod=mod.to_numpy())
-        grouped = cc.groupby("id", sort=False)
-        leaf = grouped["sym"].first()
-        leaf_mod = grouped["mod"].first()
-        stack = grouped["sym"].agg(lambda s: ";".join(reversed(s.tolist())))  # root first, like call_stack
+        # rows are sorted by (id, depth): one slice per sample, joined from plain lists (no per-group Series)
+        ids = _int_col(cc, "id")
+        syms = sym.to_numpy(dtype=object)
+        mods = mod.to_numpy(dtype=object)
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        ends = np.r_[starts[1:], len(ids)]
+        keys = ids[starts]
+        leaf = pd.Series(syms[starts], index=keys)
+        leaf_mod = pd.Series(mods[starts], index=keys)
+        stack = pd.Series([";".join(reversed(syms[a:b].tolist())) for a, b in zip(starts, ends)], index=keys)  # root first
         out["symbol"] = out["id"].map(leaf)
         out["module"] = out["id"].map(leaf_mod)
         out["call_stack"] = out["id"].map(stack)
@@ -727,8 +731,8 @@ def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
         m = _STEP_RE.match(str(text or ""))
         if m:
             nums.append(int(m.group(1)))
-        elif str(text or "").lower() == "step" and _int_payload(pl) is not None:
-            nums.append(_int_payload(pl))
+        elif str(text or "").lower() == "step" and (k := _int_payload(pl)) is not None:
+            nums.append(k)
         else:
             nums.append(-1)
     rng = rng.assign(step=nums)
@@ -754,10 +758,10 @@ def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
     events["step"] = step
     corr = events["correlation"].to_numpy()
     rt = (events["cat"].astype(str).isin(list(schema.RUNTIME_CATEGORIES))).to_numpy() & (corr >= 0)
-    m = dict(zip(corr[rt], step[rt]))
+    step_of = dict(zip(corr[rt], step[rt]))
     dev = (events["device"].to_numpy() >= 0) & (corr >= 0)
-    if dev.any() and m:
-        events.loc[dev, "step"] = [m.get(c, -1) for c in corr[dev]]
+    if dev.any() and step_of:
+        events.loc[dev, "step"] = [step_of.get(c, -1) for c in corr[dev]]
 
 
 def _int_payload(pl: Any) -> int | None:
@@ -798,7 +802,7 @@ def _flows(events: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def _threads(db: _Db, strings: dict[int, str], procs: pd.DataFrame | None, events: pd.DataFrame,
+def _threads(db: _Db, strings: dict[int, str | None], procs: pd.DataFrame | None, events: pd.DataFrame,
              host_pids: set[int]) -> pd.DataFrame:
     rows = []
     if procs is not None and len(procs):
