@@ -67,8 +67,8 @@ def highlight_segments(model: Any, rows: np.ndarray, x0_ns: float | None = None,
     """
     x0 = float(model.t0_ns if x0_ns is None else x0_ns)
     x1 = float(model.t1_ns if x1_ns is None else x1_ns)
-    empty = {"left": np.zeros(0), "right": np.zeros(0), "y": np.zeros(0, np.float32),
-             "count": np.zeros(0, np.int32), "dur_ns": np.zeros(0)}
+    empty: dict[str, np.ndarray] = {"left": np.zeros(0), "right": np.zeros(0), "y": np.zeros(0, np.float32),
+                                    "count": np.zeros(0, np.int32), "dur_ns": np.zeros(0)}
     labels = model.trace.events.index.to_numpy()[np.asarray(rows, dtype=np.int64)]
     pos = np.flatnonzero(np.isin(model.src, labels))
     if pos.size == 0:
