@@ -48,8 +48,10 @@ Edge kinds (``EDGE_KINDS``) and the source of truth of each:
     this is an inference from timing, used by the replay only (the gap then costs only the wake-up
     latency, so a faster waker wakes it earlier).
 ``collective``
-    Not built yet: the k-th collective of a communicator on each rank as one barrier needs several
-    ranks' traces; one trace is analysed at a time here.
+    Given several ranks (``critical_path([tr0, tr1, ...])``, :mod:`.ranks`): the k-th collective
+    kernel of a communicator (``pg_name``) on each rank is one barrier: each rank's k-th kernel start
+    -> every other rank's k-th kernel end, weighing the measured time between them. The ranks'
+    clocks are aligned by their absolute origins (``meta.origin_ns``).
 
 Which ``cudaEventRecord`` an ``Event Sync``/``Stream Wait Event`` waits on, and on which stream that
 event was recorded, are Kineto args (``wait_on_cuda_event_record_corr_id``, ``wait_on_stream``) that
@@ -87,7 +89,7 @@ Where nbprof differs from HTA, and why:
 * Streams are keyed by ``(device, stream)``; HTA keys its last op per stream by stream id only.
 * ``fwdbwd``, ``wake``, blocking-copy and the name-based ``sync`` fallback edges are replay edges only
   (HTA has none of them), so they never change the HTA path.
-* HTA has no graph for several ranks either; nbprof analyses one trace at a time (``collective``).
+* HTA has no graph for several ranks; nbprof's (``collective`` edges) is its own extension.
 * Inputs, not rules: HTA 0.5.0's trace parser left the last ``ProfilerStep`` range's events out of
   ``benchmarks/gen_kineto.py``'s traces (its dataframe ends where that step starts), so on those files
   HTA's set equals nbprof's on the window HTA kept (``window=``), checked by
@@ -129,7 +131,8 @@ from .model import (
     Graph,
     inside_ranges,
 )
-from .path import CriticalPath, critical_path
+from .path import CriticalPath, path_of_graph
+from .ranks import add_collective_edges, critical_path, critical_path_ranks, merge_ranks
 from .slack import event_slack, tail_lengths
 
 __all__ = [
@@ -148,6 +151,10 @@ __all__ = [
     "WAKE",
     "WAKE_MAX_NS",
     "CriticalPath",
+    "add_collective_edges",
+    "critical_path_ranks",
+    "merge_ranks",
+    "path_of_graph",
     "Graph",
     "build_graph",
     "critical_path",

@@ -88,6 +88,18 @@ def critical_path(trace: Trace, step: int | None = None, *, annotation: str | No
         When the step or annotation is not in the trace, or the window holds no event.
     """
     g = build_graph(trace, step, annotation=annotation, instance=instance, window=window, sync_args=sync_args)
+    return path_of_graph(trace, g, slack=slack, model=model)
+
+
+def path_of_graph(trace: Trace, g: Graph, *, slack: bool = True, model: str = "hta") -> CriticalPath:
+    """The critical path of an already built graph ``g`` of ``trace`` (``model``, ``slack``: see
+    :func:`critical_path`).
+
+    Raises
+    ------
+    ValueError
+        When the graph is empty or ``model`` is unknown.
+    """
     n = g.n_nodes
     if n == 0:
         raise ValueError(f"no event to analyse in the window {g.window}")
