@@ -129,3 +129,12 @@ def test_timeline_zooms_to_a_finding(gpu):
     assert int(np.asarray(src.data["count"]).sum()) == len(f.evidence_rows)
     lay = static_view(gpu, critical_path=True, highlight=f)
     assert _sources(lay, "nbprof_cp_highlight") and _sources(lay, "nbprof_evidence_highlight")
+
+
+def test_cpu_trace_in_the_dashboard():
+    t = nbprof.load(DATA / "cpu" / "cnn_nw0.pt.trace.json.gz")  # num_workers=0: the DataLoader binds
+    d = viz.dashboard(t)
+    d.show_view("critical_path")
+    assert not d.errors
+    cp = d.views["critical_path"].critical_path
+    assert cp.breakdown.idxmax() == "dataloader"
