@@ -39,11 +39,19 @@ Changes (combine them in a list; factors multiply):
 ``"overlap_communication"``
     Communication device ops (NCCL/RCCL kernels, or with a ``collective``) take no time on their
     stream: full overlap, an upper bound of the saving.
+``"cuda_graphs"``
+    ``"no_host_gaps"`` plus the launch calls themselves (:data:`LAUNCH_PATTERN`: ``cudaLaunchKernel``,
+    ``cudaMemcpyAsync``, ... HTA's launch names) taking no host time: what capturing the step in a
+    CUDA graph saves when the host's other work (Python, the dispatcher) stays.
+
+Cost: the whole-trace graph is built once per trace and cached (:func:`trace_graph`) while the trace
+object lives and its ``events`` table is the same object; every :func:`predict` of that trace reuses it.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -55,7 +63,39 @@ from ..trace.predicates import name_mask as _name_mask
 from . import critical_path as cpm
 from .steps import _is_dataloader, step_windows
 
-SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication")
+SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication", "cuda_graphs")
+
+#: The launch calls of ``"cuda_graphs"`` (HTA's launch names, ``critical_path.LAUNCH_NAMES``), as a regex.
+LAUNCH_PATTERN = "^(?:" + "|".join(re.escape(n) for n in sorted(cpm.LAUNCH_NAMES)) + ")$"
+
+#: id(trace) -> (weak reference to the trace, id of its events table, its whole-trace graph).
+_GRAPHS: dict[int, tuple[weakref.ref[Trace], int, cpm.Graph]] = {}
+
+
+def trace_graph(trace: Trace) -> cpm.Graph:
+    """The whole-trace dependency graph of ``trace`` (:func:`~nbprof.analysis.critical_path.build_graph`),
+    built once and cached while ``trace`` lives and ``trace.events`` is the same table object.
+
+    Returns
+    -------
+    Graph
+    """
+    key = id(trace)
+    hit = _GRAPHS.get(key)
+    if hit is not None and hit[0]() is trace and hit[1] == id(trace.events):
+        return hit[2]
+    g = cpm.build_graph(trace)
+
+    def _drop(_ref: object, key: int = key) -> None:
+        _GRAPHS.pop(key, None)
+
+    _GRAPHS[key] = (weakref.ref(trace, _drop), id(trace.events), g)
+    return g
+
+
+def clear_graph_cache() -> None:
+    """Forget every cached graph (:func:`trace_graph`)."""
+    _GRAPHS.clear()
 
 
 @dataclass(frozen=True)
@@ -65,17 +105,21 @@ class Change:
     kind: str
     factor: float = 1.0
     pattern: str | None = None
+    #: Shown instead of the pattern (a long alternation of names) in ``str()``.
+    label: str | None = None
 
     def __str__(self) -> str:
         if self.kind == "scale":
-            return f"scale({self.pattern!r}, {self.factor:g})"
+            return f"scale({self.label or repr(self.pattern)}, {self.factor:g})"
         if self.kind in ("dataloader", "faster_host"):
             return f"{self.kind}({self.factor:g})"
         return self.kind
 
 
-def scale(name_pattern: str, factor: float) -> Change:
+def scale(name_pattern: str, factor: float, *, label: str | None = None) -> Change:
     """Events whose name matches ``name_pattern`` (regex, case-insensitive) take ``factor`` × their time.
+
+    ``label`` names the matched events in ``str(change)`` (e.g. ``"12 GEMM kernels"``).
 
     Raises
     ------
@@ -85,7 +129,7 @@ def scale(name_pattern: str, factor: float) -> Change:
     if factor < 0:
         raise ValueError(f"factor must be >= 0, not {factor}")
     re.compile(name_pattern)
-    return Change("scale", float(factor), name_pattern)
+    return Change("scale", float(factor), name_pattern, label)
 
 
 def dataloader(factor: float) -> Change:
@@ -115,6 +159,8 @@ def _as_changes(scenario: str | Change | Sequence[str | Change] | None) -> list[
             out.append(Change("dataloader", 0.0))
         elif s in ("no_host_gaps", "overlap_communication"):
             out.append(Change(s))
+        elif s == "cuda_graphs":
+            out.extend([Change("no_host_gaps"), Change("scale", 0.0, LAUNCH_PATTERN, "launch calls")])
         else:
             raise ValueError(f"unknown scenario {s!r}; named scenarios: {SCENARIOS}, or scale()/dataloader()/"
                              "faster_host() changes")
@@ -215,10 +261,12 @@ def predict(trace: Trace, scenario: str | Change | Sequence[str | Change] | None
     ----------
     trace : nbprof.Trace
     scenario : str, Change, or list of them
-        Named scenarios (``"no_dataloader"``, ``"no_host_gaps"``, ``"overlap_communication"``) and
+        Named scenarios (``"no_dataloader"``, ``"no_host_gaps"``, ``"overlap_communication"``,
+        ``"cuda_graphs"``) and
         :func:`scale` / :func:`dataloader` / :func:`faster_host` changes; ``[]`` replays unchanged.
     graph : Graph, optional
-        A :func:`~nbprof.analysis.critical_path.build_graph` of the whole trace to reuse.
+        A :func:`~nbprof.analysis.critical_path.build_graph` of the whole trace to reuse. Default:
+        :func:`trace_graph` (built once per trace, cached).
 
     Returns
     -------
@@ -230,7 +278,7 @@ def predict(trace: Trace, scenario: str | Change | Sequence[str | Change] | None
         For an unknown scenario, or a trace without steps (no host events).
     """
     changes = _as_changes(scenario)
-    g = graph if graph is not None else cpm.build_graph(trace)
+    g = graph if graph is not None else trace_graph(trace)
     ev = trace.events
     w, keep = _apply(g, ev, changes)
     rep, _ = cpm.longest_path(g.n_nodes, g.src[keep], g.dst[keep], w[keep], g.t)
