@@ -166,7 +166,7 @@ def table(
                  for c, h in zip(cols, heads))
     more = f"first {len(sub)} of {len(df)} rows" if len(df) > len(sub) else ""
     cap = " — ".join(x for x in (caption, more) if x)
-    html = (f'<table class="nbprof-table" style="border-collapse:collapse;font-variant-numeric:tabular-nums">'
+    html = ('<table class="nbprof-table" style="border-collapse:collapse;font-variant-numeric:tabular-nums">'
             + (f'<caption style="text-align:left">{e(cap)}</caption>' if cap else "")
             + f"<thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>")
     widths = [max([len(h)] + [len(r[i]) for r in text_rows]) for i, h in enumerate(heads)]

@@ -33,7 +33,6 @@ compare_cache = ""      # the same for `compare_trace`
 # %% id="52ee1e5a"
 from pathlib import Path
 import pandas as pd
-import nbprof
 from nbprof.viz.embed import show
 ROOT = Path.cwd() if (Path.cwd() / "data").is_dir() else Path.cwd().parent
 CORPUS = ROOT.parent / "shared" / "corpus"
