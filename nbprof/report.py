@@ -374,6 +374,8 @@ def build_report(
         del loaded, first
         # static_views: the notebooks emit their views as static components (BokehJS is inlined once in the page)
         params = art.parameters() | {"use_examples": False, "static_views": True} | (extra_parameters or {})
+        if verdict_block:
+            params["in_report"] = True
         executed: list[tuple[Path, str]] = []
         titles = dict(NOTEBOOKS)
         for nb in names:
@@ -438,7 +440,7 @@ def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof r
     head = INLINE.render_js() + INLINE.render_css()
     note_html = "".join(f"<li>{_html.escape(n)}</li>" for n in notes)
     banner = (
-        f'<div style="margin:1em 2em"><h1>{_html.escape(title)}</h1>{verdict}<ol>{"".join(toc)}</ol>'
+        f'<div style="margin:1em 2em;font-family:system-ui,-apple-system,\'Segoe UI\',Roboto,sans-serif"><h1>{_html.escape(title)}</h1>{verdict}<ol>{"".join(toc)}</ol>'
         + (f"<p>Notes:</p><ul>{note_html}</ul>" if notes else "")
         + "</div>"
     )

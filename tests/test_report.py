@@ -40,6 +40,22 @@ def visible_text(html: str) -> str:
     return _html.unescape(re.sub(r"<[^>]+>", "\n", body))
 
 
+def bokeh_div_texts(nb_path: Path) -> str:
+    """The text of the Bokeh Divs (findings, captions) in an executed notebook's static views."""
+    import html as _html
+    import json
+
+    out = []
+    for c in nbformat.read(nb_path, 4).cells:
+        for o in c.get("outputs", []):
+            # the document JSON sits in a JS string literal: one level of backslash escapes more
+            h = o.get("data", {}).get("text/html", "").replace("\\\\", "\\")
+            for m in re.finditer(r'"text":("(?:[^"\\]|\\.)*")', h):
+                t = _html.unescape(json.loads(m.group(1)))
+                out.append(_html.unescape(re.sub(r"<[^>]+>", "\n", t)))
+    return "\n".join(out)
+
+
 def assert_clean(html: str, where: str) -> None:
     hits = sorted({m.group(0) for m in LEAKS.finditer(visible_text(html))})
     assert not hits, f"{where}: {hits[:20]}"
@@ -83,6 +99,10 @@ def test_report_on_existing_artefacts(tmp_path):
         raw = nb_path.read_text(encoding="utf-8")
         assert "bokehjs_load" not in raw, nb_path.name
         assert '"name": "stderr"' not in raw, nb_path.name
+        divs = bokeh_div_texts(nb_path)
+        assert_clean(f"<p>{divs}</p>".replace("<", "&lt;").replace("&lt;p>", "<p>"), nb_path.name + " (Bokeh Divs)")
+        if nb_path.name.startswith("01_"):
+            assert "Findings" in divs and "dataloader (%)" in divs
     # no Device memory plot without memory events (the CNN run has none)
     assert not len(nbprof_load(art.trace).memory) and "Device memory" not in text
     # a second report never overwrites the first

@@ -24,7 +24,7 @@ import pandas as pd
 
 from .format import fmt_bytes, fmt_flops, fmt_ms, fmt_ns, is_missing
 
-__all__ = ["Table", "table", "findings_table", "column_unit", "UNITS"]
+__all__ = ["Table", "table", "findings_table", "evidence_items", "column_unit", "UNITS"]
 
 #: unit name -> (header suffix, formatter)
 UNITS = ("ms", "duration", "bytes", "percent", "count", "flops", "text", "us", "bandwidth")
@@ -189,3 +189,25 @@ def findings_table(findings: Sequence[Any], caption: str = "Findings") -> Table:
         "next step": [str(getattr(f, "next_step", "")) for f in ranked],
     })
     return table(df, {c: "text" for c in df.columns}, caption=caption, empty="nothing flagged")
+
+
+def evidence_items(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A finding's evidence as (label, human value) pairs: units from the key names, nested values summarised
+    (``{"a": 1, "b": 2}`` -> ``a: 1, b: 2``) instead of printed as Python."""
+    out = []
+    for k, v in evidence.items():
+        unit = column_unit(k)
+        label = _header(k, unit)
+        if isinstance(v, Mapping):
+            val = ", ".join(f"{kk}: {_cell(vv, 'count') if isinstance(vv, (int, float)) else vv}" for kk, vv in
+                            list(v.items())[:5]) + (", …" if len(v) > 5 else "")
+        elif isinstance(v, (list, tuple)):
+            val = ", ".join(str(x) for x in v[:10]) + (", …" if len(v) > 10 else "")
+        elif isinstance(v, bool):
+            val = "yes" if v else "no"
+        elif isinstance(v, (int, float, np.integer, np.floating)):
+            val = _cell(v, unit if unit != "text" else "count")
+        else:
+            val = str(v)
+        out.append((label, val))
+    return out

@@ -34,6 +34,7 @@ use_examples = True     # fill what is missing with bundled/corpus examples (tea
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
 trace_cache = ""        # Parquet cache of `trace` (nbprof report loads each input once and passes this)
 compare_cache = ""      # the same for `compare_trace`
+in_report = False       # nbprof report sets True: its page opens with the verdict, so this notebook does not repeat it
 
 # %% id="c4706c7a"
 from pathlib import Path
@@ -96,8 +97,10 @@ if tr is None:
     print("Nothing to analyse: give a trace or an nsys report.")
 else:
     bd = steps.step_breakdown(tr)
-    findings = advisor.advise(tr)
-    display(HTML(verdict_html(verdict.verdict(tr, breakdown=bd), findings)))
+    if in_report:
+        print("The verdict and what to fix first open the report (above); all findings are in the overview below.")
+    else:
+        display(HTML(verdict_html(verdict.verdict(tr, breakdown=bd), advisor.advise(tr))))
 
 # %% [markdown] id="7ab5b06e"
 # ## GPU utilisation, idle time and the step breakdown
@@ -115,15 +118,8 @@ if tr is not None:
     display(table(r.rename("share_ratio").rename_axis("part").reset_index()
                   .assign(part=lambda d: d["part"].str.replace("_ratio", "")), caption="Share of the average step"))
 
-# %% [markdown] id="4ab9ab8f"
-# ## All findings
-
-# %% id="4ab9ab8e"
-if tr is not None:
-    display(findings_table(findings))
-
 # %% [markdown] id="9babcce7"
-# ## Overview and timeline
+# ## Overview (with every finding) and timeline
 # Zoom with the mouse wheel or W/S, pan with A/D. In the live notebook, selecting a kernel shows the CPU op that launched it.
 
 # %% id="f4a66c84"

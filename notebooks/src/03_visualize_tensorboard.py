@@ -28,6 +28,7 @@ use_examples = True     # fill what is missing with bundled/corpus examples (tea
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
 trace_cache = ""        # Parquet cache of `trace` (nbprof report loads each input once and passes this)
 compare_cache = ""      # the same for `compare_trace`
+in_report = False       # nbprof report sets True (its page opens with the verdict)
 
 # %% id="911309b6"
 from pathlib import Path
