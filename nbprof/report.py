@@ -440,7 +440,8 @@ def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof r
     head = INLINE.render_js() + INLINE.render_css()
     note_html = "".join(f"<li>{_html.escape(n)}</li>" for n in notes)
     banner = (
-        f'<div style="margin:1em 2em;font-family:system-ui,-apple-system,\'Segoe UI\',Roboto,sans-serif"><h1>{_html.escape(title)}</h1>{verdict}<ol>{"".join(toc)}</ol>'
+        '<div style="margin:1em 2em;font-family:system-ui,-apple-system,\'Segoe UI\',Roboto,sans-serif">'
+        f'<h1>{_html.escape(title)}</h1>{verdict}<ol>{"".join(toc)}</ol>'
         + (f"<p>Notes:</p><ul>{note_html}</ul>" if notes else "")
         + "</div>"
     )
