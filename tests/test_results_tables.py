@@ -126,3 +126,18 @@ def test_dashboard_opens_with_the_verdict():
 
     d = dashboard(nbprof.load(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"), views=("overview",))
     assert d.children[1] is d.verdict and "DataLoader-bound" in d.verdict.value and "Next step:" in d.verdict.value
+
+
+def test_cpu_profile_sorted_by_device_time_says_there_is_none():
+    from nbprof.capture.options import ProfileOptions
+    from nbprof.results.profile import ProfileResult
+    from nbprof.results.render import render
+
+    r = ProfileResult(ProfileOptions(sort_by="cuda_time_total"))
+    r.traces.append(nbprof.load(corpus_path("facebookresearch__HolisticTraceAnalysis/tests/data/cpu_only/"
+                                            "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")))
+    assert "no device time in this profile" in render(r, "text")
+    assert "no device time in this profile" in render(r, "html")
+    r = ProfileResult(ProfileOptions(sort_by="cuda_time_total"))
+    r.traces.append(nbprof.load(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"))
+    assert "no device time" not in render(r, "text")
