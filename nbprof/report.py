@@ -286,6 +286,21 @@ def report_has_collectives(trace: Any) -> bool:
     return bool(pred.is_communication(trace.events).any())
 
 
+def _ipc_kernel(folder: Path) -> dict[str, Any]:
+    """Kernels talk over Unix sockets in ``folder`` (POSIX): no TCP port, no "running over TCP" warning."""
+    if os.name != "posix":
+        return {}
+    from jupyter_client.manager import AsyncKernelManager
+
+    class _IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            self.transport = "ipc"
+            self.ip = str(folder / "kernel")
+
+    return {"kernel_manager_class": _IPCKernelManager}
+
+
 def build_report(
     art: Artefacts,
     out_dir: str | os.PathLike[str] = "results",
@@ -372,6 +387,7 @@ def build_report(
 
             verdict_block = verdict_html(_verdict(first), advisor.advise(first))
         del loaded, first
+        kernel_kwargs = _ipc_kernel(cache_dir)
         # static_views: the notebooks emit their views as static components (BokehJS is inlined once in the page)
         params = art.parameters() | {"use_examples": False, "static_views": True} | (extra_parameters or {})
         if verdict_block:
@@ -383,7 +399,7 @@ def build_report(
             try:
                 pm.execute_notebook(
                     str(src / nb), str(dst), parameters=params, kernel_name=kernel_name or "python3",
-                    progress_bar=progress, cwd=str(src.parent), report_mode=False,
+                    progress_bar=progress, cwd=str(src.parent), report_mode=False, **kernel_kwargs,
                 )
             except pm.PapermillExecutionError as exc:
                 msg = f"{nb} failed at cell {exc.exec_count}: {exc.ename}: {exc.evalue}; executed notebook kept at {dst}"

@@ -110,7 +110,7 @@ def test_report_on_existing_artefacts(tmp_path):
     assert again.parent != html_path.parent and html_path.exists()
 
 
-def test_report_to_a_file_and_step_4_on_one_ddp_rank(tmp_path):
+def test_report_to_a_file_and_step_4_on_one_ddp_rank(tmp_path, capfd):
     import tempfile
 
     before = set(Path(tempfile.gettempdir()).glob("nbprof_report_cache_*"))
@@ -124,6 +124,8 @@ def test_report_to_a_file_and_step_4_on_one_ddp_rank(tmp_path):
     assert "Host-bound" in visible_text(html)
     assert "nothing to compare yet" in html  # one run: step 3 says what to give
     assert_clean(html, "ddp.html")
+    err = capfd.readouterr().err
+    assert "running over TCP" not in err and "Passed unknown parameter" not in err  # a quiet console
 
 
 @pytest.mark.parametrize("kind", ["dir", "txt", "json"])
