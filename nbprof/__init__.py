@@ -47,6 +47,22 @@ __all__ = [
 ]
 
 
+#: subpackages reachable as attributes without an explicit import (PEP 562): ``nbprof.viz.timeline(tr)``
+_LAZY_SUBPACKAGES = ("viz", "tensorboard", "deepspeed", "analysis", "results", "report", "scale", "capture")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBPACKAGES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY_SUBPACKAGES))
+
+
 def load_ipython_extension(ipython) -> None:
     """``%load_ext nbprof``: register nbprof's magics (imported only now)."""
     from .magics import register

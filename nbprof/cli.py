@@ -94,7 +94,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         art.ds_traces += [os.path.abspath(p) for p in args.ds_trace]
         for n in art.notes:
             print("note:", n)
-        html = build_report(art, out, progress=not args.no_progress)
+        html = build_report(art, out, progress=not args.no_progress, output=args.output)
     except ReportError as exc:
         print(f"nbprof report: error: {exc}", file=sys.stderr)
         if exc.notebook:
@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--no-nsys", action="store_true", help="do not run Nsight Systems on --script")
     r.add_argument("--no-progress", action="store_true", help="no progress bar while the notebooks run")
     r.add_argument("--out", default="results", help="output folder (a new report-<time> folder is made inside)")
+    r.add_argument("-o", "--output", default=None, help="write the report to this .html file instead of a folder")
     r.set_defaults(func=_cmd_report)
     args = p.parse_args(argv)
     from .errors import NbprofError

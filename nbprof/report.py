@@ -24,7 +24,8 @@ from typing import Any
 
 from .errors import NbprofError
 
-__all__ = ["NOTEBOOKS", "ReportError", "Artefacts", "notebooks_dir", "bundled_example", "run_workload", "build_report", "combine_html"]
+__all__ = ["NOTEBOOKS", "ReportError", "Artefacts", "notebooks_dir", "bundled_example", "run_workload", "build_report",
+           "combine_html", "validate_inputs", "load_input", "report_has_collectives"]
 
 #: The workflow notebooks, in order, with the artefact each one reads.
 NOTEBOOKS = (
@@ -67,9 +68,15 @@ class Artefacts:
     ds_traces: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    #: Parquet cache entries of ``trace`` / ``compare_trace`` (set by :func:`build_report`: one parse per input)
+    trace_cache: str = ""
+    compare_cache: str = ""
+
     def parameters(self) -> dict[str, Any]:
         """Papermill parameters shared by all notebooks."""
         return {
+            "trace_cache": self.trace_cache,
+            "compare_cache": self.compare_cache,
             "trace": self.trace,
             "compare_trace": self.compare_trace,
             "nsys_report": self.nsys_report,
@@ -215,6 +222,85 @@ def run_workload(
     return art
 
 
+def _check_trace_path(flag: str, path: str) -> None:
+    if os.path.isdir(path):
+        raise ReportError(f"{flag} {path!r} is a directory, not a trace file (give one .json[.gz], .sqlite or .nsys-rep)")
+    if not os.path.isfile(path):
+        raise ReportError(f"{flag} {path!r} does not exist")
+
+
+def validate_inputs(art: Artefacts) -> dict[str, Any]:
+    """Load every trace input once, before any notebook runs.
+
+    Returns
+    -------
+    dict
+        ``"trace"`` / ``"compare_trace"`` / ``"nsys_report"`` -> the loaded :class:`nbprof.Trace` (given inputs only).
+
+    Raises
+    ------
+    ReportError
+        Naming the flag and the reason (a directory, an unknown format, a JSON that is not a trace).
+    """
+    from .sources import load
+
+    out: dict[str, Any] = {}
+    for field_name, flag in (("trace", "--trace"), ("compare_trace", "--compare-trace"), ("nsys_report", "--nsys")):
+        path = getattr(art, field_name)
+        if not path:
+            continue
+        _check_trace_path(flag, path)
+        if path.endswith(".nsys-rep"):
+            continue  # exported to SQLite by step 1 (needs nsys)
+        try:
+            out[field_name] = load(path)
+        except NbprofError as exc:
+            raise ReportError(f"{flag} {path!r} is not a trace nbprof can read: {exc}") from exc
+        except (ValueError, OSError) as exc:
+            raise ReportError(f"{flag} {path!r} cannot be read: {type(exc).__name__}: {exc}") from exc
+    for p in art.ds_traces:
+        _check_trace_path("--ds-trace", p)
+    return out
+
+
+def load_input(path: str, cache_entry: str = "") -> Any:
+    """What a report notebook calls: the Trace from the report's Parquet cache entry when given, else ``nbprof.load(path)``."""
+    if cache_entry and os.path.isdir(cache_entry):
+        from .scale import TraceCache
+
+        return TraceCache(os.path.dirname(cache_entry)).get(os.path.basename(cache_entry))
+    from .sources import load
+
+    return load(path)
+
+
+def report_has_collectives(trace: Any) -> bool:
+    """True when a trace has collectives (communication kernels or nccl/gloo host ops) or a world size > 1:
+    step 4 of the report applies to it."""
+    if trace is None:
+        return False
+    from .trace import predicates as pred
+
+    if int(getattr(trace.meta, "world_size", 1) or 1) > 1:
+        return True
+    return bool(pred.is_communication(trace.events).any())
+
+
+def _ipc_kernel(folder: Path) -> dict[str, Any]:
+    """Kernels talk over Unix sockets in ``folder`` (POSIX): no TCP port, no "running over TCP" warning."""
+    if os.name != "posix":
+        return {}
+    from jupyter_client.manager import AsyncKernelManager
+
+    class _IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            self.transport = "ipc"
+            self.ip = str(folder / "kernel")
+
+    return {"kernel_manager_class": _IPCKernelManager}
+
+
 def build_report(
     art: Artefacts,
     out_dir: str | os.PathLike[str] = "results",
@@ -224,6 +310,7 @@ def build_report(
     progress: bool = True,
     title: str = "nbprof report",
     extra_parameters: dict[str, Any] | None = None,
+    output: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Execute the workflow notebooks on ``art`` and write ``<out_dir>/report-<time>/report.html``.
 
@@ -238,6 +325,12 @@ def build_report(
         Jupyter kernel (default: the current interpreter via ipykernel's ``python3``).
     progress : bool, default True
         Papermill's per-cell progress bar.
+    output : path, optional
+        Write the page to this ``.html`` file instead (the executed notebooks are then removed).
+
+    Every trace input is loaded once (:func:`validate_inputs`) before any notebook runs and handed to
+    the notebooks as a Parquet cache entry (``trace_cache``/``compare_cache``), removed at the end.
+    Step 4 runs when the trace has collectives, per-rank traces or a DeepSpeed log are given.
 
     Returns
     -------
@@ -249,32 +342,77 @@ def build_report(
     ReportError
         A notebook failed; ``.notebook`` is the executed copy with the traceback in it.
     """
+    import shutil
+    import tempfile
+
     import papermill as pm
 
     src = notebooks_dir()
-    folder = Path(out_dir) / time.strftime("report-%Y%m%d-%H%M%S")
-    n = 0
-    while folder.exists():
-        n += 1
-        folder = Path(out_dir) / (time.strftime("report-%Y%m%d-%H%M%S") + f"-{n}")
-    folder.mkdir(parents=True)
-    names = list(notebooks or [nb for nb, _ in NOTEBOOKS])
-    # static_views: the notebooks emit their views as static components (BokehJS is inlined once in the page)
-    params = art.parameters() | {"use_examples": False, "static_views": True} | (extra_parameters or {})
-    executed: list[tuple[Path, str]] = []
-    titles = dict(NOTEBOOKS)
-    for nb in names:
-        dst = folder / nb
-        try:
-            pm.execute_notebook(
-                str(src / nb), str(dst), parameters=params, kernel_name=kernel_name or "python3",
-                progress_bar=progress, cwd=str(src.parent), report_mode=False,
-            )
-        except pm.PapermillExecutionError as exc:
-            msg = f"{nb} failed at cell {exc.exec_count}: {exc.ename}: {exc.evalue}; executed notebook kept at {dst}"
-            raise ReportError(msg, notebook=str(dst)) from exc
-        executed.append((dst, titles.get(nb, nb)))
-    html = combine_html(executed, title=title, notes=art.notes)
+    loaded = validate_inputs(art)  # before any folder or kernel: a bad input fails in about a second
+    target_file = Path(output) if output else None
+    if target_file is not None and target_file.suffix.lower() not in (".html", ".htm"):
+        raise ReportError(f"-o {str(target_file)!r}: the report is one .html file (use --out DIR for a folder)")
+    if target_file is not None:
+        target_file.parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix="nbprof_report_", dir=str(target_file.parent)))
+    else:
+        folder = Path(out_dir) / time.strftime("report-%Y%m%d-%H%M%S")
+        n = 0
+        while folder.exists():
+            n += 1
+            folder = Path(out_dir) / (time.strftime("report-%Y%m%d-%H%M%S") + f"-{n}")
+        folder.mkdir(parents=True)
+    # one parse per input: every notebook reads the Parquet cache of the trace loaded above (removed at the end)
+    cache_dir = Path(tempfile.mkdtemp(prefix="nbprof_report_cache_"))
+    try:
+        from .scale import TraceCache
+
+        cache = TraceCache(str(cache_dir))
+        for field_name, cache_field in (("trace", "trace_cache"), ("compare_trace", "compare_cache")):
+            tr = loaded.get(field_name)
+            if tr is not None:
+                key = f"{field_name}-{os.getpid()}"
+                cache.put(key, tr)
+                setattr(art, cache_field, cache.entry(key))
+        names = list(notebooks or [nb for nb, _ in NOTEBOOKS])
+        first = loaded.get("trace") or loaded.get("nsys_report")
+        if notebooks is None and not (art.ds_traces or art.ds_log or report_has_collectives(first)):
+            names = [nb for nb in names if not nb.startswith("04_")]
+            art.notes.append("step 4 (distributed) left out: no collectives, no per-rank traces, no DeepSpeed log")
+        verdict_block = ""
+        if first is not None:
+            from .analysis import advisor
+            from .analysis.verdict import verdict as _verdict
+            from .results.verdict import verdict_html
+
+            verdict_block = verdict_html(_verdict(first), advisor.advise(first))
+        del loaded, first
+        kernel_kwargs = _ipc_kernel(cache_dir)
+        # static_views: the notebooks emit their views as static components (BokehJS is inlined once in the page)
+        params = art.parameters() | {"use_examples": False, "static_views": True} | (extra_parameters or {})
+        if verdict_block:
+            params["in_report"] = True
+        executed: list[tuple[Path, str]] = []
+        titles = dict(NOTEBOOKS)
+        for nb in names:
+            dst = folder / nb
+            try:
+                pm.execute_notebook(
+                    str(src / nb), str(dst), parameters=params, kernel_name=kernel_name or "python3",
+                    progress_bar=progress, cwd=str(src.parent), report_mode=False, **kernel_kwargs,
+                )
+            except pm.PapermillExecutionError as exc:
+                msg = f"{nb} failed at cell {exc.exec_count}: {exc.ename}: {exc.evalue}; executed notebook kept at {dst}"
+                raise ReportError(msg, notebook=str(dst)) from exc
+            executed.append((dst, titles.get(nb, nb)))
+        html = combine_html(executed, title=title, notes=art.notes, verdict=verdict_block)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        art.trace_cache = art.compare_cache = ""
+    if target_file is not None:
+        target_file.write_text(html, encoding="utf-8")
+        shutil.rmtree(folder, ignore_errors=True)
+        return target_file
     out = folder / "report.html"
     out.write_text(html, encoding="utf-8")
     return out
@@ -283,7 +421,8 @@ def build_report(
 _EXTERNAL = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>|<link[^>]*\bhref=[\"']https?://[^>]*>", re.I)
 
 
-def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof report", notes: Sequence[str] = ()) -> str:
+def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof report", notes: Sequence[str] = (),
+                 verdict: str = "") -> str:
     """Merge executed notebooks into one HTML page that needs no network.
 
     nbconvert's ``lab`` template renders each notebook (inputs hidden, outputs kept); references to
@@ -317,7 +456,8 @@ def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof r
     head = INLINE.render_js() + INLINE.render_css()
     note_html = "".join(f"<li>{_html.escape(n)}</li>" for n in notes)
     banner = (
-        f'<div style="margin:1em 2em"><h1>{_html.escape(title)}</h1><ol>{"".join(toc)}</ol>'
+        '<div style="margin:1em 2em;font-family:system-ui,-apple-system,\'Segoe UI\',Roboto,sans-serif">'
+        f'<h1>{_html.escape(title)}</h1>{verdict}<ol>{"".join(toc)}</ol>'
         + (f"<p>Notes:</p><ul>{note_html}</ul>" if notes else "")
         + "</div>"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -26,42 +27,133 @@ def _code_outputs(nb) -> str:
     return "\n".join(out)
 
 
+#: what must never reach a reader: raw ns headers, object reprs, pandas Series footers, evidence dicts, warnings
+LEAKS = re.compile(r"\b[a-z]\w*_(?:ns|bytes|ratio)\b|<nbprof\.|\bdtype: |\bName: \w+, |\{'\w+': |WARNING|W-1000|"
+                   r"MISSING_RENDERERS|running over TCP|Traceback|\w+ ns [ab]\b")
+
+
+def visible_text(html: str) -> str:
+    """The text a reader sees: no scripts, styles or tags."""
+    import html as _html
+
+    body = re.sub(r"<script.*?</script>|<style.*?</style>", "", html, flags=re.S)
+    return _html.unescape(re.sub(r"<[^>]+>", "\n", body))
+
+
+def bokeh_div_texts(nb_path: Path) -> str:
+    """The text of the Bokeh Divs (findings, captions) in an executed notebook's static views."""
+    import html as _html
+    import json
+
+    out = []
+    for c in nbformat.read(nb_path, 4).cells:
+        for o in c.get("outputs", []):
+            # the document JSON sits in a JS string literal: one level of backslash escapes more
+            h = o.get("data", {}).get("text/html", "").replace("\\\\", "\\")
+            for m in re.finditer(r'"text":("(?:[^"\\]|\\.)*")', h):
+                t = _html.unescape(json.loads(m.group(1)))
+                out.append(_html.unescape(re.sub(r"<[^>]+>", "\n", t)))
+    return "\n".join(out)
+
+
+def assert_clean(html: str, where: str) -> None:
+    hits = sorted({m.group(0) for m in LEAKS.finditer(visible_text(html))})
+    assert not hits, f"{where}: {hits[:20]}"
+
+
+def nbprof_load(p):
+    import nbprof
+
+    return nbprof.load(p)
+
+
 def test_report_on_existing_artefacts(tmp_path):
     art = Artefacts(trace=str(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"),
                     compare_trace=str(DATA / "gpu" / "cnn_nw4_prep.pt.trace.json.gz"))
     html_path = build_report(art, tmp_path, progress=False)
     html = html_path.read_text(encoding="utf-8")
     assert html_path.parent.parent == tmp_path and html_path.parent.name.startswith("report-")
-    # one page, four steps, offline: BokehJS inline, no script/style from a CDN
-    for title in ("Step 1 - System view", "Step 2 - Operators", "Step 3 - Visualise", "Step 4 - Distributed",
-                  "Step 1 — The system view", "Step 4 — Distributed jobs (DeepSpeed)"):
+    # one page, offline: BokehJS inline, no script/style from a CDN; no collectives here, so no step 4
+    for title in ("Step 1 - System view", "Step 2 - Operators", "Step 3 - Visualise", "Step 1 — The system view"):
         assert title in html
+    assert "Step 4 - Distributed" not in html and "step 4 (distributed) left out" in html
     assert "Bokeh" in html and not EXTERNAL.search(html)
     assert len(html) < 12 * 2**20  # BokehJS once (~4 MB) + the views' data
+    text = visible_text(html)
+    # the first screen: the verdict, then what to fix first, before the table of contents
+    v = text.index("DataLoader-bound")
+    assert v < text.index("What to fix first") < text.index("Step 1 - System view")
+    assert "87% of each step (21.1 of 24.2 ms" in text and "num_workers" in text[v:text.index("Step 1 - System view")]
+    # step 3 compares before (a) with after (b): the change is after - before, negative = faster (4.3x speed-up)
+    assert "'after' vs 'before': the average step takes 5.62 ms instead of 24.24 ms (-18.63 ms, 4.32x faster)" in text
+    assert "Negative deltas are improvements" not in text
+    # human units everywhere a person reads
+    assert_clean(html, "report.html")
     # the numbers in it are the analyses' numbers: the DataLoader stall of the H200 num_workers=0 run
     nb2 = nbformat.read(html_path.parent / "02_operators_pytorch.ipynb", 4)
-    assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in _code_outputs(nb2)
-    # views are static components: BokehJS is in the page once, never in a notebook's outputs
+    out2 = _code_outputs(nb2)
+    assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in out2
+    assert "ProfilerStep" not in out2.split("Host operators by device time")[1].split("</table>")[0]
+    # views are static components: BokehJS is in the page once, never in a notebook's outputs; no stderr
     for nb_path in html_path.parent.glob("*.ipynb"):
-        assert "bokehjs_load" not in nb_path.read_text(encoding="utf-8"), nb_path.name
-    nb1 = nbformat.read(html_path.parent / "01_system_nsys.ipynb", 4)
-    out1 = _code_outputs(nb1)
-    # H200, 0.3 ms of Python preprocessing per sample, num_workers=0: the DataLoader holds 87% of the step
-    assert re.search(r"dataloader_ratio\s+87\.0 %", out1)
-    assert "dataloader" in out1 and "host_wait_ns" in out1
-    nb4 = nbformat.read(html_path.parent / "04_distributed_deepspeed.ipynb", 4)
-    assert "this step applies to multi-rank jobs" in _code_outputs(nb4)  # no examples in report mode
+        raw = nb_path.read_text(encoding="utf-8")
+        assert "bokehjs_load" not in raw, nb_path.name
+        assert '"name": "stderr"' not in raw, nb_path.name
+        divs = bokeh_div_texts(nb_path)
+        assert_clean(f"<p>{divs}</p>".replace("<", "&lt;").replace("&lt;p>", "<p>"), nb_path.name + " (Bokeh Divs)")
+        if nb_path.name.startswith("01_"):
+            assert "Findings" in divs and "dataloader (%)" in divs
+    # no Device memory plot without memory events (the CNN run has none)
+    assert not len(nbprof_load(art.trace).memory) and "Device memory" not in text
     # a second report never overwrites the first
     again = build_report(art, tmp_path, progress=False, notebooks=["02_operators_pytorch.ipynb"])
     assert again.parent != html_path.parent and html_path.exists()
 
 
+def test_report_to_a_file_and_step_4_on_one_ddp_rank(tmp_path, capfd):
+    import tempfile
+
+    before = set(Path(tempfile.gettempdir()).glob("nbprof_report_cache_*"))
+    art = Artefacts(trace=str(DATA / "gpu" / "ddp_nccl_rank0.pt.trace.json.gz"))
+    out = build_report(art, progress=False, output=tmp_path / "sub" / "ddp.html")
+    assert out == tmp_path / "sub" / "ddp.html" and out.is_file()
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["ddp.html"]  # executed notebooks removed
+    assert set(Path(tempfile.gettempdir()).glob("nbprof_report_cache_*")) == before  # the trace cache too
+    html = out.read_text(encoding="utf-8")
+    assert "Step 4 - Distributed" in html and "One rank of a distributed job" in html
+    assert "Host-bound" in visible_text(html)
+    assert "nothing to compare yet" in html  # one run: step 3 says what to give
+    assert_clean(html, "ddp.html")
+    err = capfd.readouterr().err
+    assert "running over TCP" not in err and "Passed unknown parameter" not in err  # a quiet console
+
+
+@pytest.mark.parametrize("kind", ["dir", "txt", "json"])
+def test_bad_trace_is_rejected_before_any_notebook(tmp_path, kind):
+    import time
+
+    bad = {"dir": tmp_path / "d", "txt": tmp_path / "t.txt", "json": tmp_path / "x.json"}[kind]
+    if kind == "dir":
+        bad.mkdir()
+    else:
+        bad.write_text("hello" if kind == "txt" else '{"not": "a trace"}')
+    out = tmp_path / "out"
+    t0 = time.perf_counter()
+    with pytest.raises(ReportError, match="--trace") as ei:
+        build_report(Artefacts(trace=str(bad)), out, progress=False)
+    assert time.perf_counter() - t0 < 2.0
+    assert ei.value.notebook is None and not out.exists()  # no half-made folder
+
+
 def test_failing_notebook_is_kept_and_reported(tmp_path):
-    art = Artefacts(trace=str(tmp_path / "missing.pt.trace.json"))
-    with pytest.raises(ReportError, match=r"02_operators_pytorch.ipynb failed at cell \d+: FileNotFoundError") as ei:
-        build_report(art, tmp_path, progress=False, notebooks=["02_operators_pytorch.ipynb"])
+    # a notebook that fails (here: a cache entry that is not one) is kept with its traceback
+    (tmp_path / "bogus").mkdir()
+    art = Artefacts(trace=str(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"))
+    with pytest.raises(ReportError, match=r"02_operators_pytorch.ipynb failed at cell \d+: ") as ei:
+        build_report(art, tmp_path, progress=False, notebooks=["02_operators_pytorch.ipynb"],
+                     extra_parameters={"trace_cache": str(tmp_path / "bogus")})
     kept = Path(ei.value.notebook)
-    assert kept.exists() and "FileNotFoundError" in _code_outputs(nbformat.read(kept, 4))
+    assert kept.exists() and "Error" in _code_outputs(nbformat.read(kept, 4))
 
 
 def test_cli_report_from_a_real_run(tmp_path):
@@ -85,3 +177,7 @@ def test_cli_report_errors(tmp_path):
     assert r.returncode == 2 and "does not exist" in r.stderr
     r = subprocess.run([sys.executable, "-m", "nbprof.cli", "report"], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2 and "give --script" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "nbprof.cli", "report", "--trace", str(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"),
+                        "-o", str(tmp_path / "r.txt")], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 1 and ".html file" in r.stderr

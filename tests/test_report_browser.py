@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
-from conftest import DATA
+from conftest import DATA, ROOT
 
 from nbprof.report import Artefacts, build_report
 
@@ -38,7 +40,17 @@ def test_report_renders_offline(tmp_path):
             toc = page.get_by_role("link", name="Step 2 - Operators and kernels (PyTorch Profiler)")
             assert toc.count() == 1 and toc.is_visible()
             assert page.get_by_text("Step 2 — Which operators and kernels? (PyTorch Profiler)").count() >= 1
+            # the first screen states the bound and what to fix first (issue 20: verdict first)
+            verdict = page.locator(".nbprof-verdict").first
+            assert verdict.is_visible() and "DataLoader-bound" in verdict.inner_text()
+            vb = verdict.bounding_box()
+            assert vb and vb["y"] + vb["height"] < 1000
+            fix = page.get_by_text("What to fix first").first
+            fb = fix.bounding_box()
+            assert fb and fb["y"] < 1000
             page.screenshot(path=str(tmp_path / "report.png"))
+            if os.environ.get("NBPROF_UPDATE_DOCS") == "1":
+                page.screenshot(path=str(ROOT / "docs" / "report_first_screen.png"))
             assert not blocked, f"the report tried the network: {blocked[:5]}"
             assert not errors, errors
         finally:

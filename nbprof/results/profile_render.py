@@ -74,12 +74,24 @@ class ProfileRenderer:
             parts.append(f"{row['name']} {txt}")
         return f"top operators by {r.options.sort_by}: " + ", ".join(parts)
 
+    def no_device_note(self, r: ProfileResult) -> str | None:
+        """Said when the table is sorted by a device column but the profile has no device time."""
+        if not r.traces or "device" not in resolve_sort_key(r.options.sort_by):
+            return None
+        if any(t.has_device for t in r.traces):
+            return None
+        return (f"no device time in this profile (CPU-only): sorting by {r.options.sort_by} orders nothing; "
+                "use --sort-by cpu_time_total")
+
     def summary(self, r: ProfileResult) -> str:
         """The ``text/plain`` summary: wall time, steps, top operators, files, notes."""
         lines = self.headline(r)
         top = self.top_line(r)
         if top:
             lines.append(top)
+        nd = self.no_device_note(r)
+        if nd:
+            lines.append(f"note: {nd}")
         for p in r.paths:
             lines.append(f"wrote {p}")
         for n in r.notes:
@@ -142,7 +154,8 @@ class ProfileRenderer:
             body.append(f"<div>{esc(top)}</div>")
         for p in r.paths:
             body.append(f"<div>wrote <code>{esc(str(p))}</code></div>")
-        for n in r.notes:
+        nd = self.no_device_note(r)
+        for n in [*r.notes, *([nd] if nd else [])]:
             body.append(f'<div style="color:#a15c00">note: {esc(n)}</div>')
         body.append("</div>")
         if r.traces:

@@ -19,6 +19,18 @@ __all__ = ["dashboard", "Dashboard", "VIEWS", "show_trace"]
 VIEWS = registry.VIEWS
 
 
+def _verdict_html(trace) -> str:
+    """The verdict and the top findings (``results.verdict``), shown above every tab; empty when it cannot be made."""
+    from ..analysis import advisor
+    from ..analysis.verdict import verdict
+    from ..results.verdict import verdict_html
+
+    try:
+        return verdict_html(verdict(trace), advisor.advise(trace))
+    except (ValueError, KeyError) as e:  # e.g. a trace without the columns the step breakdown needs
+        return f"<i>verdict not available: {escape_html(str(e))}</i>"
+
+
 class Dashboard(widgets.VBox):
     """The composed widget (see :func:`dashboard`).
 
@@ -44,10 +56,11 @@ class Dashboard(widgets.VBox):
             f"<b>nbprof</b> <code>{escape_html(s['path'])}</code> &mdash; {s['events']} events, "
             f"{len(s['steps'])} steps, {s['duration_ns'] / 1e6:.3f} ms, rank {s['rank']}"
             + (f", devices: {escape_html(', '.join(s['devices']))}" if s["devices"] else ""))
+        self.verdict = widgets.HTML(_verdict_html(trace))
         self.selector = widgets.ToggleButtons(options=names, value=start or names[0])
         self.body = widgets.VBox([])
         self.selector.observe(self._on_select, names="value")
-        super().__init__([head, self.selector, self.body])
+        super().__init__([head, self.verdict, self.selector, self.body])
         self.add_class("nbprof-dashboard")
         self.show_view(self.selector.value)
 

@@ -32,15 +32,21 @@ def show(obj, views=None, *, static: bool = False, theme: str = "light", width: 
     from IPython.display import HTML, display
 
     if static:
+        # static layouts are built from the analyses' tables without a widget, so nothing loads
+        # BokehJS into the notebook's outputs: the report page loads it once
+        from bokeh.core.validation import silence
+        from bokeh.core.validation.warnings import MISSING_RENDERERS
         from bokeh.embed import components
         from bokeh.model import Model
 
         from .static import static_layout
 
-        # static layouts are built from the analyses' tables without a widget, so nothing loads
-        # BokehJS into the notebook's outputs: the report page loads it once
         lay = obj if isinstance(obj, Model) else static_layout(obj, views, theme=theme, width=width)
-        script, div = components(lay)
+        silence(MISSING_RENDERERS, True)  # empty placeholder figures are intended: no W-1000 in the outputs
+        try:
+            script, div = components(lay)
+        finally:
+            silence(MISSING_RENDERERS, False)
         display(HTML(div + script))
         return None
     from ..trace.model import Trace

@@ -22,14 +22,16 @@ __all__ = ["operators_view", "operator_tables"]
 _GROUPINGS = ("name", "shapes", "stack")
 _TIME_COLS = ("self_host_ns", "total_host_ns", "self_device_ns", "total_device_ns")
 _SORTS = {
-    "total_host_ns": "total host time",
-    "self_host_ns": "self host time",
-    "total_device_ns": "total device time",
-    "self_device_ns": "self device time",
+    "total_host_ns": "total host time (µs)",
+    "self_host_ns": "self host time (µs)",
+    "total_device_ns": "total device time (µs)",
+    "self_device_ns": "self device time (µs)",
     "count": "count",
-    "device_mem_bytes": "device memory",
-    "host_mem_bytes": "host memory",
+    "device_mem_bytes": "device memory (MiB)",
+    "host_mem_bytes": "host memory (MiB)",
 }
+#: step wrappers (``ProfilerStep#N``, torch's merged ``ProfilerStep*``) hold the whole step: left out of the chart
+_CHART_SKIP = "ProfilerStep"
 
 
 def operator_tables(trace, *, max_rows: int = 500, stack_depth: int = 5) -> dict[str, tuple[pd.DataFrame, int]]:
@@ -92,10 +94,11 @@ idx.sort((a, b) => (d[key][b] || 0) - (d[key][a] || 0));
 const out = {};
 for (const c of Object.keys(d)) { out[c] = idx.map((i) => d[c][i]); }
 shown.data = out;
-const k = Math.min(topn, idx.length);
+const cidx = idx.filter((i) => !String(d.name[i]).startsWith(skip));
+const k = Math.min(topn, cidx.length);
 const labels = []; const vals = [];
 for (let j = 0; j < k; j++) {
-  const i = idx[j];
+  const i = cidx[j];
   let lab = String(d.name[i]); if (d.key[i]) lab += ' ' + String(d.key[i]);
   if (lab.length > 60) lab = lab.slice(0, 59) + '\\u2026';
   labels.push((j + 1) + '. ' + lab); vals.push(d[key][i] || 0);
@@ -177,7 +180,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100, top_n: int 
     labels_map = {k: v for k, v in sort_opts}
     bars = ColumnDataSource({"label": [], "value": []}, name="nbprof_ops_bars")
     chart = figure(y_range=[], width=width, height=28 + 18 * top_n, title=f"Top {top_n} operators",
-                   toolbar_location=None, x_axis_label="total host time", name="nbprof_ops_chart")
+                   toolbar_location=None, x_axis_label=_SORTS["total_host_ns"], name="nbprof_ops_chart")
     chart.hbar(y="label", right="value", height=0.7, source=bars, color="#4c78a8")
     chart.yaxis.major_label_text_font_size = "8pt"
     chart.ygrid.grid_line_color = None
@@ -185,7 +188,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100, top_n: int 
     status = Div(text="", render_as_text=True, width=width, name="nbprof_ops_status")
     cb = CustomJS(args=dict(grouping=grouping, fulls=fulls, filter=filt, sortkey=sortkey, shown=shown,
                             bars=bars, chart=chart, topn=top_n, labels_map=labels_map, keycol=cols[1],
-                            status=status, totals=totals), code=_FILTER_JS)
+                            status=status, totals=totals, skip=_CHART_SKIP), code=_FILTER_JS)
     grouping.js_on_change("value", cb)
     filt.js_on_change("value_input", cb)
     filt.js_on_change("value", cb)
@@ -212,11 +215,12 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100, top_n: int 
 
 
 def _initial_fill(df, bars, chart, status, total, grouping, top_n):
-    top = df.sort_values("total_host_ns", ascending=False).head(top_n)
+    chartable = df[~df["name"].astype(str).str.startswith(_CHART_SKIP)]
+    top = chartable.sort_values("total_host_ns", ascending=False).head(top_n)
     labels = [f"{i + 1}. {truncate(str(n), 60)}" for i, n in enumerate(top["name"])]
     bars.data = {"label": labels, "value": list(top["total_host_ns"].to_numpy(np.float64) / 1e3)}
     chart.y_range.factors = labels[::-1]
-    chart.xaxis.axis_label = "total host time"
+    chart.xaxis.axis_label = _SORTS["total_host_ns"]
     status.text = f"showing {len(df)} of {total} {grouping} groups"
 
 

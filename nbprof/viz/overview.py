@@ -12,6 +12,7 @@ import numpy as np
 
 from ..analysis import advisor, steps, utilization
 from ..results.format import fmt_ns
+from ..results.table import evidence_items
 from ._base import NbprofView
 from ._escape import escape_html, truncate
 from .theme import apply_theme, auto_theme_callback, style_widgets
@@ -51,8 +52,7 @@ def _finding_html(f) -> str:
     sev = str(get("severity", "info"))
     color = _SEVERITY_COLORS.get(sev.lower(), "#4c78a8")
     ev = get("evidence", {}) or {}
-    items = "".join(f"<li><code>{escape_html(k)}</code>: {escape_html(truncate(str(v), 200))}</li>"
-                    for k, v in list(ev.items())[:8])
+    items = "".join(f"<li>{escape_html(k)}: {escape_html(truncate(v, 200))}</li>" for k, v in evidence_items(ev)[:8])
     where = get("where", "")
     nxt = get("next_step", "")
     return (f'<div class="nbprof-finding" style="border-left:4px solid {color};padding:2px 8px;margin:4px 0">'

@@ -32,12 +32,17 @@ ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
+trace_cache = ""        # Parquet cache of `trace` (nbprof report loads each input once and passes this)
+compare_cache = ""      # the same for `compare_trace`
+in_report = False       # nbprof report sets True: its page opens with the verdict, so this notebook does not repeat it
 
 # %% id="c4706c7a"
 from pathlib import Path
 import pandas as pd
 import nbprof
 from nbprof.viz.embed import show
+from nbprof.results.table import table, findings_table
+from nbprof.report import load_input
 ROOT = Path.cwd() if (Path.cwd() / "data").is_dir() else Path.cwd().parent
 CORPUS = ROOT.parent / "shared" / "corpus"
 def resolve(p):
@@ -64,57 +69,57 @@ def param(value, name):
 nsys_report = param(nsys_report, "nsys_report")
 if nsys_report:
     sys_trace = nbprof.load(nsys_report)
-    print(repr(sys_trace))
-    print(sys_trace.report)
     from nbprof.analysis import nsys_stats, nsys_rules
     # the nsys stats reports (same rows and numbers as `nsys stats`): NVTX ranges, OS runtime, CUDA API, kernels, copies
     for name, df in nsys_stats.summaries(sys_trace).items():
         if len(df):
-            print(name)
-            display(df.head(10))
+            display(table(df, caption=name, max_rows=10))
     # the nsys analyze expert rules as findings (GPU gaps, low utilisation, synchronous APIs, pageable copies)
-    from nbprof.analysis import advisor
-    display(advisor.findings_frame(nsys_rules.nsys_findings(sys_trace)))
+    rule_findings = nsys_rules.nsys_findings(sys_trace)
+    if rule_findings:
+        display(findings_table(rule_findings))
+    else:
+        print("nsys analyze rules: nothing flagged.")
 else:
     sys_trace = None
     print("No Nsight Systems report: the system view below comes from the PyTorch profiler trace.")
 
 # %% [markdown] id="cc168a34"
-# ## GPU utilisation, idle time and the step breakdown
+# ## Verdict: what bounds the step, and what to fix first
 
 # %% id="c59b0e4e"
-from nbprof.analysis import steps, utilization
+from nbprof.analysis import advisor, steps, utilization, verdict
+from nbprof.results.verdict import verdict_html
+from IPython.display import HTML
 trace = param(trace, "trace")
-tr = nbprof.load(trace) if trace else sys_trace
+tr = load_input(trace, trace_cache) if trace else sys_trace
 if tr is None:
     print("Nothing to analyse: give a trace or an nsys report.")
-elif not tr.has_device:
-    print("This profile has no GPU activity (CPU-only machine or CPU-only profile): GPU utilisation does "
-          "not apply; the step breakdown still shows CPU vs DataLoader time.")
 else:
-    print(repr(tr))
-    display(utilization.gpu_utilization(tr))
-    display(utilization.idle_breakdown(tr))
-
-# %% id="6684511e"
-if tr is not None:
     bd = steps.step_breakdown(tr)
-    display(bd)
-    ratios = steps.breakdown_ratios(bd)
-    print("share of step time:")
-    print((ratios * 100).round(1).astype(str) + " %")
+    if in_report:
+        print("The verdict and what to fix first open the report (above); all findings are in the overview below.")
+    else:
+        display(HTML(verdict_html(verdict.verdict(tr, breakdown=bd), advisor.advise(tr))))
 
 # %% [markdown] id="7ab5b06e"
-# ## Findings
+# ## GPU utilisation, idle time and the step breakdown
 
-# %% id="4ab9ab8e"
-from nbprof.analysis import advisor
+# %% id="6684511e"
+if tr is not None and not tr.has_device:
+    print("This profile has no GPU activity (CPU-only machine or CPU-only profile): GPU utilisation does "
+          "not apply; the step breakdown still shows CPU vs DataLoader time.")
+elif tr is not None:
+    display(table(utilization.gpu_utilization(tr), caption="GPU utilisation"))
+    display(table(utilization.idle_breakdown(tr), caption="Idle time by cause (HTA)"))
 if tr is not None:
-    findings = advisor.advise(tr)
-    display(advisor.findings_frame(findings))
+    display(table(bd, caption="Step breakdown (priority counting)"))
+    r = steps.breakdown_ratios(bd)
+    display(table(r.rename("share_ratio").rename_axis("part").reset_index()
+                  .assign(part=lambda d: d["part"].str.replace("_ratio", "")), caption="Share of the average step"))
 
 # %% [markdown] id="9babcce7"
-# ## Timeline
+# ## Overview (with every finding) and timeline
 # Zoom with the mouse wheel or W/S, pan with A/D. In the live notebook, selecting a kernel shows the CPU op that launched it.
 
 # %% id="f4a66c84"

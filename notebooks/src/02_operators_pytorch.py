@@ -27,11 +27,13 @@ ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
+trace_cache = ""        # Parquet cache of `trace` (nbprof report loads each input once and passes this)
+compare_cache = ""      # the same for `compare_trace`
+in_report = False       # nbprof report sets True (its page opens with the verdict)
 
 # %% id="52ee1e5a"
 from pathlib import Path
 import pandas as pd
-import nbprof
 from nbprof.viz.embed import show
 ROOT = Path.cwd() if (Path.cwd() / "data").is_dir() else Path.cwd().parent
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -54,15 +56,17 @@ def param(value, name):
 
 # %% id="35cfaca0"
 from nbprof.analysis import operators, kernels
+from nbprof.report import load_input
+from nbprof.results.table import table
+from nbprof.results.operators_table import operator_table
 trace = param(trace, "trace")
-tr = nbprof.load(trace) if trace else None
+tr = load_input(trace, trace_cache) if trace else None
 if tr is None:
     print("No PyTorch profiler trace: this step needs one (profile with %%torchprof or torch.profiler).")
 else:
-    print(repr(tr))
-    ops = operators.operator_summary(tr)
-    cols = ["name", "count", "self_host_ns", "total_host_ns", "self_device_ns", "total_device_ns", "host_mem_bytes", "device_mem_bytes"]
-    display(ops[cols].head(20))
+    ops = operators.operator_summary(tr)  # once; the views below get it too
+    # host operators (cpu_op, record_function ranges) by device time, then self host time; Python frames left out
+    display(operator_table(ops))
 
 # %% [markdown] id="29350cc6"
 # ### Grouped by input shapes
@@ -71,7 +75,11 @@ else:
 # %% id="02b152f1"
 if tr is not None:
     by_shape = operators.operator_summary(tr, group_by="shapes")
-    display(by_shape[["name", "input_dims", "count", "total_host_ns", "total_device_ns"]].head(15))
+    by_shape = by_shape[by_shape["cat"].astype(str).isin(["cpu_op", "user_annotation"])
+                        & ~by_shape["name"].astype(str).str.startswith("ProfilerStep")]
+    by_shape = by_shape.sort_values(["total_device_ns", "total_host_ns"], ascending=False)
+    display(table(by_shape, columns=["name", "input_dims", "count", "total_device_ns", "total_host_ns"],
+                  max_rows=15, caption="Operators by input shapes"))
 
 # %% [markdown] id="4504086f"
 # ### Kernels
@@ -80,7 +88,7 @@ if tr is not None:
 # %% id="1cf0293b"
 ks = kernels.kernel_summary(tr) if tr is not None else []
 if len(ks):
-    display(ks.head(15))
+    display(table(ks, max_rows=15, caption="Kernels"))
 else:
     print("No GPU kernels (CPU-only profile or no trace).")
 
@@ -91,14 +99,19 @@ else:
 # %% id="552febd6"
 from nbprof.analysis import memory
 if tr is not None and len(tr.memory):
-    display(memory.memory_peak(tr))
-    display(memory.largest_allocations(tr, 10))
+    display(table(memory.memory_peak(tr).drop(columns=["device_type"], errors="ignore"), caption="Memory peak"))
+    big = memory.largest_allocations(tr, 10)
+    never = ~big["freed"].astype(bool)
+    big = big.assign(addr=[f"0x{a:x}" if a >= 0 else "" for a in big["addr"]],
+                     free_ts_ns=big["free_ts_ns"].where(~never), lifetime_ns=big["lifetime_ns"].where(~never),
+                     freed=["yes" if f else "never freed" for f in big["freed"]])
+    display(table(big.drop(columns=["device_type"], errors="ignore"), {"addr": "text"}, caption="Largest allocations"))
 else:
     print("No [memory] events: profile with profile_memory=True to see allocations.")
 
 # %% id="df5c266b"
 if tr is not None:
-    show(tr, views=["operators", "memory"], static=static_views)
+    show(tr, views=["operators"] + (["memory"] if len(tr.memory) else []), static=static_views)
 
 # %% [markdown] id="df52923a"
 # ### Profile your own cell

@@ -12,7 +12,7 @@
 # writes runs (traces + scalars TensorBoard shows: step time, breakdown, GPU utilisation, memory peak, top
 # operators as text) and reads logdirs back for its own Overview / Operator / Trace / Memory views.
 #
-# **How to read the comparison.** Negative deltas are improvements (less time). Look first at step time,
+# **How to read the comparison.** Every change is *after − before*: a negative change is time saved. Look first at step time,
 # then at the breakdown category you targeted (e.g. DataLoader after raising `num_workers`), then at
 # operators/kernels that changed unexpectedly.
 
@@ -26,6 +26,9 @@ ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
+trace_cache = ""        # Parquet cache of `trace` (nbprof report loads each input once and passes this)
+compare_cache = ""      # the same for `compare_trace`
+in_report = False       # nbprof report sets True (its page opens with the verdict)
 
 # %% id="911309b6"
 from pathlib import Path
@@ -51,41 +54,57 @@ def param(value, name):
     return resolve(ex) if ex and Path(resolve(ex)).exists() else ""
 
 # %% id="67fe6461"
-import tempfile
 from nbprof import tensorboard as tb
+from nbprof.analysis import compare
+from nbprof.report import load_input
+from nbprof.results.table import table
+from nbprof.results.compare_render import compare_sentence, order_runs, side_by_side_table
 logdir = resolve(logdir)
 trace, compare_trace = param(trace, "trace"), param(compare_trace, "compare_trace")
-if not logdir and trace:
-    # no logdir given: make one from the trace(s): "before" and "after"
-    logdir = tempfile.mkdtemp(prefix="nbprof_tb_")
-    tb.write_run(trace, logdir, run="before")
-    if compare_trace:
-        tb.write_run(compare_trace, logdir, run="after")
+# two traces given: compare them as loaded (one parse each; no logdir copy is written)
+pair = {}
+if trace and compare_trace:
+    pair = {"before": load_input(trace, trace_cache), "after": load_input(compare_trace, compare_cache)}
 runs = tb.discover(logdir) if logdir else pd.DataFrame(columns=["run"])
 if logdir:
-    display(runs)
-else:
-    print("No TensorBoard logdir and no trace: nothing to show in this step.")
+    display(table(runs.drop(columns=["path"], errors="ignore"), caption=f"Runs in {logdir}"))
+elif not pair:
+    print("One run given: nothing to compare yet. Give a second trace (--compare-trace, the run after "
+          "your change) or a logdir with two runs.")
 
 # %% id="da1a26b3"
-names = list(dict.fromkeys(runs["run"]))
-if len(names) >= 2:
-    cmp = tb.compare_runs(logdir, names[0], names[1])
-    print(f"comparing {names[0]!r} (a) with {names[1]!r} (b)")
-    display(cmp.steps)
-    display(cmp.breakdown)
-    display(cmp.operators.head(10))
+if not pair:
+    names = order_runs(list(dict.fromkeys(runs["run"])))
+    if len(names) >= 2:
+        cmp = tb.compare_runs(logdir, names[0], names[1])
+        a_name, b_name = names[0], names[1]
 else:
-    print("Only one run in the logdir: nothing to compare yet. Write a second run after your change.")
+    names = ["before", "after"]
+    a_name, b_name = names
+    cmp = compare.compare(pair["before"], pair["after"])
+if len(names) >= 2:
+    # every delta is after - before: negative = the change saved time
+    print(compare_sentence(cmp.steps, a_name, b_name))
+    display(side_by_side_table(cmp.steps, a_name, b_name, caption="Step time (change = after - before; negative is faster)"))
+    display(side_by_side_table(cmp.breakdown, a_name, b_name, caption="Average step breakdown"))
+    ops = cmp.operators
+    ops = ops[ops["cat"].astype(str).isin(["cpu_op", "user_annotation"])
+              & ~ops["name"].astype(str).str.startswith("ProfilerStep")]
+    display(table(ops, columns=["name", "count_a", "count_b", "self_host_ns_a", "self_host_ns_b", "self_host_ns_delta",
+                                "total_device_ns_delta"], max_rows=10,
+                  caption=f"Operators that changed most (a = {a_name}, b = {b_name}; delta = b - a)"))
 
 # %% [markdown] id="b0ed5889"
 # ### The views of each run
 
 # %% id="4d04773b"
-for name in names[:2]:
-    tr = tb.load_run(logdir, name)
-    print(name, repr(tr))
-    show(tr, views=["overview"], static=static_views)
+if pair:
+    for name, t in pair.items():
+        print(name)
+        show(t, views=["overview"], static=static_views)
+else:
+    for name in names[:2]:
+        show(tb.load_run(logdir, name), views=["overview"], static=static_views)
 
 # %% [markdown] id="5a161772"
 # ### In a live notebook

@@ -33,6 +33,9 @@ ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
+trace_cache = ""        # Parquet cache of `trace` (nbprof report loads each input once and passes this)
+compare_cache = ""      # the same for `compare_trace`
+in_report = False       # nbprof report sets True (its page opens with the verdict)
 
 # %% id="b618e5bf"
 from pathlib import Path
@@ -63,18 +66,29 @@ if not paths and use_examples and (CORPUS / "facebookresearch__HolisticTraceAnal
     base = CORPUS / "facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter"
     paths = [str(base / "sampled_rank-0.json.gz"), str(base / "sampled_rank-1.json.gz")]
     print("No per-rank traces given: using two ranks of a real 128-rank NCCL job from the corpus.")
+from nbprof.report import load_input, report_has_collectives
+from nbprof.results.table import table
+traces = []
 if paths:
     from nbprof.scale import load_ranks
     job = load_ranks(paths, progress=False)
-    print(repr(job))
     traces = list(job.traces())
+    print(f"{len(traces)} ranks loaded")
+elif trace:
+    one = load_input(param(trace, "trace"), trace_cache)
+    if report_has_collectives(one):
+        traces = [one]
+        print(f"One rank of a distributed job (rank {one.meta.rank} of {one.meta.world_size}): "
+              "per-rank numbers below; give every rank's trace (--ds-trace) for skew and stragglers.")
+if traces:
     rep = distributed.distributed_report(traces)
-    display(rep.summary)
-    display(rep.overlap)
-    display(rep.skew)
+    display(table(rep.summary, caption="Per rank"))
+    display(table(rep.overlap, caption="Compute / communication overlap"))
+    if len(traces) > 1:
+        display(table(rep.skew, caption="Skew across ranks"))
     print("ZeRO pattern per rank:", rep.zero)
 else:
-    print("No distributed traces: this step applies to multi-rank jobs.")
+    print("No distributed traces and no collectives in the trace: this step applies to multi-rank jobs.")
 
 # %% [markdown] id="51bc188e"
 # ### DeepSpeed's own reports
@@ -87,11 +101,11 @@ if log_path and not ds_log:
 if log_path:
     log = nds.parse_log(Path(log_path))
     if log.flops:
-        display(log.flops[0].summary)
-    display(log.comms.summary)
-    display(log.timer_means())
+        display(table(log.flops[0].summary))
+    display(table(log.comms.summary))
+    display(table(log.timer_means()))
     if len(log.quirks):
         print("quirks flagged while parsing:")
-        display(log.quirks)
+        display(table(log.quirks))
 else:
     print("No DeepSpeed log: this step applies to DeepSpeed jobs.")

@@ -1,0 +1,213 @@
+"""One table renderer: a DataFrame of analysis numbers (int64 ns, bytes, ratios) -> escaped HTML in human units.
+
+Analyses keep their frames in ns/bytes; this is where a person's table is made. The unit of a column comes
+from its name (``*_ns`` duration, ``*_bytes`` size, ``*_ratio``/``*_share`` percent) or from ``units``;
+headers lose the suffix and show the unit (``self_device_ns`` -> ``self device (ms)``). Numbers are
+right-aligned, there is no index column, every cell is escaped, and placeholders (``-1`` addresses, ``0``
+free times of never-freed blocks, NaN) are blank.
+
+>>> import pandas as pd
+>>> t = table(pd.DataFrame({"name": ["a<b"], "dur_ns": [1_500_000], "utilization_ratio": [0.97]}))
+>>> ">dur (ms)</th>" in t.html and "1.500" in t.html and "97.0%" in t.html and "a&lt;b" in t.html
+True
+"""
+
+from __future__ import annotations
+
+import html as _html
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .format import fmt_bytes, fmt_flops, fmt_ms, fmt_ns, is_missing
+
+__all__ = ["Table", "table", "findings_table", "evidence_items", "column_unit", "UNITS"]
+
+#: unit name -> (header suffix, formatter)
+UNITS = ("ms", "duration", "bytes", "percent", "count", "flops", "text", "us", "bandwidth")
+
+
+#: ``compare`` columns: ``self_host_ns_a``/``_b``/``_delta`` are ns columns of side a/b/the change
+_SIDE = re.compile(r"(?<=_ns|tes)_(a|b|delta)$")
+
+
+def column_unit(name: str, series: pd.Series | None = None) -> str:
+    """The unit of a column from its name: ``ms`` for ``*_ns``, ``bytes``, ``percent``, ``count`` or ``text``."""
+    n = _SIDE.sub("", str(name))
+    if n.endswith("_bytes_per_s"):
+        return "bandwidth"
+    if n.endswith("_ns"):
+        return "ms"
+    if n.endswith("_bytes") or n == "bytes":
+        return "bytes"
+    if n.endswith(("_ratio", "_share")) or n == "ratio":
+        return "percent"
+    if n.endswith("flops"):
+        return "flops"
+    if series is not None and pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
+        return "count"
+    if series is not None and series.dtype == object and len(series):
+        num = pd.to_numeric(series, errors="coerce")
+        if num.notna().all() and not series.map(lambda x: isinstance(x, bool)).any():
+            return "count"
+    return "text"
+
+
+def _header(name: str, unit: str) -> str:
+    m = _SIDE.search(str(name))
+    side = m.group(1) if m else ""
+    n = _SIDE.sub("", str(name))
+    for suf in ("_bytes_per_s", "_ns", "_bytes", "_ratio", "_share", "_x"):
+        if n.endswith(suf):
+            n = n[: -len(suf)]
+    n = n.replace("_", " ") + (f" {side}" if side else "")
+    return {"ms": f"{n} (ms)", "us": f"{n} (µs)", "percent": f"{n} (%)", "bandwidth": f"{n} (GB/s)"}.get(unit, n)
+
+
+def _cell(v: Any, unit: str) -> str:
+    if is_missing(v):
+        return ""
+    if unit == "ms":
+        return fmt_ms(v)
+    if unit == "us":
+        return f"{float(v) / 1e3:,.2f}"
+    if unit == "duration":
+        return fmt_ns(v)
+    if unit == "bytes":
+        return fmt_bytes(v)
+    if unit == "percent":
+        return f"{100 * float(v):.1f}%"
+    if unit == "flops":
+        return fmt_flops(v)
+    if unit == "bandwidth":
+        return f"{float(v) / 1e9:,.2f}"
+    if unit == "count":
+        f = float(v)
+        return f"{int(f):,}" if f == int(f) else f"{f:,.3f}"
+    return str(v)
+
+
+class Table:
+    """An HTML table (``.html``) with a plain-text form; what notebooks ``display``."""
+
+    def __init__(self, html: str, text: str, rows: int) -> None:
+        self.html = html
+        self.text = text
+        self.rows = rows
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def table(
+    df: pd.DataFrame,
+    units: Mapping[str, str] | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    blank: Mapping[str, Any] | None = None,
+    max_rows: int = 50,
+    caption: str = "",
+    empty: str = "(no rows)",
+) -> Table:
+    """Render ``df`` for people.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+    units : mapping, optional
+        Column -> one of :data:`UNITS`, overriding the name rule (:func:`column_unit`).
+    columns : sequence of str, optional
+        Which columns, in order (default all).
+    blank : mapping, optional
+        Column -> placeholder value shown blank (e.g. ``{"addr": -1, "free_ts_ns": 0}``); ``-1`` in an
+        ``*_ns`` column is always blank.
+    max_rows : int
+        Rows shown (the caption says "first N of M").
+    caption : str
+    empty : str
+        Shown instead of a header-only table when ``df`` has no rows.
+    """
+    e = _html.escape
+    cols = list(columns) if columns is not None else [str(c) for c in df.columns]
+    if df.empty:
+        msg = f"{caption}: {empty}" if caption else empty
+        return Table(f"<p><i>{e(msg)}</i></p>", msg, 0)
+    sub = df.reset_index(drop=True).loc[:, cols].head(max_rows)
+    u = {c: (units or {}).get(c) or column_unit(c, sub[c]) for c in cols}
+    bl = dict(blank or {})
+    body = []
+    text_rows = []
+    for _, row in sub.iterrows():
+        cells = []
+        tcells = []
+        for c in cols:
+            v = row[c]
+            if (c in bl and not is_missing(v) and v == bl[c]) or (u[c] == "ms" and not is_missing(v)
+                                                                 and isinstance(v, (int, np.integer)) and v == -1):
+                s = ""
+            else:
+                s = _cell(v, u[c])
+            right = u[c] != "text"
+            cells.append(f'<td style="text-align:{"right" if right else "left"}">{e(s)}</td>')
+            tcells.append(s)
+        body.append("<tr>" + "".join(cells) + "</tr>")
+        text_rows.append(tcells)
+    heads = [_header(c, u[c]) for c in cols]
+    th = "".join(f'<th style="text-align:{"left" if u[c] == "text" else "right"}">{e(h)}</th>'
+                 for c, h in zip(cols, heads))
+    more = f"first {len(sub)} of {len(df)} rows" if len(df) > len(sub) else ""
+    cap = " — ".join(x for x in (caption, more) if x)
+    html = ('<table class="nbprof-table" style="border-collapse:collapse;font-variant-numeric:tabular-nums">'
+            + (f'<caption style="text-align:left">{e(cap)}</caption>' if cap else "")
+            + f"<thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    widths = [max([len(h)] + [len(r[i]) for r in text_rows]) for i, h in enumerate(heads)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths))]
+    lines += ["  ".join(s.rjust(w) if u[c] != "text" else s.ljust(w) for s, w, c in zip(r, widths, cols))
+              for r in text_rows]
+    text = ((cap + "\n") if cap else "") + "\n".join(lines)
+    return Table(html, text, len(sub))
+
+
+def findings_table(findings: Sequence[Any], caption: str = "Findings") -> Table:
+    """Advisor findings (ranked, one per rule) as a table: severity, finding, where, next step — no evidence dicts."""
+    from .verdict import rank_findings
+
+    ranked = rank_findings(findings)
+    df = pd.DataFrame({
+        "severity": [str(getattr(f, "severity", "")) for f in ranked],
+        "finding": [str(getattr(f, "title", "")) for f in ranked],
+        "where": [str(getattr(f, "where", "")) for f in ranked],
+        "next step": [str(getattr(f, "next_step", "")) for f in ranked],
+    })
+    return table(df, {c: "text" for c in df.columns}, caption=caption, empty="nothing flagged")
+
+
+def evidence_items(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A finding's evidence as (label, human value) pairs: units from the key names, nested values summarised
+    (``{"a": 1, "b": 2}`` -> ``a: 1, b: 2``) instead of printed as Python."""
+    out = []
+    for k, v in evidence.items():
+        unit = column_unit(k)
+        label = _header(k, unit)
+        if isinstance(v, Mapping):
+            val = ", ".join(f"{kk}: {_cell(vv, 'count') if isinstance(vv, (int, float)) else vv}" for kk, vv in
+                            list(v.items())[:5]) + (", …" if len(v) > 5 else "")
+        elif isinstance(v, (list, tuple)):
+            val = ", ".join(str(x) for x in v[:10]) + (", …" if len(v) > 10 else "")
+        elif isinstance(v, bool):
+            val = "yes" if v else "no"
+        elif isinstance(v, (int, float, np.integer, np.floating)):
+            val = _cell(v, unit if unit != "text" else "count")
+        else:
+            val = str(v)
+        out.append((label, val))
+    return out
