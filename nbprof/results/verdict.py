@@ -94,10 +94,19 @@ def verdict_text(v: Any, findings: Sequence[Any] = (), top: int = 3) -> str:
     lines = [verdict_sentence(v)]
     for i, f in enumerate(rank_findings(findings, top), 1):
         s: Any = getattr(f, "predicted_saving_ns", None)
-        lines.append(f"{i}. {f.title}" + ("" if is_missing(s) else f" (saves ~{fmt_ns(float(s))} per step)"))
+        lines.append(f"{i}. {f.title}" + _saving_text(s, " ({})"))
         if getattr(f, "next_step", ""):
             lines.append(f"   next: {f.next_step}")
     return "\n".join(lines)
+
+
+def _saving_text(s: Any, template: str, *, escape: bool = False) -> str:
+    """``template`` filled with the predicted saving in words ("saves ~21.1 ms per step"; a zero saving says the
+    what-if replay predicts none); "" when the finding is not quantified."""
+    if is_missing(s):
+        return ""
+    words = "the what-if replay predicts no step-time saving" if float(s) <= 0 else f"saves ~{fmt_ns(float(s))} per step"
+    return template.format(_html.escape(words) if escape else words)
 
 
 _BOUND_COLORS = {"dataloader": "#e45756", "host": "#f58518", "gpu_compute": "#54a24b", "communication": "#b8860b",
@@ -121,7 +130,7 @@ def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3) -> str:
         lis = []
         for f in ranked:
             s: Any = getattr(f, "predicted_saving_ns", None)
-            save = "" if is_missing(s) else f' <span class="nbprof-saving">saves ~{e(fmt_ns(float(s)))} per step</span>'
+            save = _saving_text(s, ' <span class="nbprof-saving">{}</span>', escape=True)
             where = f'<br><small>where: {e(f.where)}</small>' if getattr(f, "where", "") else ""
             nxt = f"<br><b>Next step:</b> {e(f.next_step)}" if getattr(f, "next_step", "") else ""
             lis.append(f'<li style="margin:4px 0"><b>{e(f.title)}</b> <small>[{e(f.severity)}]</small>{save}{nxt}{where}</li>')
