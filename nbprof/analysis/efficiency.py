@@ -5,29 +5,32 @@ recorded sizes; ``e(t)`` is the element size of dtype ``t`` in bytes; bytes move
 traffic of the roofline model (Williams, Waterman, Patterson, "Roofline", CACM 2009): every operand
 read once and the result written once):
 
-=====================================  ===============================================  =====================
-op                                     FLOPs                                            source
-=====================================  ===============================================  =====================
-``aten::mm`` [n,m]x[m,p]               2·n·m·p                                          torch profiler ``computeFlops`` (``torch/csrc/profiler/util.cpp``), ``flop_counter.mm_flop``
-``aten::addmm`` bias,[n,m],[m,p]       2·n·m·p (the bias add is not counted)            same; ``flop_counter.addmm_flop``
-``aten::bmm`` [b,n,m]x[b,m,p]          2·b·n·m·p                                        same; ``flop_counter.bmm_flop``
-``aten::baddbmm`` c,[b,n,m],[b,m,p]    2·b·n·m·p                                        same; ``flop_counter.baddbmm_flop``
-``aten::linear`` x[...,k], w[o,k]      2·prod(x[:-1])·k·o                               = the addmm/mm it calls
-``aten::matmul``                       as mm / bmm after broadcasting the batch dims    ``flop_counter.matmul`` decomposition
-convolution fwd                        2·N·C_out·prod(out)·(C_in/groups)·prod(kernel)   ``flop_counter.conv_flop_count``; torch profiler conv2d
-``aten::convolution_backward``         2 × forward (grad input + grad weight)           ``flop_counter.conv_backward_flop``
-SDPA / flash attention fwd             2·B·H·L·S·E + 2·B·H·L·S·Ev (÷2 when causal)      ``flop_counter.sdpa_flop_count``; FlashAttention (Dao et al. 2022) §4 for causal
-SDPA / flash attention bwd             2 × forward (÷2 when causal)                     ``flop_counter.sdpa_backward_flop_count``
-``aten::mul`` / ``aten::add``          numel(first input)                               torch profiler ``computeFlops`` (exactly its rule, broadcasting not counted)
-other elementwise (binary/unary)       numel(broadcast output)                          1 FLOP per output element (roofline convention)
-reductions (sum, mean, amax, ...)      numel(input)                                     one op per input element
-softmax / log_softmax (fwd, bwd)       5·numel                                          max, sub, exp, sum, div per element (Ivanov et al., "Data movement is all you need", MLSys 2021, Table A.1)
-layer / batch / group norm             5·numel (fwd), 8·numel (bwd)                     mean, var, sub, mul, affine per element (same paper)
-RMS norm                               4·numel                                          square, mean, rsqrt-mul, weight-mul
-embedding                              0 (a gather); bytes = output + indices           —
-``_fused_adam(w)_`` / Adam step        14·numel(params)                                 ``torch.optim.Adam`` algorithm: 2 moments (7), bias corrections (2), sqrt, eps, div, lr, update
-SGD (``_fused_sgd_``)                  2·numel (4 with momentum)                        ``torch.optim.SGD`` algorithm
-=====================================  ===============================================  =====================
+- ``aten::mm`` [n,m]x[m,p]: 2·n·m·p. Source: torch profiler ``computeFlops``
+  (``torch/csrc/profiler/util.cpp``), ``torch.utils.flop_counter.mm_flop``.
+- ``aten::addmm`` bias,[n,m],[m,p]: 2·n·m·p, the bias add not counted (same sources, ``addmm_flop``).
+- ``aten::bmm`` [b,n,m]x[b,m,p] and ``aten::baddbmm`` c,[b,n,m],[b,m,p]: 2·b·n·m·p (same sources,
+  ``bmm_flop`` / ``baddbmm_flop``).
+- ``aten::linear`` x[..., k], w[o, k]: 2·prod(x[:-1])·k·o (= the addmm/mm it calls); ``aten::matmul``:
+  mm/bmm after broadcasting the batch dims (``flop_counter``'s decomposition of matmul).
+- convolution forward: 2·N·C_out·prod(out spatial)·(C_in/groups)·prod(kernel)
+  (``flop_counter.conv_flop_count``; torch profiler's conv2d rule).
+- ``aten::convolution_backward``: 2 × forward (grad input + grad weight; ``flop_counter.conv_backward_flop``).
+- scaled-dot-product / flash attention, q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev]: forward
+  2·B·H·L·S·E + 2·B·H·L·S·Ev (``flop_counter.sdpa_flop_count``), backward 2 × forward
+  (``sdpa_backward_flop_count``); causal halves both (FlashAttention, Dao et al. 2022, §4 benchmarks).
+- ``aten::mul`` / ``aten::add``: numel of the *first* argument (exactly torch profiler's
+  ``computeFlops`` rule: broadcasting is not counted); other elementwise ops: numel of the broadcast
+  output (1 FLOP per output element, the roofline convention); ``copy_``/``fill_``/dropout: 0.
+- reductions (sum, mean, amax, ...): numel of the input.
+- softmax / log_softmax (forward and backward): 5·numel (max, sub, exp, sum, div per element:
+  Ivanov et al., "Data Movement Is All You Need", MLSys 2021).
+- layer / batch / group norm: 5·numel forward (mean, var, sub, mul, affine), 8·numel backward; RMS norm
+  4·numel (square, mean, rsqrt-mul, weight-mul) (same paper's operator counts).
+- embedding: 0 FLOPs (a gather); bytes = indices + output read and written.
+- optimizer steps: ``_fused_adam(w)_`` 14·numel(params) (the ``torch.optim.Adam`` algorithm: two
+  moments 7, bias corrections 2, sqrt, eps, div, lr, update), bytes 7·numel (reads w, g, m, v;
+  writes w, m, v; TensorList dtypes are not recorded: 4 bytes assumed); ``_fused_sgd_`` 2·numel;
+  ``_foreach_*``: numel of the first list.
 
 Where torch counts FLOPs itself (``with_flops=True``: ``FunctionEvent.flops`` / ``key_averages``,
 the Kineto ``flops`` argument of older exporters) the rows above reproduce its number exactly (the
@@ -153,13 +156,14 @@ def _broadcast(shapes: Sequence[Sequence[int]]) -> list[int]:
     return out
 
 
-_ELEMENTWISE = frozenset(
-    "add sub mul div rsub pow neg abs exp exp2 log log2 log1p sqrt rsqrt sin cos tanh sigmoid relu gelu silu "
-    "threshold_backward gelu_backward silu_backward sigmoid_backward tanh_backward where clamp clamp_min "
-    "clamp_max maximum minimum reciprocal erf hardtanh leaky_relu elu masked_fill addcmul addcdiv lerp "
-    "mish sign floor ceil round fill copy dropout native_dropout native_dropout_backward".split()
-)
-_REDUCTIONS = frozenset("sum mean amax amin max min prod norm var std argmax argmin logsumexp".split())
+_ELEMENTWISE = frozenset([
+    "add", "sub", "mul", "div", "rsub", "pow", "neg", "abs", "exp", "exp2", "log", "log2", "log1p", "sqrt",
+    "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu", "threshold_backward", "gelu_backward",
+    "silu_backward", "sigmoid_backward", "tanh_backward", "where", "clamp", "clamp_min", "clamp_max", "maximum",
+    "minimum", "reciprocal", "erf", "hardtanh", "leaky_relu", "elu", "masked_fill", "addcmul", "addcdiv", "lerp",
+    "mish", "sign", "floor", "ceil", "round", "fill", "copy", "dropout", "native_dropout", "native_dropout_backward",
+])
+_REDUCTIONS = frozenset(["sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "var", "std", "argmax", "argmin", "logsumexp"])
 _SDPA_FWD = ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
              "_flash_attention_forward", "_efficient_attention_forward",
@@ -632,8 +636,8 @@ def _add_rates(df: pd.DataFrame, time_ns: np.ndarray, kinds: np.ndarray, dtypes:
         ratio_m = (by / (t * 1e-9)) / bw
     df["peak_ratio"] = np.where(fl > 0, ratio_c, ratio_m)
     ridge = peak / bw
-    bound = np.where(np.isnan(ai) | np.isnan(ridge), None,
-                     np.where(ai >= ridge, "compute", "memory"))
+    bound = np.where(np.isnan(ai) | np.isnan(ridge), np.array(None, dtype=object),
+                     np.where(ai >= ridge, "compute", "memory").astype(object))
     bound = np.where((fl <= 0) & (by > 0) & ~np.isnan(ridge), "memory", bound)
     df["bound"] = pd.Series(bound, index=df.index, dtype=object)
 
