@@ -19,10 +19,14 @@ call. Rules and their sources:
                         convolution kernels take >= 10 % of kernel time but < 20 % of that runs in
                         Tensor Core kernels (names per torch-tb-profiler's ``TC_Allowlist`` plus
                         newer cuBLAS/CUTLASS spellings).
+``efficiency``          ops with >= 5 % of device time below 30 % of their roofline
+                        (:mod:`nbprof.analysis.efficiency`); fp32 GEMMs / convolutions >= 10 % of device
+                        time on a device with TF32/BF16 Tensor Cores (next step: mixed precision).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -45,6 +49,8 @@ THRESHOLDS: dict[str, float] = {
     "memory_peak_ratio": 0.90,
     "gemm_time_ratio": 0.10,
     "tensor_core_ratio": 0.20,
+    "efficiency_time_ratio": 0.05,
+    "efficiency_peak_ratio": 0.30,
 }
 
 
@@ -349,6 +355,77 @@ def _rule_tensor_cores(trace: Trace, th: dict[str, float], cache: dict[str, Any]
     return out
 
 
+def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
+    """Ops far below their roof, and fp32 matrix work where Tensor Cores would run it faster."""
+    from . import efficiency as eff
+
+    if not trace.has_device or "input_dims" not in trace.events:
+        return []
+    pk = eff.peaks(trace)
+    if not pk.known:
+        return []
+    oe = eff.operator_efficiency(trace, peaks_=pk)
+    w = eff.op_work(trace)
+    outer = w[w["counted"]]
+    keep = set(zip(outer["name"], outer["input_dims"], strict=True))
+    oe = oe[np.array([(n, d) in keep for n, d in zip(oe["name"], oe["input_dims"], strict=True)], dtype=bool)]
+    ev = trace.events
+    total = int(ev.loc[pred.is_kernel(ev), "dur_ns"].sum())
+    if oe.empty or total <= 0:
+        return []
+    out = []
+
+    def events_of(rows: pd.DataFrame) -> list[int]:
+        keys = set(zip(rows["name"], rows["input_dims"], strict=True))
+        hit = w[[(n, d) in keys for n, d in zip(w["name"], w["input_dims"], strict=True)]]
+        return [int(x) for x in hit["event"].head(20)]
+
+    low = oe[(oe["time_ns"] >= th["efficiency_time_ratio"] * total) & (oe["peak_ratio"] < th["efficiency_peak_ratio"])]
+    if len(low):
+        top = low.head(5)
+        # the time they would take at the threshold share of their roof
+        saving = int(sum(t * (1 - r / th["efficiency_peak_ratio"]) for t, r in zip(top["time_ns"], top["peak_ratio"],
+                                                                                 strict=True)))
+        out.append(Finding(
+            "efficiency", "high" if top["time_ns"].sum() > 0.3 * total else "medium",
+            f"{len(low)} op group(s) with {low['time_ns'].sum() / total:.0%} of device time run below "
+            f"{th['efficiency_peak_ratio']:.0%} of their roofline on {pk.device}",
+            {"device": pk.device, "peak_key": pk.key, "kernel_ns": total, "predicted_saving_ns": saving,
+             "event_ids": events_of(top),
+             "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
+                      "peak_ratio": float(r.peak_ratio), "bound": str(r.bound),
+                      "achieved_tflops_per_s": float(r.achieved_tflops_per_s),
+                      "achieved_gb_per_s": float(r.achieved_gb_per_s)} for r in top.itertuples()]},
+            f"device {pk.device}",
+            ("Memory-bound ops far below the bandwidth roof are usually small or unfused: fuse the chain "
+             "(torch.compile), batch small launches, or use fused kernels (fused optimizers, "
+             "scaled_dot_product_attention); compute-bound ones: larger tiles/batch, aligned shapes "
+             "(multiples of 8/16), reduced precision."),
+        ))
+    has_tc = "tf32" in pk.flops_per_s or "bf16" in pk.flops_per_s
+    fp32 = oe[oe["kind"].isin(["gemm", "conv", "attention"]) & (oe["dtype"] == "fp32")]
+    fp32_ns = int(fp32["time_ns"].sum())
+    if has_tc and fp32_ns >= th["gemm_time_ratio"] * total:
+        fast = pk.flops_per_s.get("bf16", pk.flops_per_s.get("tf32", math.nan))
+        speed = fast / pk.flops_per_s["fp32"] if "fp32" in pk.flops_per_s else math.nan
+        comp = fp32[fp32["bound"] == "compute"]
+        saving = int(comp["time_ns"].sum() * (1 - 1 / speed)) if speed == speed and speed > 1 else 0
+        out.append(Finding(
+            "efficiency", "high" if fp32_ns > 0.3 * total else "medium",
+            f"fp32 matrix ops take {fp32_ns / total:.0%} of device time on {pk.device}, whose BF16 Tensor Cores "
+            f"peak {speed:.0f}x higher",
+            {"device": pk.device, "peak_key": pk.key, "fp32_matrix_ns": fp32_ns, "kernel_ns": total,
+             "peak_speedup": speed, "predicted_saving_ns": saving, "event_ids": events_of(fp32.head(5)),
+             "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
+                      "peak_ratio": float(r.peak_ratio)} for r in fp32.head(5).itertuples()]},
+            f"device {pk.device}",
+            ("Mixed precision: torch.autocast('cuda', dtype=torch.bfloat16) around the forward pass (fp16 with "
+             "torch.amp.GradScaler); or keep fp32 weights and allow TF32: "
+             "torch.set_float32_matmul_precision('high'), torch.backends.cudnn.allow_tf32 = True."),
+        ))
+    return out
+
+
 RULES = {
     "dataloader": _rule_dataloader,
     "host_wait": _rule_host_wait,
@@ -358,6 +435,7 @@ RULES = {
     "communication": _rule_communication,
     "memory_peak": _rule_memory_peak,
     "tensor_cores": _rule_tensor_cores,
+    "efficiency": _rule_efficiency,
 }
 
 
