@@ -486,12 +486,16 @@ def _table() -> tuple[dict[str, Any], ...]:
     return tuple(rows)
 
 
-def device_table() -> pd.DataFrame:
+def device_table(trace: Trace | None = None) -> pd.DataFrame:
     """The peak table (``nbprof/analysis/data/device_peaks.json``): one row per device variant with
     ``key``, ``match`` (name regex), ``sms``, ``boost_mhz``, dense peaks in TFLOP/s (``fp64``,
     ``fp64_tensor``, ``fp32``, ``tf32``, ``bf16``, ``fp16``, ``fp8``; NaN = no such mode),
-    ``bandwidth_gbs`` (GB/s = 10^9 bytes/s) and ``source`` (the datasheet)."""
-    return pd.DataFrame(list(_table())).astype({c: "float64" for c in _PEAK_DTYPES})
+    ``bandwidth_gbs`` (GB/s = 10^9 bytes/s), ``source`` (the datasheet) and ``matched`` (True on the
+    row :func:`peaks` matches for ``trace``'s device 0; all False without a trace)."""
+    df = pd.DataFrame(list(_table())).astype({c: "float64" for c in _PEAK_DTYPES})
+    key = peaks(trace).key if trace is not None else None
+    df["matched"] = df["key"] == key
+    return df
 
 
 @dataclass
@@ -663,8 +667,11 @@ def operator_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_o
     Returns
     -------
     pandas.DataFrame
-        The summary's columns (``flops`` renamed ``recorded_flops``: torch's own count, NaN where not
-        recorded), then ``flops`` (FLOP over all calls, float64: torch's where recorded, else the model),
+        The summary's columns (:func:`nbprof.analysis.operators.operator_summary`: ``name``,
+        ``input_dims``, ``cat``, ``count``, ``self_host_ns``, ``total_host_ns``, ``self_device_ns``,
+        ``total_device_ns``, ``host_mem_bytes``, ``self_host_mem_bytes``, ``device_mem_bytes``,
+        ``self_device_mem_bytes``, ``avg_host_ns``, ``avg_device_ns``; its ``flops`` renamed
+        ``recorded_flops``: torch's own count, NaN where not recorded), then ``flops`` (FLOP over all calls, float64: torch's where recorded, else the model),
         ``bytes`` (bytes moved over all calls), ``kind``, ``dtype``, ``time_ns`` (the time the rates use:
         ``total_device_ns`` on a device trace, else ``total_host_ns``), ``achieved_tflops_per_s``
         (10^12 FLOP/s), ``achieved_gb_per_s`` (10^9 bytes/s), ``arithmetic_intensity`` (FLOP/byte),
@@ -779,10 +786,13 @@ def kernel_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_onl
     Returns
     -------
     pandas.DataFrame
-        The summary's columns, then ``flops`` / ``bytes`` (FLOP / bytes over all instances, from
-        :func:`kernel_work`), ``kind``, ``dtype``, ``op_name`` and ``input_dims`` (of the launching
-        op that contributed most), and the rate columns of :func:`operator_efficiency`, computed over
-        ``total_ns``. Sorted by ``total_ns`` descending.
+        The summary's columns (:func:`nbprof.analysis.kernels.kernel_summary`: ``name``, ``instances``,
+        ``total_ns``, ``avg_ns``, ``med_ns``, ``min_ns``, ``max_ns``, ``std_ns``, ``gpu_time_ratio``), then
+        ``flops`` / ``bytes`` (FLOP / bytes over all instances, from :func:`kernel_work`), ``kind``,
+        ``dtype``, ``op_name`` and ``input_dims`` (of the launching op that contributed most), and the
+        rate columns of :func:`operator_efficiency` computed over ``total_ns``: ``achieved_tflops_per_s``,
+        ``achieved_gb_per_s``, ``arithmetic_intensity``, ``peak_tflops_per_s``, ``peak_gb_per_s``,
+        ``peak_ratio``, ``bound``. Sorted by ``total_ns`` descending.
     """
     pk = peaks_ if peaks_ is not None else peaks(trace)
     summ = kernel_summary(trace)
