@@ -236,7 +236,7 @@ def work(name: str, dims: Sequence[Any], types: Sequence[Any], *,
     convolution: ``[N, C_out, *spatial]``). Formulas and sources: module docstring.
 
     >>> work("aten::addmm", [[32], [8, 16], [16, 32], [], []], ["float"] * 3 + ["Scalar"] * 2)
-    Work(flops=8192.0, bytes=3200.0, kind='gemm', dtype='fp32')
+    Work(flops=8192.0, bytes=3712.0, kind='gemm', dtype='fp32')
     """
     ts = _tensors(dims, types)
     if not ts:
