@@ -72,6 +72,12 @@ def test_attention_formulas_hand_computed():
     w = eff.work("aten::_scaled_dot_product_flash_attention", [q, q, q, [], [], [], []], [BF, BF, BF] + [""] * 4)
     assert (w.flops, w.kind, w.dtype) == (1024, "attention", "bf16")
     assert w.bytes == 4 * 64 * 2  # q, k, v, out of 64 bf16 elements
+    # the kernel-level entry point lays q/k/v out [B, L, H, E]: same FLOPs for q [1,4,2,8]
+    ql = [1, 4, 2, 8]
+    assert eff.work("aten::_flash_attention_forward", [ql, ql, ql] + [[]] * 6, [BF] * 3 + [""] * 6).flops == 1024
+    # non-square: L=4, S=6 (k, v [1,6,2,8]): 2*1*2*4*6*8 * 2 = 1536
+    kl = [1, 6, 2, 8]
+    assert eff.work("aten::_efficient_attention_forward", [ql, kl, kl], [BF] * 3).flops == 1536
     wb = eff.work("aten::_scaled_dot_product_flash_attention_backward", [q, q, q, q, q, [1, 2, 4]], [BF] * 6)
     assert wb.flops == 2048
 

@@ -172,6 +172,14 @@ _SDPA_BWD = ("_scaled_dot_product_flash_attention_backward", "_scaled_dot_produc
              "_scaled_dot_product_cudnn_attention_backward", "_flash_attention_backward",
              "_efficient_attention_backward", "_scaled_dot_product_flash_attention_for_cpu_backward")
 
+#: kernels-level entry points whose q/k/v are laid out [B, L, H, E] (``aten/src/ATen/native/transformers``)
+_BLHE = frozenset({"_flash_attention_forward", "_flash_attention_backward", "_efficient_attention_forward",
+                   "_efficient_attention_backward"})
+
+
+def _bhle(shape: Sequence[int]) -> list[int]:
+    return [shape[0], shape[2], shape[1], shape[3]] if len(shape) == 4 else list(shape)
+
 
 def _base(name: str) -> str:
     n = name.split("::", 1)[1] if "::" in name else name
@@ -294,6 +302,8 @@ def work(name: str, dims: Sequence[Any], types: Sequence[Any], *,
             # reads grad_out, input, weight; writes grad_input, grad_weight
             byts = in_bytes + _nbytes(x, ts[1][1]) + _nbytes(w, ts[2][1])
             return Work(float(f), float(byts), "conv", peak_dt)
+        if b in _BLHE:
+            shapes = [_bhle(x) if len(x) == 4 else x for x in shapes]
         if b in _SDPA_FWD and len(ts) >= 3:
             q, k, v = shapes[0], shapes[1], shapes[2]
             out = [*q[:-1], v[-1]]
