@@ -363,3 +363,29 @@ def test_mfu_on_h200_lm():
     assert ((m["mfu"] > 0) & (m["mfu"] < 1)).all()
     assert (m["hfu"] >= m["mfu"]).all()
     assert np.isfinite(m["peak_tflops_per_s"]).all()
+
+
+def test_recorded_flops_argument_is_used_and_equals_the_model(tmp_path):
+    """Traces whose exporter wrote the ``flops`` argument (Kineto of torch 1.x): nbprof's model equals it
+    per event, and the frames report it as ``recorded_flops``."""
+    p, _ = _profile_ops(tmp_path)
+    torch_by_key = {(e.key, json.dumps(e.input_shapes)): e.flops / e.count
+                    for e in p.key_averages(group_by_input_shape=True) if e.flops}
+    path = tmp_path / "ops.pt.trace.json"
+    raw = json.loads(path.read_text())
+    n = 0
+    for e in raw["traceEvents"]:
+        a = e.get("args", {})
+        key = (e.get("name"), _torch_shapes_key(json.dumps(a.get("Input Dims"))))
+        if e.get("cat") == "cpu_op" and key in torch_by_key:
+            a["flops"] = torch_by_key[key]
+            n += 1
+    path.write_text(json.dumps(raw))
+    trace = nbprof.load(path)
+    w = eff.op_work(trace)
+    rec = w[w["recorded_flops"].notna()]
+    assert len(rec) == n >= 10
+    assert (rec["flops"] == rec["recorded_flops"]).all()
+    oe = eff.operator_efficiency(trace)
+    r = oe[oe["recorded_flops"].notna()]
+    assert len(r) and (r["flops"] == r["recorded_flops"]).all()
