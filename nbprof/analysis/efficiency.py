@@ -681,7 +681,8 @@ def operator_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_o
         ``input_dims``, ``cat``, ``count``, ``self_host_ns``, ``total_host_ns``, ``self_device_ns``,
         ``total_device_ns``, ``host_mem_bytes``, ``self_host_mem_bytes``, ``device_mem_bytes``,
         ``self_device_mem_bytes``, ``avg_host_ns``, ``avg_device_ns``; its ``flops`` renamed
-        ``recorded_flops``: torch's own count, NaN where not recorded), then ``flops`` (FLOP over all calls, float64: torch's where recorded, else the model),
+        ``recorded_flops``: torch's own count, NaN where not recorded), then ``flops`` (FLOP over all
+        calls, float64: torch's where recorded, else the model),
         ``bytes`` (bytes moved over all calls), ``kind``, ``dtype``, ``time_ns`` (the time the rates use:
         ``total_device_ns`` on a device trace, else ``total_host_ns``), ``achieved_tflops_per_s``
         (10^12 FLOP/s), ``achieved_gb_per_s`` (10^9 bytes/s), ``arithmetic_intensity`` (FLOP/byte),
