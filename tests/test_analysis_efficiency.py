@@ -338,6 +338,8 @@ def test_peaks_unknown_and_custom(tmp_path):
     assert eff.peaks(trace).key == "A100-40GB"
     trace.meta.device_properties = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 66}]
     assert "SM count 66" in eff.peaks(trace).note
+    trace.meta.device_properties = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132, "clockRate": 1_410_000_000}]
+    assert "recorded clock 1410 MHz" in eff.peaks(trace).note  # nsys: Hz
 
 
 # ---------------------------------------------------------------------------- kernels, MFU on GPU

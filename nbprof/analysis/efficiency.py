@@ -556,6 +556,17 @@ def _row_peaks(row: Mapping[str, Any], device: str, note: str) -> Peaks:
     return Peaks(device, str(row["key"]), fl, float(row["bandwidth_gbs"]) * 1e9, str(row["source"]), note)
 
 
+def _clock_mhz(v: Any) -> float | None:
+    """A recorded clock rate in MHz: nsys writes Hz, CUDA's ``cudaDeviceProp.clockRate`` kHz."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    if not f > 0:
+        return None
+    return f / 1e6 if f > 1e7 else (f / 1e3 if f > 1e4 else f)
+
+
 def peaks(trace: Trace | None = None, *, device: int = 0, custom: Mapping[str, Any] | None = None) -> Peaks:
     """The dense peaks of ``trace``'s device ``device``, matched from ``deviceProperties``.
 
@@ -580,7 +591,8 @@ def peaks(trace: Trace | None = None, *, device: int = 0, custom: Mapping[str, A
     Matching: rows whose ``match`` regex finds the device name (case-insensitive); the most
     specific (longest regex) wins, so "H100 PCIe" takes the PCIe row and "A100-SXM4-40GB" the
     40 GB row. A mismatch of the SM count (``numSms``/``multiProcessorCount``) with the row's is
-    reported in ``note`` (a MIG slice or a variant not in the table).
+    reported in ``note`` (a MIG slice or a variant not in the table), as is a recorded clock
+    (``clockRate``: nsys, in Hz; CUDA's kHz) more than 5 % from the row's boost clock.
 
     >>> p = peaks(custom={"key": "H200-SXM"})
     >>> p.flops_per_s["bf16"], p.bytes_per_s
@@ -609,6 +621,10 @@ def peaks(trace: Trace | None = None, *, device: int = 0, custom: Mapping[str, A
             note = f"matched {best['key']} by name {name!r}"
             if sms is not None and best.get("sms") is not None and int(sms) != int(best["sms"]):
                 note += f"; SM count {sms} differs from the row's {best['sms']} (MIG slice or unlisted variant)"
+            mhz = _clock_mhz(props.get("clockRate"))
+            if mhz and best.get("boost_mhz") and abs(mhz / float(best["boost_mhz"]) - 1) > 0.05:
+                note += (f"; recorded clock {mhz:.0f} MHz differs from the datasheet boost {best['boost_mhz']} MHz "
+                         "(peaks are at the datasheet clock)")
             result = _row_peaks(best, name, note)
         else:
             result.note = (f"device {name!r} is not in the peak table; pass peaks(custom={{'key': ...}}) or "
