@@ -391,3 +391,20 @@ def test_recorded_flops_argument_is_used_and_equals_the_model(tmp_path):
     oe = eff.operator_efficiency(trace)
     r = oe[oe["recorded_flops"].notna()]
     assert len(r) and (r["flops"] == r["recorded_flops"]).all()
+
+
+def test_advisor_efficiency_rule_on_h200_lm(tmp_path):
+    from nbprof.analysis import advisor
+
+    trace = nbprof.load(DATA / "gpu" / "lm_h200.pt.trace.json.gz")
+    found = advisor.advise(trace, rules=["efficiency"])
+    titles = [f.title for f in found]
+    assert any(t.startswith("fp32 matrix ops take") for t in titles)  # the LM runs fp32 GEMMs on an H200
+    fp32 = next(f for f in found if f.title.startswith("fp32 matrix"))
+    assert fp32.evidence["peak_key"] == "H200-SXM" and fp32.evidence["peak_speedup"] == pytest.approx(989.4 / 67)
+    assert "autocast" in fp32.next_step and fp32.evidence["event_ids"]
+    assert all(f.evidence["predicted_saving_ns"] >= 0 for f in found)
+    json.dumps([f.to_dict() for f in found])  # evidence is JSON-serialisable
+    # a CPU trace has no device roof: no efficiency finding
+    _, cpu = _profile_ops(tmp_path)
+    assert advisor.advise(cpu, rules=["efficiency"]) == []

@@ -21,7 +21,8 @@ call. Rules and their sources:
                         newer cuBLAS/CUTLASS spellings).
 ``efficiency``          ops with >= 5 % of device time below 30 % of their roofline
                         (:mod:`nbprof.analysis.efficiency`); fp32 GEMMs / convolutions >= 10 % of device
-                        time on a device with TF32/BF16 Tensor Cores (next step: mixed precision).
+                        time on a device with TF32/BF16 Tensor Cores (next step: mixed precision);
+                        memory-bound elementwise/norm/softmax ops >= 15 % of device time (torch.compile).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ THRESHOLDS: dict[str, float] = {
     "tensor_core_ratio": 0.20,
     "efficiency_time_ratio": 0.05,
     "efficiency_peak_ratio": 0.30,
+    "efficiency_fusion_ratio": 0.15,
 }
 
 
@@ -422,6 +424,24 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
             ("Mixed precision: torch.autocast('cuda', dtype=torch.bfloat16) around the forward pass (fp16 with "
              "torch.amp.GradScaler); or keep fp32 weights and allow TF32: "
              "torch.set_float32_matmul_precision('high'), torch.backends.cudnn.allow_tf32 = True."),
+        ))
+    small = oe[oe["kind"].isin(["elementwise", "norm", "softmax", "reduction"]) & (oe["bound"] == "memory")]
+    small_ns = int(small["time_ns"].sum())
+    if small_ns >= th["efficiency_fusion_ratio"] * total:
+        # at the bandwidth roof the same bytes would take bytes / bandwidth; fusion also removes the
+        # intermediate tensors' traffic, which this bound does not count (a lower bound on the saving)
+        at_roof = float(small["bytes"].sum()) / pk.bytes_per_s * 1e9
+        out.append(Finding(
+            "efficiency", "medium",
+            f"memory-bound elementwise / norm / softmax ops take {small_ns / total:.0%} of device time in "
+            f"{int(small['count'].sum())} calls on {pk.device}",
+            {"device": pk.device, "kernel_ns": total, "memory_bound_ns": small_ns,
+             "predicted_saving_ns": max(0, int(small_ns - at_roof)), "event_ids": events_of(small.head(5)),
+             "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
+                      "achieved_gb_per_s": float(r.achieved_gb_per_s)} for r in small.head(5).itertuples()]},
+            f"device {pk.device}",
+            ("Fuse chains of elementwise ops into their producers: torch.compile(model) (Inductor fuses "
+             "pointwise and reduction chains), or fused modules (fused LayerNorm/RMSNorm, fused optimizers)."),
         ))
     return out
 
