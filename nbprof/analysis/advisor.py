@@ -404,26 +404,27 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
              "scaled_dot_product_attention); compute-bound ones: larger tiles/batch, aligned shapes "
              "(multiples of 8/16), reduced precision."),
         ))
-    has_tc = "tf32" in pk.flops_per_s or "bf16" in pk.flops_per_s
+    fast_dt = next((d for d in ("bf16", "fp16", "tf32") if d in pk.flops_per_s), None)
     fp32 = oe[oe["kind"].isin(["gemm", "conv", "attention"]) & (oe["dtype"] == "fp32")]
     fp32_ns = int(fp32["time_ns"].sum())
-    if has_tc and fp32_ns >= th["gemm_time_ratio"] * total:
-        fast = pk.flops_per_s.get("bf16", pk.flops_per_s.get("tf32", math.nan))
+    if fast_dt is not None and fp32_ns >= th["gemm_time_ratio"] * total:
+        fast = pk.flops_per_s[fast_dt]
         speed = fast / pk.flops_per_s["fp32"] if "fp32" in pk.flops_per_s else math.nan
         comp = fp32[fp32["bound"] == "compute"]
         saving = int(comp["time_ns"].sum() * (1 - 1 / speed)) if speed == speed and speed > 1 else 0
         out.append(Finding(
             "efficiency", "high" if fp32_ns > 0.3 * total else "medium",
-            f"fp32 matrix ops take {fp32_ns / total:.0%} of device time on {pk.device}, whose BF16 Tensor Cores "
-            f"peak {speed:.0f}x higher",
+            f"fp32 matrix ops take {fp32_ns / total:.0%} of device time on {pk.device}, whose "
+            f"{fast_dt.upper()} Tensor Cores peak {speed:.0f}x higher",
             {"device": pk.device, "peak_key": pk.key, "fp32_matrix_ns": fp32_ns, "kernel_ns": total,
              "peak_speedup": speed, "predicted_saving_ns": saving, "event_ids": events_of(fp32.head(5)),
              "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
                       "peak_ratio": float(r.peak_ratio)} for r in fp32.head(5).itertuples()]},
             f"device {pk.device}",
-            ("Mixed precision: torch.autocast('cuda', dtype=torch.bfloat16) around the forward pass (fp16 with "
-             "torch.amp.GradScaler); or keep fp32 weights and allow TF32: "
-             "torch.set_float32_matmul_precision('high'), torch.backends.cudnn.allow_tf32 = True."),
+            (f"Mixed precision: torch.autocast('cuda', dtype=torch.{'bfloat16' if fast_dt == 'bf16' else 'float16'}) "
+             "around the forward pass (fp16 with torch.amp.GradScaler)"
+             + ("; or keep fp32 weights and allow TF32: torch.set_float32_matmul_precision('high'), "
+                "torch.backends.cudnn.allow_tf32 = True." if "tf32" in pk.flops_per_s else ".")),
         ))
     small = oe[oe["kind"].isin(["elementwise", "norm", "softmax", "reduction"]) & (oe["bound"] == "memory")]
     small_ns = int(small["time_ns"].sum())

@@ -37,10 +37,11 @@ the Kineto ``flops`` argument of older exporters) the rows above reproduce its n
 ``aten::mul``/``add`` rule included); ``tests/test_analysis_efficiency.py`` checks it on CPU
 profiles and on the recorded shapes of real GPU traces. torch's conv2d rule needs the ``stride``/
 ``padding`` that only Kineto's ``Concrete Inputs`` hold, which the loader drops; nbprof takes the
-output's spatial size from the first descendant op whose first input is the output
-(``[N, C_out, ...]``: the output's ``resize_``/``add_``/...), and the result is the true conv
-FLOPs, torch's number when ``groups == 1``. Causality, the backward ``output_mask`` and optimizer
-flags are concrete inputs too: attention is counted non-causal and conv backward with both
+output's spatial size from the first op whose first input is the output (``[N, C_out, ...]``):
+a descendant (the output's ``resize_``/``add_``/...), else one of the next few ops of the thread
+(its consumer: batch_norm, relu; 2021 traces have no output op inside the conv). The result is
+torch's number (groups included); a conv whose output is not found has no model (and no row).
+Causality, the backward ``output_mask`` and optimizer flags are concrete inputs too: attention is counted non-causal and conv backward with both
 gradients, as ``torch.utils.flop_counter`` does.
 
 Totals (steps, MFU) count each event's work once: an event whose ancestor in the host call tree
@@ -296,8 +297,12 @@ def work(name: str, dims: Sequence[Any], types: Sequence[Any], *,
             else:
                 f = conv_flops(x, w, list(out_shape)[2:])
             return Work(float(f), in_bytes + _nbytes(out_shape, dt0), "conv", peak_dt)
-        if b == "convolution_backward" and len(ts) >= 3:
-            go, x, w = shapes[0], shapes[1], shapes[2]
+        if b in ("convolution_backward", "cudnn_convolution_backward", "miopen_convolution_backward") \
+                and len(ts) >= 3:
+            # convolution_backward(grad_output, input, weight, ...); torch 1.x cudnn/miopen_convolution_backward
+            # (input, grad_output, weight, ...)
+            go, x, w = (shapes[0], shapes[1], shapes[2]) if b == "convolution_backward" else \
+                (shapes[1], shapes[0], shapes[2])
             f = 2 * conv_flops(x, w, go[2:])
             # reads grad_out, input, weight; writes grad_input, grad_weight
             byts = in_bytes + _nbytes(x, ts[1][1]) + _nbytes(w, ts[2][1])
@@ -382,6 +387,10 @@ def _parse(text: Any) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
+#: host ops after a forward convolution's subtree searched for its output shape
+_CONV_LOOKAHEAD = 8
+
+
 def op_work(trace: Trace) -> pd.DataFrame:
     """Work of every host operator event that has a model.
 
@@ -434,6 +443,8 @@ def op_work(trace: Trace) -> pd.DataFrame:
             pending_conv.append(i)
     # forward convolutions: output shape from the first descendant whose first input is [N, C_out, ...]
     last = tree["last"].to_numpy()
+    tid = tree["tid"].to_numpy()
+    pid = tree["pid"].to_numpy()
     for i in pending_conv:
         dims = _parse(dcats[dcode[i]])
         types = _parse(tcats[tcode[i]]) if tcode[i] >= 0 else []
@@ -441,7 +452,11 @@ def op_work(trace: Trace) -> pd.DataFrame:
         if len(ts) < 2:
             continue
         x, wsh = ts[0][0], ts[1][0]
-        for j in range(i + 1, int(last[i]) + 1):
+        # inside the subtree first (the output's resize_/add_), then the next ops of the thread (the
+        # consumer: batch_norm, relu, add), which is where 2021 traces (no output op inside) have it
+        for j in range(i + 1, min(int(last[i]) + 1 + _CONV_LOOKAHEAD, len(evi))):
+            if tid[j] != tid[i] or pid[j] != pid[i]:
+                break
             if dcode[j] < 0:
                 continue
             d = _parse(dcats[dcode[j]])
