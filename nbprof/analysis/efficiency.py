@@ -41,8 +41,8 @@ output's spatial size from the first op whose first input is the output (``[N, C
 a descendant (the output's ``resize_``/``add_``/...), else one of the next few ops of the thread
 (its consumer: batch_norm, relu; 2021 traces have no output op inside the conv). The result is
 torch's number (groups included); a conv whose output is not found has no model (and no row).
-Causality, the backward ``output_mask`` and optimizer flags are concrete inputs too: attention is counted non-causal and conv backward with both
-gradients, as ``torch.utils.flop_counter`` does.
+Causality, the backward ``output_mask`` and optimizer flags are concrete inputs too: attention is
+counted non-causal and conv backward with both gradients, as ``torch.utils.flop_counter`` does.
 
 Totals (steps, MFU) count each event's work once: an event whose ancestor in the host call tree
 already has a model (``aten::linear`` over ``aten::addmm``) is not counted again (``counted``).
