@@ -422,25 +422,29 @@ def op_work(trace: Trace) -> pd.DataFrame:
     tcats = [str(c) for c in types_c.categories] if types_c is not None else []
     parent = tree["parent"].to_numpy()
     cats = tree["cat"].astype(object).to_numpy()
-    cache: dict[tuple[str, int, int], Work | None] = {}
     found: dict[int, Work] = {}
     pending_conv: list[int] = []
-    for i in range(len(evi)):
-        if cats[i] != "cpu_op" or dcode[i] < 0:
-            continue
-        key = (names[i], int(dcode[i]), int(tcode[i]))
-        if key not in cache:
-            dims = _parse(dcats[dcode[i]])
-            types = _parse(tcats[tcode[i]]) if tcode[i] >= 0 else []
-            w = work(names[i], dims, types)
-            if w is None:
-                w = _optimizer_work(names[i], dims, types)
-            cache[key] = w
-        w = cache[key]
-        if w is not None:
-            found[i] = w
-        elif _base(names[i]) in ("conv1d", "conv2d", "conv3d", "convolution", "_convolution"):
-            pending_conv.append(i)
+    # one model evaluation per distinct (name, dims, types), broadcast to the rows (vectorised key)
+    rows = np.flatnonzero((cats == "cpu_op") & (dcode >= 0))
+    ncode = pd.factorize(names[rows])[0].astype(np.int64)
+    key = (ncode * (len(dcats) + 1) + dcode[rows]) * (len(tcats) + 2) + (tcode[rows] + 1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    per_key: list[Work | None] = []
+    for f in first:
+        i = int(rows[f])
+        dims = _parse(dcats[dcode[i]])
+        types = _parse(tcats[tcode[i]]) if tcode[i] >= 0 else []
+        wk = work(names[i], dims, types)
+        per_key.append(wk if wk is not None else _optimizer_work(names[i], dims, types))
+    conv_key = [wk is None and _base(str(names[rows[f]])) in ("conv1d", "conv2d", "conv3d", "convolution",
+                                                               "_convolution") for f, wk in zip(first, per_key,
+                                                                                                 strict=True)]
+    for r, k in zip(rows.tolist(), inverse.ravel().tolist(), strict=True):
+        wk = per_key[k]
+        if wk is not None:
+            found[r] = wk
+        elif conv_key[k]:
+            pending_conv.append(r)
     # forward convolutions: output shape from the first descendant whose first input is [N, C_out, ...]
     last = tree["last"].to_numpy()
     tid = tree["tid"].to_numpy()
