@@ -505,7 +505,7 @@ def op_work(trace: Trace) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------------------------- peaks
 
-_PEAK_DTYPES = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8")
+_PEAK_DTYPES = ("fp64", "fp64_tensor", "fp32", "fp32_tensor", "tf32", "bf16", "fp16", "fp8")
 
 
 @lru_cache(maxsize=1)
@@ -518,7 +518,7 @@ def _table() -> tuple[dict[str, Any], ...]:
 def device_table(trace: Trace | None = None) -> pd.DataFrame:
     """The peak table (``nbprof/analysis/data/device_peaks.json``): one row per device variant with
     ``key``, ``match`` (name regex), ``sms``, ``boost_mhz``, dense peaks in TFLOP/s (``fp64``,
-    ``fp64_tensor``, ``fp32``, ``tf32``, ``bf16``, ``fp16``, ``fp8``; NaN = no such mode),
+    ``fp64_tensor``, ``fp32``, ``fp32_tensor``, ``tf32``, ``bf16``, ``fp16``, ``fp8``; NaN = no such mode),
     ``bandwidth_gbs`` (GB/s = 10^9 bytes/s), ``source`` (the datasheet) and ``matched`` (True on the
     row :func:`peaks` matches for ``trace``'s device 0; all False without a trace)."""
     df = pd.DataFrame(list(_table())).astype({c: "float64" for c in _PEAK_DTYPES})
@@ -562,10 +562,11 @@ class Peaks:
     def compute_peak(self, dtype: str, kind: str = "gemm") -> float:
         """Peak FLOP/s for work of ``kind`` in ``dtype``: matrix kinds (gemm, conv, attention) use the
         Tensor Core column (``fp64_tensor`` for fp64; fp32 GEMMs use the FP32 column, as torch's
-        default ``allow_tf32=False`` does), other kinds the FP32 vector peak. NaN when unknown."""
+        default ``allow_tf32=False`` does, or ``fp32_tensor`` where matrix cores run fp32 faster: AMD
+        CDNA2), other kinds the FP32 vector peak. NaN when unknown."""
         f = self.flops_per_s
         if kind in ("gemm", "conv", "attention"):
-            col = "fp64_tensor" if dtype == "fp64" and "fp64_tensor" in f else dtype
+            col = f"{dtype}_tensor" if dtype in ("fp64", "fp32") and f"{dtype}_tensor" in f else dtype
             return f.get(col, f.get("fp32", math.nan))
         return f.get("fp64" if dtype == "fp64" else "fp32", math.nan)
 

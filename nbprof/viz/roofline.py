@@ -27,7 +27,7 @@ _KIND_COLORS = {
     "reduction": "#8c564b", "norm": "#e377c2", "softmax": "#17becf", "embedding": "#7f7f7f",
     "optimizer": "#bcbd22",
 }
-_PEAK_LABEL = {"fp64": "FP64", "fp64_tensor": "FP64 Tensor", "fp32": "FP32", "tf32": "TF32 Tensor",
+_PEAK_LABEL = {"fp64": "FP64", "fp64_tensor": "FP64 Tensor", "fp32": "FP32", "fp32_tensor": "FP32 matrix", "tf32": "TF32 Tensor",
                "bf16": "BF16 Tensor", "fp16": "FP16 Tensor", "fp8": "FP8 Tensor"}
 
 
@@ -107,7 +107,7 @@ def _build(tables: dict[str, Any], *, theme: str = "light", width: int = 1100) -
         xs = np.logspace(np.log10(lo), np.log10(hi), 200)
         used = sorted({(str(d), str(k) in ("gemm", "conv", "attention")) for d, k in zip(df["dtype"], df["kind"],
                                                                                          strict=True)})
-        cols = sorted({("fp64_tensor" if d == "fp64" and m and "fp64_tensor" in pk.flops_per_s else d)
+        cols = sorted({(f"{d}_tensor" if f"{d}_tensor" in pk.flops_per_s else d)
                        if m else ("fp64" if d == "fp64" else "fp32") for d, m in used} | {"fp32"})
         dashes = ["solid", "dashed", "dotdash", "dotted"]
         for i, c in enumerate(cols):
