@@ -49,8 +49,10 @@ test: lint browser nsys
 # the long fuzz run (issue 18): ~20,000 cases over every format; failing cases land in fuzz-failures/
 FUZZ_SEED ?= 0
 FUZZ_CASES ?= 20000
+FUZZ_JOBS ?= 2
 fuzz: setup-test
-	$(BIN)/python -m tests.fuzz --seed $(FUZZ_SEED) --cases $(FUZZ_CASES) --timeout 5 --html-rate 0.02 --out fuzz-failures
+	$(BIN)/python -m tests.fuzz --seed $(FUZZ_SEED) --cases $(FUZZ_CASES) --jobs $(FUZZ_JOBS) --timeout 5 \
+		--analyses-rate 1 --html-rate 0.02 --out fuzz-failures --json fuzz-failures/summary-seed$(FUZZ_SEED).json
 
 clean:
 	rm -rf $(VENV) results

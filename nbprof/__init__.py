@@ -17,6 +17,7 @@ from .errors import (
     MissingDependencyError,
     NbprofError,
     SchemaError,
+    TraceFileNotFoundError,
     TraceFormatError,
 )
 from .profiling import profile, step
@@ -36,6 +37,7 @@ __all__ = [
     "LoadReport",
     "NbprofError",
     "TraceFormatError",
+    "TraceFileNotFoundError",
     "SchemaError",
     "EmptyProfileError",
     "CaptureError",

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "NbprofError",
     "TraceFormatError",
+    "TraceFileNotFoundError",
     "SchemaError",
     "EmptyProfileError",
     "CaptureError",
@@ -88,6 +89,21 @@ class TraceFormatError(NbprofError, ValueError):
 
 def _rebuild_trace_format_error(path, offset, reason, table, event_index):
     return TraceFormatError(path, offset, reason, table=table, event_index=event_index)
+
+
+class TraceFileNotFoundError(NbprofError, FileNotFoundError):
+    """Raised when a trace, report or log file to be read does not exist.
+
+    Also a ``FileNotFoundError`` (``errno``, ``filename`` set), so ``except FileNotFoundError`` and
+    ``except OSError`` keep working.
+
+    Examples
+    --------
+    >>> import errno
+    >>> err = TraceFileNotFoundError(errno.ENOENT, "no such trace file", "run.json")
+    >>> isinstance(err, FileNotFoundError), err.filename, str(err)
+    (True, 'run.json', "[Errno 2] no such trace file: 'run.json'")
+    """
 
 
 class SchemaError(NbprofError, ValueError):

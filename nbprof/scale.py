@@ -95,23 +95,31 @@ def _dump_json(obj: Any, path: str, where: str) -> None:
         json.dump(_plain(obj, where), f)
 
 
-def _side_table_to_parquet(df: pd.DataFrame, path: str, where: str) -> list[str]:
-    """Write a side table; object columns holding anything but str/None go as JSON text (returned)."""
-    out, json_cols = df, []
+def _side_table_to_parquet(df: pd.DataFrame, path: str, where: str) -> dict[str, list[str]]:
+    """Write a side table. Object columns: all str/None -> Parquet strings, read back as object with
+    None; anything else -> JSON text per cell (exact types). Returns ``{"json": [...], "object": [...]}``."""
+    out, json_cols, obj_cols = df, [], []
     for c in df.columns:
-        if df[c].dtype == object and not all(x is None or isinstance(x, str) for x in df[c]):
-            if out is df:
-                out = df.copy()
-            out[c] = [json.dumps(_plain(x, f"{where}.{c}")) for x in df[c]]
-            json_cols.append(str(c))
+        if df[c].dtype != object:
+            continue
+        if all(x is None or isinstance(x, str) for x in df[c]):
+            obj_cols.append(str(c))
+            continue
+        if out is df:
+            out = df.copy()
+        out[c] = [json.dumps(_plain(x, f"{where}.{c}")) for x in df[c]]
+        json_cols.append(str(c))
     out.to_parquet(path)
-    return json_cols
+    return {"json": json_cols, "object": obj_cols}
 
 
-def _side_table_from_parquet(path: str, json_cols: list[str]) -> pd.DataFrame:
+def _side_table_from_parquet(path: str, cols: dict[str, list[str]]) -> pd.DataFrame:
     df = pd.read_parquet(path)
-    for c in json_cols:
+    for c in cols.get("json", []):
         df[c] = pd.Series([_unplain(json.loads(x)) for x in df[c]], index=df.index, dtype=object)
+    for c in cols.get("object", []):
+        s = df[c].astype(object)
+        df[c] = s.where(df[c].notna(), None)
     return df
 
 
@@ -204,7 +212,7 @@ class TraceCache:
         try:
             for name in ("events", "flows", "memory", "counters", "threads"):
                 getattr(trace, name).to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
-            side: dict[str, list[str]] = {}
+            side: dict[str, dict[str, list[str]]] = {}
             for name, df in (trace.tables or {}).items():
                 if not isinstance(name, str) or not _TABLE_NAME.match(name) or not isinstance(df, pd.DataFrame):
                     raise SchemaError(f"cannot cache side table {name!r}: names are [A-Za-z0-9_.-] and values DataFrames")

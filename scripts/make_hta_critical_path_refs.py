@@ -16,7 +16,8 @@ repository::
         /work/shared/corpus/facebookresearch__HolisticTraceAnalysis/tests/data/critical_path tests/data/hta_critical_path
 
 ``--bench TRACE_DIR`` instead times HTA's critical path on one trace directory (used by
-``benchmarks/bench_critical_path.py``) and prints ``{"hta_s": seconds, "events": n}`` as JSON.
+``benchmarks/bench_critical_path.py``) and prints ``{"hta_s": seconds, "events": n, "n_critical": k,
+"keys_sha1": digest of the critical events' keys}`` as JSON.
 """
 
 from __future__ import annotations
@@ -54,6 +55,16 @@ def _us_to_ns(v) -> int:
     return int((Decimal(str(v)) * 1000).to_integral_value())
 
 
+def critical_keys_digest(events) -> dict:
+    """``n_critical`` and ``keys_sha1``: SHA-1 of the sorted ``name|ts_ns|dur_ns|pid|tid`` lines of the
+    critical events (the same digest ``benchmarks/bench_critical_path.py`` computes for nbprof)."""
+    import hashlib
+
+    keys = sorted(f"{e['name']}|{_us_to_ns(e['ts'])}|{_us_to_ns(e.get('dur', 0))}|{e['pid']}|{e['tid']}"
+                  for e in events)
+    return {"n_critical": len(keys), "keys_sha1": hashlib.sha1("\n".join(keys).encode()).hexdigest()}
+
+
 def run_one(trace_dir: str, annotation: str, instance_id):
     from hta.trace_analysis import TraceAnalysis
 
@@ -74,7 +85,15 @@ def main() -> int:
     logging.disable(logging.WARNING)
     if args.bench:
         ta, g, ok, elapsed = run_one(args.bench, "", 0)
-        print(json.dumps({"hta_s": elapsed, "ok": bool(ok), "events": len(ta.t.get_trace(0))}))
+        out = {"hta_s": elapsed, "ok": bool(ok), "events": len(ta.t.get_trace(0))}
+        if ok:
+            raw = _raw_events(args.bench)
+            out.update(critical_keys_digest([raw[int(i)] for i in g.critical_path_events_set]))
+            # HTA's parser leaves the last ProfilerStep's events out: say which window it analysed
+            kept = [_us_to_ns(raw[int(i)]["ts"]) for i in ta.t.get_trace(0)["index"] if "ts" in raw[int(i)]]
+            out["first_ts_ns"], out["last_ts_ns"] = min(kept), max(kept)
+            out["raw_min_ts_ns"] = min(_us_to_ns(e["ts"]) for e in raw if "ts" in e and e.get("ph") == "X")
+        print(json.dumps(out))
         return 0
     import hta
 

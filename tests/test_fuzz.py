@@ -5,8 +5,9 @@ cases are written to fuzz-failures/test-seed<N>/ with their replay command. The 
 
 from __future__ import annotations
 
-import pytest
+import os
 
+import pytest
 from fuzz.engine import FAILURES, format_summary, run_fuzz
 from fuzz.seeds import ROOT
 
@@ -17,11 +18,12 @@ pytestmark = [pytest.mark.fuzz, pytest.mark.slow]
 
 
 def test_fuzz_short_seeded_run():
-    # per-case cost kept small: seeds of a few dozen events, one worker process with a 1 s alarm per
-    # case (the parent kills a worker stuck in C code), the analyses on ~20 % of loaded cases and the
-    # static page on a few (the long run does all of them on more)
-    res = run_fuzz(seed=SEED, cases=CASES, timeout=1.0, analyses_rate=0.2, html_rate=0.003,
-                   out_dir=ROOT / "fuzz-failures" / f"test-seed{SEED}", keep_per_signature=2)
+    # per-case cost kept small: seeds of a few dozen events, two worker processes, 1 s of CPU per case
+    # (or blocked for 2 s; the parent kills a worker stuck in C code), the analyses on half of the
+    # loaded cases and the static page on a few (``make fuzz`` runs them on every case / on more)
+    res = run_fuzz(seed=SEED, cases=CASES, timeout=1.0, analyses_rate=0.5, html_rate=0.003,
+                   out_dir=ROOT / "fuzz-failures" / f"test-seed{SEED}", keep_per_signature=2,
+                   jobs=min(2, os.cpu_count() or 1))
     summary = format_summary(res)
     print(summary)
     assert res["cases"] >= CASES - 5, summary

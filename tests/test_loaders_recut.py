@@ -351,3 +351,140 @@ def test_to_html_never_writes_through_a_planted_tmp_name(tmp_path):
         viz.to_html(t, out, views=["overview"])
     viz.to_html(t, out, views=["overview"], overwrite=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other.html.tmp", "report.html", "report.html.tmp", "victim.txt"]
+
+
+def test_nsys_text_in_an_integer_column_with_nulls(saxpy):
+    # NVTX_EVENTS.color is NULL in most rows of this export: text in two others made the nulls +inf before
+    _sql(saxpy, "UPDATE NVTX_EVENTS SET color='abc' WHERE rowid IN (3, 4)")
+    t = nbprof.load(saxpy)
+    assert t.report.get("bad_value:NVTX_EVENTS.color").count == 2
+    assert set(t.tables["nvtx"]["color"]) == {-1} | set(nbprof.load(corpus_path(SAXPY)).tables["nvtx"]["color"])
+
+
+# ------------------------------------------------------------------------------ fuzz findings, round 1
+
+
+def test_missing_files_are_nbprof_errors_and_file_not_found(tmp_path):
+    from nbprof.deepspeed import parsers as P
+    from nbprof.errors import NbprofError, TraceFileNotFoundError
+
+    dangling = tmp_path / "gone.sqlite"
+    dangling.symlink_to(tmp_path / "nowhere")
+    for call in (lambda: nbprof.load(tmp_path / "x.pt.trace.json"), lambda: nbprof.load(dangling),
+                 lambda: P.parse_log(str(tmp_path / "run.log")), lambda: P.parse_flops_profile(tmp_path / "f.txt")):
+        with pytest.raises(TraceFileNotFoundError) as ei:
+            call()
+        assert isinstance(ei.value, FileNotFoundError) and isinstance(ei.value, NbprofError) and ei.value.filename
+    fifo = tmp_path / "ds.log"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceFormatError, match="is a FIFO"):
+        P.parse_log(fifo)
+    with pytest.raises(TraceFormatError, match="is a character device"):
+        P.parse_log("/dev/zero")
+    with pytest.raises(TraceFormatError, match="is a directory, not a DeepSpeed log"):
+        P.parse_log(tmp_path)
+    with pytest.raises(TraceFormatError, match="no DeepSpeed flops-profiler report"):
+        P.parse_flops_profile("no report here\n")
+
+
+def test_nsys_corrupt_pages_blobs_in_text_and_a_stringids_without_value(saxpy, tmp_path):
+    _sql(saxpy, "UPDATE StringIds SET value=X'00FF61' WHERE value='saxpy'",
+         "UPDATE PROCESSES SET name=X'FF' ", "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId=X'FF' WHERE rowid=1",
+         "UPDATE NVTX_EVENTS SET text=42 WHERE rowid=1")
+    t = nbprof.load(saxpy)  # TypeError (regex / join on bytes) before
+    assert t.tables["kernels"]["short_name"].iloc[0] == "\x00\ufffda"
+    assert set(t.tables["processes"]["name"]) == {"\ufffd"}
+    assert t.tables["runtime"]["api_name"].iloc[0] == "[unknown]"  # a blob as a StringIds id: missing, reported
+    assert "b'\\xff'" in t.report.get("bad_value:CUPTI_ACTIVITY_KIND_RUNTIME.nameId").message
+    assert t.tables["nvtx"]["text"].iloc[0] == "42"
+    bad = tmp_path / "corrupt.sqlite"
+    con = sqlite3.connect(corpus_path(SAXPY))
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name='StringIds'").fetchone()[0]
+    page = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()
+    data = bytearray(corpus_path(SAXPY).read_bytes())
+    data[(root - 1) * page:root * page] = b"\xa5" * page  # the StringIds b-tree page
+    bad.write_bytes(bytes(data))
+    with pytest.raises(TraceFormatError, match="malformed") as ei:
+        nbprof.load(bad)
+    assert ei.value.table == "StringIds"
+    _sql(saxpy, "ALTER TABLE StringIds RENAME COLUMN value TO v")
+    with pytest.raises(TraceFormatError, match="expected id and value") as ei:
+        nbprof.load(saxpy)
+    assert ei.value.table == "StringIds"
+
+
+def test_snapshot_huge_numbers_and_deeply_nested_frame_text(tmp_path):
+    import pickle
+    import sys
+
+    obj = _snapshot_obj()
+    ent = obj["device_traces"][0]
+    ent[0]["size"], ent[1]["addr"], ent[2]["time_us"] = 2**70, 1.5e19, float("inf")
+    ent[5]["addr"], obj["segments"][0]["device"] = -(2**70), 2**40  # OverflowError before
+    deep = []
+    for _ in range(sys.getrecursionlimit() + 100):
+        deep = [deep]
+    ent[3]["frames"] = [{"name": deep, "filename": "x.py", "line": 1}]
+    ent[4]["action"] = {"nested": deep}
+    lim = sys.getrecursionlimit()
+    sys.setrecursionlimit(lim * 4)  # only to write the test file
+    try:
+        data = pickle.dumps(obj, protocol=4)
+    finally:
+        sys.setrecursionlimit(lim)
+    t = nbprof.load(_write(tmp_path / "s.pickle", data))
+    ev = t.events
+    assert ev["size_bytes"].iloc[0] == 0 and ev["addr"].iloc[1] == -1 and ev["ts_ns"].iloc[2] == -1 and ev["action"].iloc[4] == "unknown"
+    assert t.report.get("bad_frame").count == 1 and len(ev) == 2941
+    assert ev["addr"].iloc[5] == -1 and t.segments["device"].iloc[0] == 0
+
+
+def test_memory_timeline_deep_nesting_is_a_format_error(tmp_path):
+    p = _write(tmp_path / "deep.raw.json", "[" * 100000 + "]" * 100000)
+    with pytest.raises(TraceFormatError, match="not JSON"):
+        nbprof.load(p)
+
+
+def test_snapshot_peak_on_an_empty_snapshot_is_an_empty_profile_error(tmp_path):
+    import pickle
+
+    from nbprof.analysis.memory_snapshot import snapshot_peak
+    from nbprof.errors import EmptyProfileError
+
+    snap = nbprof.load(_write(tmp_path / "e.pickle", pickle.dumps({"segments": [], "device_traces": [[]]})))
+    with pytest.raises(EmptyProfileError, match="device 0 has no allocator history and no live blocks"):
+        snapshot_peak(snap)
+
+
+def test_nsys_schema_names_that_are_not_utf8_and_a_null_session_start(saxpy):
+    _sql(saxpy, "UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs=NULL")
+    t = nbprof.load(saxpy)  # TypeError int(None) before
+    assert t.meta.origin_ns is None and len(t.tables["kernels"]) == 5
+    _sql(saxpy, "PRAGMA writable_schema=ON",
+         "UPDATE sqlite_master SET name=CAST(X'5468726561644E616D6573FF' AS TEXT) WHERE name='ThreadNames'")
+    with pytest.raises(TraceFormatError, match="not a readable SQLite database") as ei:
+        nbprof.load(saxpy)  # UnicodeDecodeError before
+    assert ei.value.path == str(saxpy)
+
+
+def test_snapshot_byte_counts_out_of_range_are_repaired_and_analyses_run(tmp_path):
+    import pickle
+
+    from nbprof.analysis.memory_snapshot import snapshot_peak, snapshot_timeline
+
+    obj = _snapshot_obj()
+    obj["segments"][0]["total_size"] = -(2**63)  # OverflowError in snapshot_timeline before
+    obj["segments"][1]["blocks"][0]["size"] = -1e308  # OverflowError in the loader before
+    t = nbprof.load(_write(tmp_path / "s.pickle", pickle.dumps(obj, protocol=4)))
+    assert t.report.get("bad_size").count == 2 and t.segments["total_size_bytes"].iloc[0] == 0
+    assert len(snapshot_timeline(t, 0)) == 2941 and snapshot_peak(t).allocated_bytes > 0
+
+
+def test_nsys_processes_without_name_and_a_blob_schema_version(saxpy):
+    _sql(saxpy, "ALTER TABLE PROCESSES DROP COLUMN name",
+         "UPDATE EXPORT_META_DATA SET value=X'FF00' WHERE name='EXPORT_SCHEMA_VERSION'")
+    t = nbprof.load(saxpy)  # KeyError 'name' / ValueError int() before (fuzz round 3, 32-33)
+    assert t.report.get("missing_column:PROCESSES").action == "dropped" and "processes" not in t.tables
+    assert t.meta.schema_version is None and t.report.get("bad_schema_version").action == "assumed"
+    assert len(t.tables["kernels"]) == 5 and "MPI Rank 0" in set(t.threads["name"])

@@ -82,7 +82,7 @@ def test_one_view_registry():
 
     dashboard = importlib.import_module("nbprof.viz.dashboard")
     static = importlib.import_module("nbprof.viz.static")
-    assert registry.names() == ("overview", "operators", "timeline", "memory")
+    assert registry.names() == ("overview", "operators", "timeline", "memory", "critical_path")
     assert dashboard.VIEWS == static.VIEWS == registry.VIEWS
     for name in registry.names():
         spec = registry.get(name)

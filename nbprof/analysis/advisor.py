@@ -1,8 +1,10 @@
-"""Advisor v1: rules that turn the analyses into findings with evidence and a concrete next step.
+"""Advisor v2: rules that turn the analyses into findings with evidence, a next step, and the step time
+the fix would save, ranked by that saving.
 
 Each rule reads one or more analyses (never the raw file) and returns at most one
-:class:`Finding` per device / trace. Thresholds live in :data:`THRESHOLDS` and can be overridden per
-call. Rules and their sources:
+:class:`Finding` per device / trace, with ``evidence_rows`` (positional row ids into ``trace.events``
+of the events that prove it, longest first; :mod:`nbprof.analysis.evidence`). Thresholds live in
+:data:`THRESHOLDS` and can be overridden per call. Rules and their sources:
 
 ``dataloader``          DataLoader share of the average step > 5 % (torch-tb-profiler 0.4.3
                         ``RunProfileData.analyze``, same threshold and formula).
@@ -23,6 +25,37 @@ call. Rules and their sources:
                         (:mod:`nbprof.analysis.efficiency`); fp32 GEMMs / convolutions >= 10 % of device
                         time on a device with TF32/BF16 Tensor Cores (next step: mixed precision);
                         memory-bound elementwise/norm/softmax ops >= 15 % of device time (torch.compile).
+``dominant_kernel``     one kernel name takes >= 25 % of a device's kernel time.
+
+Predicted savings
+-----------------
+:func:`advise` gives every finding ``predicted_saving_ns``: the mean step time (ns) that
+:func:`nbprof.analysis.whatif.predict` says the fix saves, replaying the trace's dependency graph (built
+once per trace, shared by all findings). The scenario of each rule (:data:`RULE_SCENARIOS`, or the
+finding's own ``scenario`` when it depends on the evidence):
+
+====================  ===============================================================================
+``dataloader``        ``"no_dataloader"``: the DataLoader waits take no time (an upper bound; workers
+                      that keep up get close to it)
+``host_wait``         ``"no_host_gaps"``: device ops stop waiting for their launches, host work as it
+                      was (a host-bound step saves little: the host-side findings say what to cut)
+``launch_bound``      ``"cuda_graphs"``: ``no_host_gaps`` and the launch calls take no host time
+``communication``     ``"overlap_communication"``: communication kernels fully overlapped (upper bound)
+``memcpy``            ``scale(<the pageable copies>, 0.5)``: pinned memory, about twice the bandwidth of
+                      a staged pageable copy (synchronous ``cudaMemcpy`` calls alone: not quantified)
+``tensor_cores``      ``scale(<the non-Tensor-Core GEMM/conv kernels>, 0.5)``: a conservative 2x
+``dominant_kernel``   ``scale(<that kernel>, 0.5)``: what making it 2x faster saves
+``efficiency``        ``scale(<the ops' kernels>, f)``: below-roof ops brought to 30 % of their roof;
+                      fp32 matrix kernels 2x faster (conservative; the Tensor-Core peak ratio is larger);
+                      memory-bound chains at the bandwidth roof (a lower bound on what fusion saves)
+``low_utilization``   not quantified: a symptom, whose time the finding naming its cause carries
+``memory_peak``       not quantified: memory headroom, not time
+====================  ===============================================================================
+
+A finding that cannot be quantified (no scenario, a trace without steps) has ``predicted_saving_ns``
+None and says why in ``saving_reason``. Findings are ranked by predicted saving (largest first), the
+unquantified after them (by severity, then rule order). A new rule either sets ``Finding.scenario``
+or adds its rule key to :data:`RULE_SCENARIOS` / :data:`UNQUANTIFIED`.
 """
 
 from __future__ import annotations
@@ -38,6 +71,12 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace.model import Trace
+from . import evidence as evi
+from . import whatif
+from .steps import _is_dataloader
+
+#: A what-if scenario as :func:`nbprof.analysis.whatif.predict` takes it.
+Scenario = str | whatif.Change | list[str | whatif.Change]
 
 SEVERITIES = ("high", "medium", "low")
 
@@ -53,6 +92,7 @@ THRESHOLDS: dict[str, float] = {
     "efficiency_time_ratio": 0.05,
     "efficiency_peak_ratio": 0.30,
     "efficiency_fusion_ratio": 0.15,
+    "dominant_kernel_ratio": 0.25,
 }
 
 
@@ -74,6 +114,17 @@ class Finding:
         Where in the trace: steps, device/stream, time in ms from the trace origin.
     next_step : str
         What to change or look at next.
+    predicted_saving_ns : int or None
+        Mean step time the fix is predicted to save, ns (:func:`nbprof.analysis.whatif.predict` with
+        the rule's scenario; negative: slower); None when it cannot be quantified.
+    saving_reason : str
+        How the saving was predicted (scenario, mean step before -> after, steps), or why not.
+    evidence_rows : list of int
+        Positional row ids into ``trace.events`` of the events that prove the finding, most telling
+        first (at most :data:`nbprof.analysis.evidence.MAX_ROWS`).
+    scenario : str, Change, list of them, or None
+        The what-if scenario that quantifies this finding when it differs from the rule's
+        :data:`RULE_SCENARIOS` entry.
     """
 
     rule: str
@@ -82,10 +133,23 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)
     where: str = ""
     next_step: str = ""
+    predicted_saving_ns: int | None = None
+    saving_reason: str = ""
+    evidence_rows: list[int] = field(default_factory=list)
+    scenario: Scenario | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The finding as a plain dict."""
-        return asdict(self)
+        """The finding as a plain dict (JSON-serialisable; ``scenario`` as its text)."""
+        d = asdict(self)
+        d["scenario"] = _describe(self.scenario) if self.scenario is not None else None
+        return d
+
+
+def _describe(sc: Scenario) -> str:
+    """A scenario as text (``no_dataloader``, ``scale('gemm', 0.5)``, ``[a, b]``)."""
+    if isinstance(sc, list):
+        return "[" + ", ".join(str(c) for c in sc) + "]"
+    return str(sc)
 
 
 def _ms(ns: float) -> str:
@@ -133,6 +197,7 @@ def _rule_dataloader(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
         "Load data in parallel and ahead of the model: DataLoader(num_workers=N>0, prefetch_factor=2..4, "
         "persistent_workers=True), pin_memory=True with .to(device, non_blocking=True); move heavy "
         "preprocessing out of __getitem__ or cache it.",
+        evidence_rows=evi.by_name(trace, _is_dataloader, where="host"),
     )]
 
 
@@ -161,6 +226,7 @@ def _rule_host_wait(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -
                 "The CPU does not enqueue work fast enough (CPU-bound or data stall): check the DataLoader and "
                 "host-side Python in the step, remove .item()/.cpu()/print syncs, overlap data transfer "
                 "(pin_memory, non_blocking), and consider CUDA Graphs or torch.compile for many small ops.",
+                evidence_rows=evi.idle_gap_rows(trace, int(dev), host_wait=True),
             ))
     return out
 
@@ -178,6 +244,7 @@ def _rule_low_utilization(trace: Trace, th: dict[str, float], cache: dict[str, A
                 f"device {int(u['device'])}, {_ms(u['first_ns'])}..{_ms(u['last_ns'])}",
                 "Find what the GPU waits for in the idle breakdown (host wait vs kernel wait) and the step "
                 "breakdown; raise the batch size, remove host syncs, overlap input with compute.",
+                evidence_rows=evi.idle_gap_rows(trace, int(u["device"])),
             ))
     return out
 
@@ -200,6 +267,12 @@ def _rule_memcpy(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> l
     kinds = {str(k): int(v) for k, v in names[pageable.index].value_counts().items()}
     sync_kinds = {str(k): int(v) for k, v in names[sync.index].value_counts().items()}
     first = pd.concat([pageable["ts_ns"], sync["ts_ns"]]).min()
+    rows = evi.label_rows(trace, list(pageable.index) + list(sync.index))
+    mask = np.zeros(len(ev), bool)
+    mask[rows] = True
+    pageable_names = sorted(kinds)
+    scenario: Scenario | None = (whatif.scale(_exact(pageable_names), 0.5, label="pageable memcpys")
+                                 if pageable_names else None)
     parts = []
     if len(pageable):
         parts.append(f"{len(pageable)} memcpys use pageable host memory")
@@ -216,6 +289,7 @@ def _rule_memcpy(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> l
         "Copies from pageable memory are staged and block the host; use pinned memory (DataLoader("
         "pin_memory=True) or tensor.pin_memory()) with .to(device, non_blocking=True), and avoid "
         ".cpu()/.item()/torch.cuda.synchronize() inside the step.",
+        evidence_rows=evi.longest(trace, mask), scenario=scenario,
     )]
 
 
@@ -237,6 +311,7 @@ def _rule_launch_bound(trace: Trace, th: dict[str, float], cache: dict[str, Any]
         _steps_where(lb),
         "Too many tiny kernels: fuse them (torch.compile), capture the step with CUDA Graphs "
         "(torch.compile(mode='reduce-overhead')), or give each kernel more work (larger batch).",
+        evidence_rows=evi.step_rows(trace, lb["step"]),
     )]
 
 
@@ -259,6 +334,7 @@ def _rule_communication(trace: Trace, th: dict[str, float], cache: dict[str, Any
         _steps_where(df) + f", rank {trace.meta.rank}",
         "Overlap communication with compute (DDP bucket_cap_mb, gradient accumulation with no_sync, "
         "FSDP prefetch), check bus bandwidth and stragglers across ranks (nbprof.analysis.distributed).",
+        evidence_rows=evi.longest(trace, pred.is_communication(trace.events, where="device")),
     )]
 
 
@@ -283,6 +359,7 @@ def _rule_memory_peak(trace: Trace, th: dict[str, float], cache: dict[str, Any])
             f"{_ms(r['ts_ns'])}, in {r['op']}" + (f" (step {int(r['step'])})" if r["step"] >= 0 else ""),
             "Close to out-of-memory: use activation checkpointing, a smaller micro-batch with gradient "
             "accumulation, mixed precision, or shard states (FSDP / ZeRO); check memory growth by step.",
+            evidence_rows=evi.covering_host_op(trace, str(r["op"]), int(r["ts_ns"])),
         ))
     return out
 
@@ -336,6 +413,10 @@ def _rule_tensor_cores(trace: Trace, th: dict[str, float], cache: dict[str, Any]
         if ratio >= th["tensor_core_ratio"]:
             continue
         non_tc = g.loc[is_gemm.to_numpy() & ~tc].assign(n=names[is_gemm.to_numpy() & ~tc])
+        non_tc_rows = evi.label_rows(trace, non_tc.index)
+        non_tc_mask = np.zeros(len(ev), bool)
+        non_tc_mask[non_tc_rows] = True
+        non_tc_names = sorted(set(non_tc["n"]))
         top = non_tc.groupby("n")["dur_ns"].sum().sort_values(ascending=False).head(5)
         cc = f"{major}.{p.get('computeMinor', 0)}"
         tf32 = int(major) >= 8
@@ -353,6 +434,46 @@ def _rule_tensor_cores(trace: Trace, th: dict[str, float], cache: dict[str, Any]
              + ("; for fp32 models enable TF32: torch.set_float32_matmul_precision('high') and "
                 "torch.backends.cudnn.allow_tf32 = True" if tf32 else "")
              + "; keep channel counts multiples of 8 and prefer channels_last for convolutions."),
+            evidence_rows=evi.longest(trace, non_tc_mask),
+            scenario=(whatif.scale(_exact(non_tc_names), 0.5, label=f"{len(non_tc_names)} non-Tensor-Core GEMM kernels")
+                      if non_tc_names else None),
+        ))
+    return out
+
+
+def _exact(names: list[str]) -> str:
+    """A regex matching exactly these names."""
+    return "^(?:" + "|".join(re.escape(n) for n in names) + ")$"
+
+
+def _rule_dominant_kernel(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
+    ev = trace.events
+    km = pred.is_kernel(ev)
+    if not km.any():
+        return []
+    k = pd.DataFrame({"device": ev["device"].to_numpy(np.int64)[km],
+                      "name": ev["name"].astype(object).to_numpy()[km], "dur_ns": ev["dur_ns"].to_numpy(np.int64)[km]})
+    out = []
+    for dev, g in k.groupby("device", sort=True):
+        total = int(g["dur_ns"].sum())
+        per = g.groupby("name")["dur_ns"].agg(["sum", "count"]).sort_values("sum", ascending=False)
+        if total <= 0 or per.empty:
+            continue
+        name, ns, cnt = str(per.index[0]), int(per["sum"].iloc[0]), int(per["count"].iloc[0])
+        ratio = ns / total
+        if ratio < th["dominant_kernel_ratio"]:
+            continue
+        rows = (ev["device"].to_numpy(np.int64) == dev) & km & (ev["name"].astype(object).to_numpy() == name)
+        short = name if len(name) <= 80 else name[:77] + "..."
+        out.append(Finding(
+            "dominant_kernel", "medium" if ratio >= 0.5 else "low",
+            f"one kernel takes {ratio:.0%} of GPU {int(dev)} kernel time: {short}",
+            {"device": int(dev), "kernel": name[:500], "kernel_ns": ns, "calls": cnt, "device_kernel_ns": total,
+             "kernel_ratio": float(ratio)},
+            f"device {int(dev)}",
+            "Look at this kernel's shapes and efficiency (operator view, record_shapes=True): a fused or "
+            "Tensor-Core implementation (autocast, torch.compile, a cuDNN/cuBLAS-friendly layout) pays here first.",
+            evidence_rows=evi.longest(trace, rows), scenario=whatif.scale(_exact([name]), 0.5, label=repr(short)),
         ))
     return out
 
@@ -377,23 +498,35 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
         return []
     out = []
 
+    kw = eff.kernel_work(trace)
+
     def events_of(rows: pd.DataFrame) -> list[int]:
         keys = set(zip(rows["name"], rows["input_dims"], strict=True))
         hit = w[[(n, d) in keys for n, d in zip(w["name"], w["input_dims"], strict=True)]]
-        return [int(x) for x in hit["event"].head(20)]
+        return [int(x) for x in hit["event"].head(evi.MAX_ROWS)]
+
+    def scenario_of(rows: pd.DataFrame, factor: float, label: str) -> Scenario | None:
+        """Scale the kernels these op groups launched by ``factor`` (None when they launched none)."""
+        ops = set(events_of(rows)) if len(rows) else set()
+        keys = set(zip(rows["name"], rows["input_dims"], strict=True))
+        evs = set(w[[(n, d) in keys for n, d in zip(w["name"], w["input_dims"], strict=True)]]["event"]) | ops
+        names = sorted({str(n) for n in kw.loc[kw["op_event"].isin(evs), "name"]}) if len(kw) else []
+        if not names:
+            return None
+        return whatif.scale(_exact(names), max(0.0, min(1.0, factor)), label=f"{len(names)} kernels of {label}")
 
     low = oe[(oe["time_ns"] >= th["efficiency_time_ratio"] * total) & (oe["peak_ratio"] < th["efficiency_peak_ratio"])]
     if len(low):
         top = low.head(5)
         # the time they would take at the threshold share of their roof
-        saving = int(sum(t * (1 - r / th["efficiency_peak_ratio"]) for t, r in zip(top["time_ns"], top["peak_ratio"],
-                                                                                 strict=True)))
+        at_th = float(sum(t * r / th["efficiency_peak_ratio"] for t, r in zip(top["time_ns"], top["peak_ratio"],
+                                                                            strict=True)))
+        factor = at_th / float(top["time_ns"].sum())
         out.append(Finding(
             "efficiency", "high" if top["time_ns"].sum() > 0.3 * total else "medium",
             f"{len(low)} op group(s) with {low['time_ns'].sum() / total:.0%} of device time run below "
             f"{th['efficiency_peak_ratio']:.0%} of their roofline on {pk.device}",
-            {"device": pk.device, "peak_key": pk.key, "kernel_ns": total, "predicted_saving_ns": saving,
-             "event_ids": events_of(top),
+            {"device": pk.device, "peak_key": pk.key, "kernel_ns": total, "time_at_threshold_ns": int(at_th),
              "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
                       "peak_ratio": float(r.peak_ratio), "bound": str(r.bound),
                       "achieved_tflops_per_s": float(r.achieved_tflops_per_s),
@@ -403,6 +536,7 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
              "(torch.compile), batch small launches, or use fused kernels (fused optimizers, "
              "scaled_dot_product_attention); compute-bound ones: larger tiles/batch, aligned shapes "
              "(multiples of 8/16), reduced precision."),
+            evidence_rows=events_of(top), scenario=scenario_of(top, factor, "the below-roof ops"),
         ))
     fast_dt = next((d for d in ("bf16", "fp16", "tf32") if d in pk.flops_per_s), None)
     fp32 = oe[oe["kind"].isin(["gemm", "conv", "attention"]) & (oe["dtype"] == "fp32")]
@@ -410,14 +544,12 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
     if fast_dt is not None and fp32_ns >= th["gemm_time_ratio"] * total:
         fast = pk.flops_per_s[fast_dt]
         speed = fast / pk.flops_per_s["fp32"] if "fp32" in pk.flops_per_s else math.nan
-        comp = fp32[fp32["bound"] == "compute"]
-        saving = int(comp["time_ns"].sum() * (1 - 1 / speed)) if speed == speed and speed > 1 else 0
         out.append(Finding(
             "efficiency", "high" if fp32_ns > 0.3 * total else "medium",
             f"fp32 matrix ops take {fp32_ns / total:.0%} of device time on {pk.device}, whose "
             f"{fast_dt.upper()} Tensor Cores peak {speed:.0f}x higher",
             {"device": pk.device, "peak_key": pk.key, "fp32_matrix_ns": fp32_ns, "kernel_ns": total,
-             "peak_speedup": speed, "predicted_saving_ns": saving, "event_ids": events_of(fp32.head(5)),
+             "peak_speedup": speed,
              "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
                       "peak_ratio": float(r.peak_ratio)} for r in fp32.head(5).itertuples()]},
             f"device {pk.device}",
@@ -425,6 +557,7 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
              "around the forward pass (fp16 with torch.amp.GradScaler)"
              + ("; or keep fp32 weights and allow TF32: torch.set_float32_matmul_precision('high'), "
                 "torch.backends.cudnn.allow_tf32 = True." if "tf32" in pk.flops_per_s else ".")),
+            evidence_rows=events_of(fp32), scenario=scenario_of(fp32, 0.5, "fp32 matrix ops"),
         ))
     small = oe[oe["kind"].isin(["elementwise", "norm", "softmax", "reduction"]) & (oe["bound"] == "memory")]
     small_ns = int(small["time_ns"].sum())
@@ -437,12 +570,13 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
             f"memory-bound elementwise / norm / softmax ops take {small_ns / total:.0%} of device time in "
             f"{int(small['count'].sum())} calls on {pk.device}",
             {"device": pk.device, "kernel_ns": total, "memory_bound_ns": small_ns,
-             "predicted_saving_ns": max(0, int(small_ns - at_roof)), "event_ids": events_of(small.head(5)),
+             "time_at_bandwidth_roof_ns": int(at_roof),
              "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
                       "achieved_gb_per_s": float(r.achieved_gb_per_s)} for r in small.head(5).itertuples()]},
             f"device {pk.device}",
             ("Fuse chains of elementwise ops into their producers: torch.compile(model) (Inductor fuses "
              "pointwise and reduction chains), or fused modules (fused LayerNorm/RMSNorm, fused optimizers)."),
+            evidence_rows=events_of(small), scenario=scenario_of(small, at_roof / small_ns, "memory-bound ops"),
         ))
     return out
 
@@ -456,12 +590,61 @@ RULES = {
     "communication": _rule_communication,
     "memory_peak": _rule_memory_peak,
     "tensor_cores": _rule_tensor_cores,
+    "dominant_kernel": _rule_dominant_kernel,
     "efficiency": _rule_efficiency,
 }
 
+#: The what-if scenario of each rule's findings (a finding's own ``scenario`` wins); see the module docstring.
+RULE_SCENARIOS: dict[str, Scenario] = {
+    "dataloader": "no_dataloader",
+    "host_wait": "no_host_gaps",
+    "launch_bound": "cuda_graphs",
+    "communication": "overlap_communication",
+}
 
-def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict[str, float] | None = None) -> list[Finding]:
-    """Run the advisor rules on a trace.
+#: Why a rule's findings carry no predicted saving.
+UNQUANTIFIED: dict[str, str] = {
+    "low_utilization": "a symptom, not a fix: the saving is that of the finding naming its cause "
+                       "(dataloader, host_wait, launch_bound, communication)",
+    "memory_peak": "memory headroom, not time: no step time to predict",
+    "memcpy": "synchronous cudaMemcpy calls only: whatif has no model of making a copy asynchronous",
+    "tensor_cores": "no GEMM kernel to scale",
+}
+
+
+def _quantify(trace: Trace, found: list[Finding]) -> None:
+    """Set ``predicted_saving_ns`` / ``saving_reason`` of each finding (one prediction per scenario)."""
+    done: dict[str, tuple[int | None, str]] = {}
+    for f in found:
+        sc = f.scenario if f.scenario is not None else RULE_SCENARIOS.get(f.rule)
+        if sc is None:
+            f.predicted_saving_ns = None
+            f.saving_reason = "not quantified: " + UNQUANTIFIED.get(f.rule, f"no what-if scenario for rule {f.rule!r}")
+            continue
+        key = _describe(sc)
+        if key not in done:
+            try:
+                p = whatif.predict(trace, sc)
+            except ValueError as e:
+                done[key] = (None, f"not quantified: whatif.predict({key}) failed: {e}")
+            else:
+                done[key] = (int(round(p.saving_ns)),
+                             f"whatif.predict({key}): mean step {_ms(p.baseline_step_ns)} -> "
+                             f"{_ms(p.predicted_step_ns)} over {len(p.per_step)} steps")
+        f.predicted_saving_ns, f.saving_reason = done[key]
+
+
+def _rank_key(f: Finding) -> tuple[int, int, int, int]:
+    sev = {s: i for i, s in enumerate(SEVERITIES)}.get(f.severity, 9)
+    rule = {r: i for i, r in enumerate(RULES)}.get(f.rule, 99)
+    if f.predicted_saving_ns is None:
+        return (1, 0, sev, rule)
+    return (0, -int(f.predicted_saving_ns), sev, rule)
+
+
+def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict[str, float] | None = None,
+           quantify: bool = True) -> list[Finding]:
+    """Run the advisor rules on a trace and rank the findings by the step time they would save.
 
     Parameters
     ----------
@@ -470,11 +653,15 @@ def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict
         Subset of :data:`RULES` to run (default: all).
     thresholds : dict, optional
         Overrides of :data:`THRESHOLDS` entries.
+    quantify : bool, default True
+        Predict each finding's saving (``predicted_saving_ns``; one graph build and one replay per
+        scenario). False: every ``predicted_saving_ns`` stays None and findings sort by severity.
 
     Returns
     -------
     list of Finding
-        Sorted by severity (high first), then rule order.
+        Ranked by ``predicted_saving_ns`` (largest first); findings without one after them; ties
+        by severity (high first), then rule order.
 
     Raises
     ------
@@ -497,13 +684,18 @@ def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict
     found: list[Finding] = []
     for r in names:
         found.extend(RULES[r](trace, th, cache))
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    rule_order = {r: i for i, r in enumerate(RULES)}
-    found.sort(key=lambda f: (order.get(f.severity, 9), rule_order.get(f.rule, 99)))
+    if quantify:
+        _quantify(trace, found)
+    else:
+        for f in found:
+            f.saving_reason = "not quantified: advise(quantify=False)"
+    found.sort(key=_rank_key)
     return found
 
 
 def findings_frame(findings: list[Finding]) -> pd.DataFrame:
-    """Findings as a DataFrame with columns ``rule, severity, title, where, next_step, evidence``."""
-    cols = ["rule", "severity", "title", "where", "next_step", "evidence"]
+    """Findings as a DataFrame, in their order, with columns ``rule, severity, title, where, next_step,
+    evidence, predicted_saving_ns`` (ns, None when not quantified), ``saving_reason, evidence_rows``."""
+    cols = ["rule", "severity", "title", "where", "next_step", "evidence", "predicted_saving_ns", "saving_reason",
+            "evidence_rows"]
     return pd.DataFrame([{c: getattr(f, c) for c in cols} for f in findings], columns=cols)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..errors import EmptyProfileError
 from ..trace.memory_snapshot import MemorySnapshot, MemoryTimeline
 
 __all__ = [
@@ -208,15 +209,15 @@ def snapshot_peak(snap: MemorySnapshot, device: int = 0, *, by: str = "top_user_
 
     Raises
     ------
-    ValueError
-        When the device has no recorded history and no blocks.
+    nbprof.errors.EmptyProfileError
+        When the device has no recorded history and no blocks (also a ``ValueError``).
     """
     tl = snapshot_timeline(snap, device)
     if tl.empty:
         fa, _a, fr = _final_state(snap, device)
         if fa == 0 and fr == 0:
             msg = f"device {device} has no allocator history and no live blocks in {snap.source_path}"
-            raise ValueError(msg)
+            raise EmptyProfileError(msg)
         bd = pd.DataFrame({by: ["<before history>"], "count": [0], "bytes": [fa], "share_ratio": [1.0 if fa else 0.0]})
         return SnapshotPeak(device, -1, -1, fa, fr, fa, bd)
     i = int(tl["allocated_bytes"].to_numpy().argmax())

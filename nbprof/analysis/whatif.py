@@ -4,17 +4,17 @@ The graph is :func:`nbprof.analysis.critical_path.build_graph`'s over the whole 
 every node the time ``max(t[u] + w)`` over its in-edges, in topological order (sources keep their
 measured time), with the *replay weights* ``Graph.wmin``:
 
-* a host interval (between consecutive markers of one thread: an op's self time, or a gap between
-  ops) weighs what it measured: one thing at a time per thread, gaps kept as they were;
-* a device op weighs its duration; in-order streams: the stream edge weighs the measured gap when the
-  op was queued behind the previous one, else the median queued gap of the trace;
-* a launch edge weighs the measured launch delay when the stream was empty (HTA's queue-length test),
-  else the median launch delay of such launches (never more than measured);
-* a sync edge weighs the time from the op's end to the host call's return; the host interval inside
-  a call that waited weighs only that return latency (so a faster GPU shortens the wait);
-* every node's binding in-edge (the one that determined its measured time) absorbs what the others
-  leave unexplained, so a replay without change reproduces every measured time exactly (tested on
-  real traces: ``predict(trace, [])`` gives ``predicted == baseline`` per step).
+* every edge first weighs the least it could: a host interval (between consecutive markers of one
+  thread: an op's self time, or a gap between ops) what it measured (one thing at a time per thread,
+  gaps kept as they were), except a gap that a ``wake`` edge explains and the inside of a call that
+  waited for the device, which weigh only the wake-up / return latency; a device op its duration; a
+  launch edge the median delay of launches onto an empty stream (``Graph.launch_delay_ns``); a
+  stream edge the median gap behind a queued op (``Graph.queued_gap_ns``); a sync edge the time from
+  the op's end to the call's return; ``fwdbwd`` 0 (never more than measured);
+* then each node's *binding* in-edge (the one whose source time + weight is latest) is raised to
+  what it measured, so a replay without change reproduces every measured time exactly (tested on
+  nine real traces: ``predict(trace, [])`` gives ``predicted == baseline`` per step) and a change
+  moves a node only through the constraint that really held it.
 
 Step times are then measured on the replayed times with the same rule as
 :func:`nbprof.analysis.steps.step_windows` (host ``ProfilerStep#N`` extended to its device work).
@@ -39,24 +39,63 @@ Changes (combine them in a list; factors multiply):
 ``"overlap_communication"``
     Communication device ops (NCCL/RCCL kernels, or with a ``collective``) take no time on their
     stream: full overlap, an upper bound of the saving.
+``"cuda_graphs"``
+    ``"no_host_gaps"`` plus the launch calls themselves (:data:`LAUNCH_PATTERN`: ``cudaLaunchKernel``,
+    ``cudaMemcpyAsync``, ... HTA's launch names) taking no host time: what capturing the step in a
+    CUDA graph saves when the host's other work (Python, the dispatcher) stays.
+
+Cost: the whole-trace graph is built once per trace and cached (:func:`trace_graph`) while the trace
+object lives and its ``events`` table is the same object; every :func:`predict` of that trace reuses it.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..trace.model import Trace
 from ..trace.predicates import name_mask as _name_mask
-from . import _intervals as iv
 from . import critical_path as cpm
 from .steps import _is_dataloader, step_windows
 
-SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication")
+SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication", "cuda_graphs")
+
+#: The launch calls of ``"cuda_graphs"`` (HTA's launch names, ``critical_path.LAUNCH_NAMES``), as a regex.
+LAUNCH_PATTERN = "^(?:" + "|".join(re.escape(n) for n in sorted(cpm.LAUNCH_NAMES)) + ")$"
+
+#: id(trace) -> (weak reference to the trace, id of its events table, its whole-trace graph).
+_GRAPHS: dict[int, tuple[weakref.ref[Trace], int, cpm.Graph]] = {}
+
+
+def trace_graph(trace: Trace) -> cpm.Graph:
+    """The whole-trace dependency graph of ``trace`` (:func:`~nbprof.analysis.critical_path.build_graph`),
+    built once and cached while ``trace`` lives and ``trace.events`` is the same table object.
+
+    Returns
+    -------
+    Graph
+    """
+    key = id(trace)
+    hit = _GRAPHS.get(key)
+    if hit is not None and hit[0]() is trace and hit[1] == id(trace.events):
+        return hit[2]
+    g = cpm.build_graph(trace)
+
+    def _drop(_ref: object, key: int = key) -> None:
+        _GRAPHS.pop(key, None)
+
+    _GRAPHS[key] = (weakref.ref(trace, _drop), id(trace.events), g)
+    return g
+
+
+def clear_graph_cache() -> None:
+    """Forget every cached graph (:func:`trace_graph`)."""
+    _GRAPHS.clear()
 
 
 @dataclass(frozen=True)
@@ -66,17 +105,21 @@ class Change:
     kind: str
     factor: float = 1.0
     pattern: str | None = None
+    #: Shown instead of the pattern (a long alternation of names) in ``str()``.
+    label: str | None = None
 
     def __str__(self) -> str:
         if self.kind == "scale":
-            return f"scale({self.pattern!r}, {self.factor:g})"
+            return f"scale({self.label or repr(self.pattern)}, {self.factor:g})"
         if self.kind in ("dataloader", "faster_host"):
             return f"{self.kind}({self.factor:g})"
         return self.kind
 
 
-def scale(name_pattern: str, factor: float) -> Change:
+def scale(name_pattern: str, factor: float, *, label: str | None = None) -> Change:
     """Events whose name matches ``name_pattern`` (regex, case-insensitive) take ``factor`` × their time.
+
+    ``label`` names the matched events in ``str(change)`` (e.g. ``"12 GEMM kernels"``).
 
     Raises
     ------
@@ -86,7 +129,7 @@ def scale(name_pattern: str, factor: float) -> Change:
     if factor < 0:
         raise ValueError(f"factor must be >= 0, not {factor}")
     re.compile(name_pattern)
-    return Change("scale", float(factor), name_pattern)
+    return Change("scale", float(factor), name_pattern, label)
 
 
 def dataloader(factor: float) -> Change:
@@ -103,7 +146,7 @@ def faster_host(factor: float) -> Change:
     return Change("faster_host", float(factor))
 
 
-def _as_changes(scenario: Any) -> list[Change]:
+def _as_changes(scenario: str | Change | Sequence[str | Change] | None) -> list[Change]:
     if scenario is None:
         return []
     if isinstance(scenario, (str, Change)):
@@ -116,6 +159,8 @@ def _as_changes(scenario: Any) -> list[Change]:
             out.append(Change("dataloader", 0.0))
         elif s in ("no_host_gaps", "overlap_communication"):
             out.append(Change(s))
+        elif s == "cuda_graphs":
+            out.extend([Change("no_host_gaps"), Change("scale", 0.0, LAUNCH_PATTERN, "launch calls")])
         else:
             raise ValueError(f"unknown scenario {s!r}; named scenarios: {SCENARIOS}, or scale()/dataloader()/"
                              "faster_host() changes")
@@ -154,26 +199,9 @@ class Prediction:
                 f"{self.predicted_step_ns / 1e6:.3f} ms over {len(self.per_step)} steps>")
 
 
-def _thread_keys(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    return np.asarray(ev["pid"].to_numpy(np.int64)[rows] * (1 << 32) + (ev["tid"].to_numpy(np.int64)[rows] & 0xFFFFFFFF))
-
-
 def _host_inside(g: cpm.Graph, ev: pd.DataFrame, match_rows: np.ndarray, edge_idx: np.ndarray) -> np.ndarray:
-    """Which host edges (``edge_idx``) lie inside one of the host events ``match_rows`` (same thread)."""
-    if match_rows.size == 0 or edge_idx.size == 0:
-        return np.zeros(edge_idx.size, bool)
-    ts = ev["ts_ns"].to_numpy(np.int64)
-    end = ts + ev["dur_ns"].to_numpy(np.int64)
-    mk = _thread_keys(ev, match_rows)
-    a_rows = g.node_row[g.src[edge_idx]]
-    ek = _thread_keys(ev, a_rows)
-    _keys, inv = np.unique(np.concatenate([mk, ek]), return_inverse=True)
-    mt, et = inv[: mk.size].astype(np.int64), inv[mk.size:].astype(np.int64)
-    shift = np.int64(1) << np.int64(47)
-    s, e = iv.merge(mt * shift + ts[match_rows], mt * shift + end[match_rows])
-    a = et * shift + g.t[g.src[edge_idx]]
-    k = np.searchsorted(s, a, side="right") - 1
-    return np.asarray((k >= 0) & (a < e[np.clip(k, 0, None)]), dtype=bool)
+    """Which host edges (``edge_idx``) start inside one of the host events ``match_rows`` (same thread)."""
+    return cpm.inside_ranges(ev, match_rows, g.node_row[g.src[edge_idx]], g.t[g.src[edge_idx]])
 
 
 def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.ndarray, np.ndarray]:
@@ -186,9 +214,12 @@ def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.nd
     for c in changes:
         if c.kind in ("scale", "dataloader"):
             if c.kind == "scale":
-                if c.pattern is None:
-                    raise ValueError("a 'scale' change needs a name pattern")
-                hit = _name_mask(names, re.compile(c.pattern, re.IGNORECASE).search)
+                rx = re.compile(c.pattern or "", re.IGNORECASE)
+
+                def matches(n: str, rx: re.Pattern[str] = rx) -> bool:
+                    return rx.search(n) is not None
+
+                hit = _name_mask(names, matches)
             else:
                 hit = _name_mask(names, _is_dataloader)
             gr = np.zeros(len(ev), bool)
@@ -222,17 +253,20 @@ def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.nd
     return np.rint(w).astype(np.int64), keep
 
 
-def predict(trace: Trace, scenario: Any, *, graph: cpm.Graph | None = None) -> Prediction:
+def predict(trace: Trace, scenario: str | Change | Sequence[str | Change] | None, *,
+            graph: cpm.Graph | None = None) -> Prediction:
     """Predict the mean step time after ``scenario`` by replaying the trace's dependency graph.
 
     Parameters
     ----------
     trace : nbprof.Trace
     scenario : str, Change, or list of them
-        Named scenarios (``"no_dataloader"``, ``"no_host_gaps"``, ``"overlap_communication"``) and
+        Named scenarios (``"no_dataloader"``, ``"no_host_gaps"``, ``"overlap_communication"``,
+        ``"cuda_graphs"``) and
         :func:`scale` / :func:`dataloader` / :func:`faster_host` changes; ``[]`` replays unchanged.
     graph : Graph, optional
-        A :func:`~nbprof.analysis.critical_path.build_graph` of the whole trace to reuse.
+        A :func:`~nbprof.analysis.critical_path.build_graph` of the whole trace to reuse. Default:
+        :func:`trace_graph` (built once per trace, cached).
 
     Returns
     -------
@@ -244,7 +278,7 @@ def predict(trace: Trace, scenario: Any, *, graph: cpm.Graph | None = None) -> P
         For an unknown scenario, or a trace without steps (no host events).
     """
     changes = _as_changes(scenario)
-    g = graph if graph is not None else cpm.build_graph(trace)
+    g = graph if graph is not None else trace_graph(trace)
     ev = trace.events
     w, keep = _apply(g, ev, changes)
     rep, _ = cpm.longest_path(g.n_nodes, g.src[keep], g.dst[keep], w[keep], g.t)

@@ -53,7 +53,8 @@ _LOG_PREFIX = re.compile(
 _DS_RANK = re.compile(r"\[Rank (\d+)\]\s*")
 
 _SI = {"T": 1e12, "G": 1e9, "M": 1e6, "K": 1e3, "k": 1e3, "B": 1e9, "": 1.0, "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9}
-_QTY = re.compile(r"^\s*(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<pre>[TGMKkBmuµn]?)(?P<unit>MACs|FLOPS|s|B)?\s*$")
+#: one way to match each input (no overlapping quantifiers): linear time; applied to stripped text
+_QTY = re.compile(r"(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<pre>[TGMKkBmuµn]?)(?P<unit>MACs|FLOPS|s|B)?")
 
 
 def strip_ansi(text: str) -> tuple[str, int]:
@@ -89,7 +90,7 @@ def parse_quantity(text: str, kind: str = "") -> tuple[float, str]:
     Prefixes are DeepSpeed's ``number_to_string`` decimal ones (T, G, M, K, m, u); ``params_to_string``
     writes ``B`` for 1e9 and some versions lower-case ``k``. Case matters: ``M`` is 1e6, ``m`` 1e-3.
     """
-    m = _QTY.match(text or "")
+    m = _QTY.fullmatch((text or "").strip())
     if not m:
         return float("nan"), ""
     num = float(m.group("num"))
@@ -110,7 +111,7 @@ def parse_quantity(text: str, kind: str = "") -> tuple[float, str]:
     return val, ""
 
 
-_SIZE = re.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>B|KB|MB|GB|TB|PB)\s*$")
+_SIZE = re.compile(r"(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>B|KB|MB|GB|TB|PB)")  # on stripped text
 _SIZE_POW = {"B": 0, "KB": 1, "MB": 2, "GB": 3, "TB": 4, "PB": 5}
 
 
@@ -119,7 +120,7 @@ def parse_msg_size(text: str) -> float:
 
     DeepSpeed rounds to two decimals, so sizes above 1 KB are approximate (±0.005 of the unit).
     """
-    m = _SIZE.match(text or "")
+    m = _SIZE.fullmatch((text or "").strip())
     if not m:
         return float("nan")
     return float(m.group("num")) * 1024.0 ** _SIZE_POW[m.group("unit")]
@@ -137,19 +138,23 @@ def _read(source: str | os.PathLike[str]) -> str:
 
     Raises
     ------
-    FileNotFoundError
-        Missing file (``filename`` attribute set).
-    IsADirectoryError
-        A directory.
+    nbprof.errors.TraceFileNotFoundError
+        Missing file (also a ``FileNotFoundError``; ``filename`` is the name given).
+    nbprof.errors.TraceFormatError
+        A directory, FIFO, socket or device (nothing is opened: a FIFO cannot block, /dev/zero cannot
+        run forever).
     """
     if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source and len(source) < 4096
-                                            and (os.path.exists(source) or _PATHLIKE.search(source.strip())
+                                            and (os.path.lexists(source) or _PATHLIKE.search(source.strip())
                                                  or source.startswith(("/", "./", "../", "~")))):
+        from ..errors import TraceFileNotFoundError
+        from ..sources import check_file
+
         path = os.path.expanduser(os.fspath(source))
-        if not os.path.exists(path):
-            raise FileNotFoundError(errno.ENOENT, "no such DeepSpeed log or report", os.fspath(source))
-        if os.path.isdir(path):
-            raise IsADirectoryError(errno.EISDIR, "a directory, not a DeepSpeed log", os.fspath(source))
+        try:
+            check_file(path, "DeepSpeed log or report")
+        except TraceFileNotFoundError:
+            raise TraceFileNotFoundError(errno.ENOENT, "no such DeepSpeed log or report", os.fspath(source)) from None
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
     else:

@@ -77,7 +77,9 @@ def _kv(s: str) -> tuple[str, str] | None:
     return None
 
 
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*[TGMKkBmuµn]?"
+#: a number with an optional prefix, matched one way only (``\d+\.?\d*`` split digit runs every way:
+#: quadratic); the prefix group takes its spaces only when a prefix follows
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?:\s*[TGMKkBmuµn])?"
 _STATS = re.compile(
     rf"^(?P<params>{_NUM})\s*(?P<sep>[=,])\s*(?P<params_pct>[\d.]+)% Params,\s*"
     rf"(?P<macs>{_NUM}\s*MACs)\s*[=,]\s*(?P<macs_pct>[\d.]+)% MACs,\s*"
@@ -188,15 +190,17 @@ def parse_flops_profile(source: str | os.PathLike[str], *, zero_stage: int | Non
 
     Raises
     ------
-    ValueError
-        When ``source`` holds no report (no "DeepSpeed Flops Profiler" banner); the message names it.
+    nbprof.errors.TraceFormatError
+        When ``source`` holds no report (no "DeepSpeed Flops Profiler" banner); names it. Also a
+        ``ValueError``.
     """
+    from ..errors import TraceFormatError
+
     profs = parse_flops_profiles(source, zero_stage=zero_stage, config=config)
     if not profs:
         where = os.fspath(source) if isinstance(source, os.PathLike) or (
-            isinstance(source, str) and "\n" not in source and os.path.exists(source)) else "the given text"
-        msg = f"{where}: no DeepSpeed flops-profiler report (banner 'DeepSpeed Flops Profiler' not found)"
-        raise ValueError(msg)
+            isinstance(source, str) and "\n" not in source and os.path.exists(source)) else "<the given text>"
+        raise TraceFormatError(where, None, "no DeepSpeed flops-profiler report (banner 'DeepSpeed Flops Profiler' not found)")
     return profs[-1]
 
 

@@ -83,7 +83,13 @@ _COMMS_COLS = {
     "avg comm lat(ms)": "avg_comm_latency_ns",
     "avg straggler(ms)": "avg_straggler_ns",
 }
-_CALLER = re.compile(r"^(?P<op>.*?)\s*\|\s*\[Caller Func:\s*(?P<caller>[^\]]*)\]\s*$")
+def _caller(s: str) -> tuple[str, str] | None:
+    """``op | [Caller Func: f]`` -> (op, f); one pass (the regex it replaces was quadratic)."""
+    op, sep, rest = s.partition("|")
+    rest = rest.strip()
+    if not sep or not rest.startswith("[Caller Func:") or not rest.endswith("]") or "]" in rest[:-1]:
+        return None
+    return op.strip(), rest[len("[Caller Func:"):-1].strip()
 
 
 @dataclass
@@ -174,9 +180,9 @@ def _comms_tables(lines: list[tuple[int, int, str]], q: _Quirks) -> pd.DataFrame
         if "Breakdown with straggler effect" in s or not s.strip():
             continue
         if not raw[:1].isspace():
-            cm = _CALLER.match(s)
+            cm = _caller(s)
             if cm:
-                op, caller = cm.group("op").strip(), cm.group("caller").strip()
+                op, caller = cm
             elif re.fullmatch(r"[A-Za-z_][\w.]*", s.strip()):
                 op, caller = s.strip(), ""
             # any other line (interleaved output of another rank, a log line) is skipped
@@ -218,11 +224,34 @@ def _comms_tables(lines: list[tuple[int, int, str]], q: _Quirks) -> pd.DataFrame
     return df
 
 
-_OPLINE = re.compile(
-    r"comm op:\s*(?P<op>[^|]+?)\s*\|\s*(?:\[Caller Func:\s*(?P<caller>[^\]]*)\]\s*\|\s*)?"
-    r"time \(ms\):\s*(?P<t>[-\d.eE+]+)\s*\|\s*msg size:\s*(?P<size>[^|]+?)\s*\|\s*"
-    r"algbw \(Gbps\):\s*(?P<alg>[-\d.eE+]+)\s*\|\s*busbw \(Gbps\):\s*(?P<bus>[-\d.eE+]+)"
-)
+_NUMERIC = re.compile(r"[-\d.eE+]+")
+_OP_FIELDS = {"time (ms)": "t", "msg size": "size", "algbw (gbps)": "alg", "busbw (gbps)": "bus"}
+
+
+def _opline(s: str) -> dict[str, str] | None:
+    """Fields of ``comm op: OP | [Caller Func: F] | time (ms): T | msg size: S | algbw (Gbps): A |
+    busbw (Gbps): B`` (None when one is missing). Split on ``|``: one pass over the line (the regex
+    it replaces took minutes on a line with a long run of spaces)."""
+    parts = [p.strip() for p in s[s.index("comm op:") + len("comm op:"):].split("|")]
+    out: dict[str, str] = {"op": parts[0], "caller": ""}
+    rest = parts[1:]
+    if rest and rest[0].startswith("[Caller Func:") and rest[0].endswith("]"):
+        out["caller"] = rest[0][len("[Caller Func:"):-1].strip()
+        rest = rest[1:]
+    for p in rest:
+        k, sep, v = p.partition(":")
+        key = _OP_FIELDS.get(k.strip().lower())
+        if sep and key and key not in out:
+            v = v.strip()
+            if key != "size":
+                m = _NUMERIC.match(v)
+                if not m:
+                    return None
+                v = m.group(0)
+            out[key] = v
+    if not out["op"] or len(out) != 6 or not out["size"]:
+        return None
+    return out
 
 
 def _comms_ops(lines: list[tuple[int, int, str]], q: _Quirks) -> pd.DataFrame:
@@ -230,19 +259,19 @@ def _comms_ops(lines: list[tuple[int, int, str]], q: _Quirks) -> pd.DataFrame:
     for ln, r, s in lines:
         if "comm op:" not in s:
             continue
-        m = _OPLINE.search(s)
+        m = _opline(s)
         if not m:
             q.add("unparsed_line", ln, f"comm op line not understood: {s.strip()[:100]!r}")
             continue
         lp = _LOG_PREFIX.match(s)
         rk = _DS_RANK.search(s)
-        t, alg, bus = (to_float(m.group(g)) for g in ("t", "alg", "bus"))
+        t, alg, bus = (to_float(m[g]) for g in ("t", "alg", "bus"))
         if t != t or alg != alg or bus != bus:
             q.add("bad_number", ln, f"comm op line with a field that is not a number: {s.strip()[:100]!r}")
         rows.append(dict(
-            op=m.group("op").strip(), caller=(m.group("caller") or "").strip(),
-            latency_ns=t * 1e6, msg_size=m.group("size").strip(),
-            msg_bytes=parse_msg_size(m.group("size")), algbw_gbps=alg,
+            op=m["op"], caller=m["caller"],
+            latency_ns=t * 1e6, msg_size=m["size"],
+            msg_bytes=parse_msg_size(m["size"]), algbw_gbps=alg,
             busbw_gbps=bus, rank=int(rk.group(1)) if rk else r,
             time=lp.group("time") if lp else "", line=ln))
     return pd.DataFrame(rows, columns=["op", "caller", "latency_ns", "msg_size", "msg_bytes", "algbw_gbps",

@@ -74,28 +74,30 @@ def _kind(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
-def check_file(path: str) -> None:
-    """Check that ``path`` is a regular file before anything opens it (a FIFO would block ``open``).
+def check_file(path: str, what: str = "trace file") -> None:
+    """Check that ``path`` is a regular file before anything opens it (a FIFO would block ``open``,
+    ``/dev/zero`` would never end).
 
     Raises
     ------
-    FileNotFoundError
-        No such file.
+    nbprof.errors.TraceFileNotFoundError
+        No such file (also a ``FileNotFoundError``; a dangling symlink too).
     TraceFormatError
         A directory, FIFO, socket or device (the reason says which), or a file that cannot be read.
     """
-    from ..errors import TraceFormatError
+    import errno
+
+    from ..errors import TraceFileNotFoundError, TraceFormatError
 
     try:
         st = os.stat(path)  # follows symlinks: a link to a FIFO is a FIFO
     except FileNotFoundError:
-        msg = f"no such trace file: {path!r}"
-        raise FileNotFoundError(msg) from None
+        raise TraceFileNotFoundError(errno.ENOENT, f"no such {what}", path) from None
     except OSError as exc:
         raise TraceFormatError(path, None, f"cannot read: {exc.strerror or exc}") from exc
-    what = _kind(st.st_mode)
-    if what is not None:
-        raise TraceFormatError(path, None, f"is {what}, not a trace file")
+    kind = _kind(st.st_mode)
+    if kind is not None:
+        raise TraceFormatError(path, None, f"is {kind}, not a {what}")
     if not os.access(path, os.R_OK):
         raise TraceFormatError(path, None, "cannot read: permission denied")
 

@@ -105,8 +105,34 @@ def _frames_key(frames: Any, bad: list[Any]) -> tuple[Any, ...] | None:
             if len(bad) == 1:
                 bad.append(fr.get("line"))
             ln = 0
-        out.append((str(fr.get("name", "?")), str(fr.get("filename", "?")), ln))
+        name, fn = _label(fr.get("name", "?")), _label(fr.get("filename", "?"))
+        if name is None or fn is None:
+            bad[0] += 1
+            if len(bad) == 1:
+                bad.append(f"a {type(fr.get('name') if name is None else fr.get('filename')).__name__} as frame text")
+        out.append((name or "?", fn or "?", ln))
     return tuple(out) if out else None
+
+
+def _label(v: Any) -> str | None:
+    """Frame text: a str as is, a plain scalar written out; None for containers (never repr'd: a deeply
+    nested one would recurse)."""
+    if isinstance(v, str):
+        return v
+    if v is None or isinstance(v, (int, float, bool)):
+        return str(v)
+    return None
+
+
+def _field(v: Any) -> str:
+    """A text field as str: scalars and short tuples of scalars written out (``segment_pool_id`` is
+    ``(0, 0)``), anything else by its type name (never repr'd deeply)."""
+    lab = _label(v)
+    if lab is not None:
+        return lab
+    if isinstance(v, (tuple, list)) and len(v) <= 16 and all(_label(x) is not None and not isinstance(x, str) for x in v):
+        return str(v)
+    return f"<{type(v).__name__}>"
 
 
 def _seq(v: Any, what: str, report: LoadReport) -> list[Any] | tuple[Any, ...]:
@@ -171,8 +197,9 @@ def _int(v: Any, default: int = -1) -> int:
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, int):
-        return v if -(2**63) <= v < 2**63 else (v - 2**64 if v < 2**64 else default)
-    if isinstance(v, float) and np.isfinite(v):
+        # addresses are uint64: 2**63..2**64-1 wrap to the int64 with the same bits; beyond: default
+        return v if -(2**63) <= v < 2**63 else (v - 2**64 if 2**63 <= v < 2**64 else default)
+    if isinstance(v, float) and np.isfinite(v) and -(2.0**63) <= v < 2.0**63:
         return int(v)
     return default
 
@@ -217,6 +244,16 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
 
     frame_ids: dict[tuple[Any, ...], int] = {}
     bad_frames: list[Any] = [0]
+    bad_sizes: list[int] = [0]
+
+    def size(v: Any) -> int:
+        """A byte count: an int in [0, 2**53); anything else (negative, huge, not a number) -> 0, counted."""
+        if v is None:
+            return 0
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 2**53 and float(v).is_integer():
+            return int(v)
+        bad_sizes[0] += 1
+        return 0
 
     def fid(frames: Any) -> int:
         k = _frames_key(frames, bad_frames)
@@ -234,19 +271,20 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             report.add("bad_segment", "dropped", 1, "segment entries that are not dicts were skipped")
             continue
         dev = _int(s.get("device"), 0)
+        dev = dev if 0 <= dev < 2**15 else 0
         addr = _int(s.get("address"))
         blocks = _seq(s.get("blocks"), "segment blocks", report)
         seg_rows.append(
             (
                 dev,
                 addr,
-                _int(s.get("total_size"), 0),
-                _int(s.get("allocated_size"), 0),
-                _int(s.get("active_size"), 0),
-                _int(s.get("requested_size"), 0),
+                size(s.get("total_size")),
+                size(s.get("allocated_size")),
+                size(s.get("active_size")),
+                size(s.get("requested_size")),
                 _int(s.get("stream"), 0),
-                str(s.get("segment_type", "")),
-                str(s.get("segment_pool_id", "")),
+                _field(s.get("segment_type", "")),
+                _field(s.get("segment_pool_id", "")),
                 bool(s.get("is_expandable", False)),
                 len(blocks),
             )
@@ -258,9 +296,9 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
                         dev,
                         addr,
                         _int(b.get("address")),
-                        _int(b.get("size"), 0),
-                        _int(b.get("requested_size"), _int(b.get("size"), 0)),
-                        str(b.get("state", "")),
+                        size(b.get("size")),
+                        size(b.get("requested_size", b.get("size"))),
+                        _field(b.get("state", "")),
                         fid(b.get("frames")),
                     )
                 )
@@ -298,9 +336,9 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             idx_col.append(i)
             t = e.get("time_us")
             t_col.append(_int(t) if t is not None else -1)
-            act_col.append(str(e["action"]))
+            act_col.append(_label(e["action"]) or "unknown")
             addr_col.append(_int(e.get("addr")))
-            size_col.append(_int(e.get("size"), 0))
+            size_col.append(size(e.get("size")))
             stream_col.append(_int(e.get("stream"), 0))
             fid_col.append(fid(e.get("frames")))
             free_col.append(_int(e.get("device_free")))
@@ -337,6 +375,9 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
             "depth": np.array([len(k) for k in keys], dtype=np.int64),
         }
     )
+    if bad_sizes[0]:
+        report.add("bad_size", "repaired", bad_sizes[0], f"{bad_sizes[0]} byte counts (size, total_size, ...) are "
+                   "negative, beyond 2**53 or not numbers: set to 0")
     if bad_frames[0]:
         report.add("bad_frame", "repaired", bad_frames[0], f"{bad_frames[0]} stack frames are not dicts or have a line "
                    f"that is not an integer (first: {bad_frames[1]!r}): skipped / line set to 0")
@@ -408,7 +449,7 @@ def load_memory_timeline(path: str | os.PathLike[str], *, device: int = 0, stric
     data = _strip_bom(read_bytes(spath, report), report)
     try:
         obj = _TL_DECODER.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:  # msgspec raises RecursionError on deep nesting
         raise TraceFormatError(spath, None, f"not JSON: {exc}") from exc
     if (isinstance(obj, list) and len(obj) == 2 and isinstance(obj[0], list) and obj[1]
             and isinstance(obj[1], list) and isinstance(obj[1][0], list)):

@@ -136,6 +136,10 @@ class _Db:
         except sqlite3.DatabaseError as exc:
             self.close()
             raise TraceFormatError(path, None, f"not a readable SQLite database ({exc})") from exc
+        except UnicodeDecodeError as exc:  # SQLite's own text (schema, messages) is not UTF-8: a damaged file
+            self.close()
+            raise TraceFormatError(path, None, f"not a readable SQLite database (schema text is not UTF-8: {exc})",
+                                   table="sqlite_master") from exc
         self.names = {r[0] for r in rows}
         self._cols: dict[str, list[tuple[str, str]]] = {}
 
@@ -223,6 +227,8 @@ class _Db:
         for c in cols:
             if "INT" in info.get(c, "") and df[c].dtype != np.int64:
                 df[c] = self._clean_int(df, c, t, where)
+            elif "TEXT" in info.get(c, "") and df[c].dtype == object:  # blobs or numbers among the text
+                df[c] = pd.Series([_text_value(v) for v in df[c]], index=df.index, dtype=object)
         return df
 
     def _rowid(self, t: str, where: str, i: int) -> int | None:
@@ -252,13 +258,14 @@ class _Db:
             f = f.where(~bad)
         return f
 
-    def kv(self, base: str) -> dict[str, str]:
+    def kv(self, base: str) -> dict[str, Any]:
         t = self.table(base)
         if t is None or not {"name", "value"} <= set(self.columns(t)):
             return {}
         self._table = t
         try:
-            return {str(k): v for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
+            return {str(_text_value(k)): (v if isinstance(v, (int, float)) else _text_value(v))
+                    for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
         finally:
             self.flush_text_issues()
 
@@ -266,7 +273,7 @@ class _Db:
 def _num(x: Any) -> float:
     """A cell of an INTEGER column as a float (NaN when it is not a number)."""
     if isinstance(x, (int, float)) and not isinstance(x, bool):
-        return float(x) if abs(x) < 2**64 else float("inf")
+        return float(x) if x != x or abs(x) < 2**64 else float("inf")  # NaN (a null) stays NaN
     try:
         return float(x) if isinstance(x, str) else float("nan")
     except ValueError:
@@ -279,14 +286,31 @@ def _int_col(df: pd.DataFrame, col: str, default: int = -1) -> np.ndarray:
     return np.asarray(pd.to_numeric(df[col], errors="coerce").fillna(default).astype("int64").to_numpy())
 
 
+def _text_value(v: Any) -> str | None:
+    """A TEXT cell as str: a BLOB decoded (U+FFFD for invalid UTF-8), a number written out, NULL -> None."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).decode("utf-8", "replace")
+    if isinstance(v, float) and v != v:
+        return None
+    return str(v)
+
+
 def _names(df: pd.DataFrame, col: str, strings: dict[int, str | None]) -> pd.Series:
-    """A name column that is either a StringIds id or text."""
+    """A name column that is either a StringIds id or text (mixed cells: ints are ids, blobs decoded)."""
     if col not in df:
         return pd.Series([None] * len(df), index=df.index, dtype=object)
     s = df[col]
     if pd.api.types.is_numeric_dtype(s):
         return s.map(lambda v: strings.get(int(v)) if pd.notna(v) else None)
-    return s.astype(object).where(s.notna(), None)
+
+    def one(v: Any) -> str | None:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return strings.get(v)
+        return _text_value(v)
+
+    return pd.Series([one(v) for v in s.astype(object)], index=df.index, dtype=object)
 
 
 def _frame(n: int, cols: dict[str, Any]) -> pd.DataFrame:
@@ -334,20 +358,25 @@ def load_nsys(path: str | os.PathLike[str], *, strict: bool = False) -> Trace:
 
     Raises
     ------
-    FileNotFoundError
-        When ``path`` is not an existing file.
+    nbprof.errors.TraceFileNotFoundError
+        When ``path`` does not exist (also a ``FileNotFoundError``).
     TraceFormatError
-        When the file is not an SQLite database or holds no Nsight Systems tables (names the file);
-        in strict mode, at the first value that needs repair (names file, table and row).
+        When the file is not a regular file, not an SQLite database, is corrupt, or holds no Nsight
+        Systems tables (names the file and table); in strict mode, at the first value that needs
+        repair (names file, table and row).
     """
+    from . import check_file
+
     spath = os.fspath(path)
-    if not os.path.isfile(spath):
-        msg = f"no such Nsight Systems file: {spath!r}"
-        raise FileNotFoundError(msg)
+    check_file(spath, "Nsight Systems file")
     report = LoadReport(path=spath)
     db = _Db(spath, report, strict)
     try:
         return _load(db, spath, report)
+    except sqlite3.DatabaseError as exc:  # a corrupt page ("database disk image is malformed"), ...
+        raise TraceFormatError(spath, None, f"cannot read ({exc})", table=db._table) from exc
+    except UnicodeDecodeError as exc:  # SQLite's own text (an error message, a name) is not UTF-8
+        raise TraceFormatError(spath, None, f"cannot read (text that is not UTF-8: {exc})", table=db._table) from exc
     finally:
         db.close()
 
@@ -374,6 +403,9 @@ def _durations(db: _Db, df: pd.DataFrame, table: str) -> tuple[np.ndarray, np.nd
 def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
     if "StringIds" not in db.names:
         raise TraceFormatError(spath, None, "no StringIds table: not an Nsight Systems SQLite export", table="StringIds")
+    if not {"id", "value"} <= set(db.columns("StringIds")):
+        raise TraceFormatError(spath, None, f"StringIds has columns {db.columns('StringIds')}, expected id and value: "
+                               "not an Nsight Systems SQLite export", table="StringIds")
     absent = [t for t in _EVENT_TABLES if db.table(t) is None]
     if absent:
         report.add("absent_tables", "assumed", len(absent), "tables absent from the export (nsys writes no table "
@@ -383,7 +415,7 @@ def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
         strings: dict[int, str | None] = {}
         for i, v in db.con.execute("SELECT id, value FROM StringIds"):
             if isinstance(i, int):
-                strings[i] = v if isinstance(v, str) or v is None else str(v)
+                strings[i] = _text_value(v)
     finally:
         db.flush_text_issues()
     meta_export = db.kv("META_DATA_EXPORT") or db.kv("EXPORT_META_DATA")
@@ -544,7 +576,7 @@ def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
             host_pids |= set(tables[key]["pid"].unique().tolist())
     threads = _threads(db, strings, procs, events, host_pids)
     if procs is not None:
-        tables["processes"] = pd.DataFrame({"pid": _int_col(procs, "pid"), "name": procs.get("name")})
+        tables["processes"] = pd.DataFrame({"pid": _int_col(procs, "pid"), "name": _names(procs, "name", strings)})
     gpus = db.read("TARGET_INFO_GPU", ["id", "name", "totalMemory", "smCount", "computeMajor", "computeMinor",
                                        "maxThreadsPerBlock", "maxRegistersPerBlock", "maxShmemPerBlock",
                                        "maxShmemPerBlockOptin", "maxShmemPerSm", "maxRegistersPerSm",
@@ -668,11 +700,16 @@ def _cpu_samples(db: _Db, strings: dict[int, str | None]) -> pd.DataFrame | None
         cc = cc.sort_values(["id", "stackDepth"])
         sym = _names(cc, "symbol", strings).fillna("[unknown]")
         mod = _names(cc, "module", strings).fillna("")
-        cc = cc.assign(sym=sym.to_numpy(), mod=mod.to_numpy())
-        grouped = cc.groupby("id", sort=False)
-        leaf = grouped["sym"].first()
-        leaf_mod = grouped["mod"].first()
-        stack = grouped["sym"].agg(lambda s: ";".join(reversed(s.tolist())))  # root first, like call_stack
+        # rows are sorted by (id, depth): one slice per sample, joined from plain lists (no per-group Series)
+        ids = _int_col(cc, "id")
+        syms = sym.to_numpy(dtype=object)
+        mods = mod.to_numpy(dtype=object)
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        ends = np.r_[starts[1:], len(ids)]
+        keys = ids[starts]
+        leaf = pd.Series(syms[starts], index=keys)
+        leaf_mod = pd.Series(mods[starts], index=keys)
+        stack = pd.Series([";".join(reversed(syms[a:b].tolist())) for a, b in zip(starts, ends)], index=keys)  # root first
         out["symbol"] = out["id"].map(leaf)
         out["module"] = out["id"].map(leaf_mod)
         out["call_stack"] = out["id"].map(stack)
@@ -769,7 +806,7 @@ def _threads(db: _Db, strings: dict[int, str | None], procs: pd.DataFrame | None
              host_pids: set[int]) -> pd.DataFrame:
     rows = []
     if procs is not None and len(procs):
-        for p, n in zip(_int_col(procs, "pid"), procs.get("name", pd.Series([None] * len(procs)))):
+        for p, n in zip(_int_col(procs, "pid"), _names(procs, "name", strings)):
             if int(p) in host_pids:
                 rows.append((int(p), int(p), str(n), "process"))
     tn = db.read("ThreadNames", ["nameId", "globalTid"])

@@ -86,6 +86,7 @@ for _name, _title, _mod, _fn in (
     ("operators", "Operators", "operators", "operators_view"),
     ("timeline", "Timeline", "timeline", "timeline"),
     ("memory", "Memory", "memory", "memory_view"),
+    ("critical_path", "Critical path", "critical_path", "critical_path_view"),
 ):
     register(_name, title=_title, live=f"nbprof.viz.{_mod}:{_fn}", static=f"nbprof.viz.{_mod}:static_view")
 

@@ -9,11 +9,20 @@ pre-aggregated resolutions and switch between them in the browser.
 
 This is the approach of the Bokeh user guide ("very large data needs downsampling before it
 reaches the browser", docs "Controlling level of detail") and of Perfetto's summary tracks.
+
+Highlights: ``timeline(tr, critical_path=True)`` draws the events of the critical path
+(:func:`nbprof.analysis.critical_path.critical_path`, ``ProfilerStep`` ranges left out) over their own
+rows in :data:`nbprof.viz.critical_path.HIGHLIGHT_COLOR`; ``timeline(tr, highlight=finding)`` does the
+same for a finding's ``evidence_rows`` (or any positional rows) and zooms to them. Live views merge
+highlighted events per pixel of the visible window on every range change, static views once at 16x the
+plot's resolution.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +39,23 @@ class TimelineModel(TimelineLayout):
     """:class:`~nbprof.viz.timeline_lod.TimelineLayout` plus its Bokeh rendering (figure, glyphs, callbacks).
 
     Same parameters and attributes as ``TimelineLayout``; ``static_layout`` builds the standalone form.
+    ``highlights`` (``(name, positional rows)`` pairs, set by :func:`timeline`) are drawn over the rows
+    in the highlight colour, each in a data source named ``name``; ``focus_ns`` (``(start, end)``, ns)
+    is the initial window when set.
     """
+
+    highlights: Sequence[tuple[str, np.ndarray]] = ()
+    focus_ns: tuple[float, float] | None = None
+
+    def _draw_highlights(self, p, x0_ns: float | None, x1_ns: float | None, width_px: int) -> list:
+        from .critical_path import draw_highlight, highlight_segments
+
+        return [(rows, draw_highlight(p, highlight_segments(self, rows, x0_ns, x1_ns, width_px=width_px), name))
+                for name, rows in self.highlights]
+
+    def _apply_focus(self, p) -> None:
+        if self.focus_ns is not None:
+            p.x_range.update(start=self.focus_ns[0] / 1e6, end=self.focus_ns[1] / 1e6)
 
     # ------------------------------------------------------------------ bokeh
     def _figure(self, *, width: int, height: int | None, theme: str):
@@ -186,6 +211,13 @@ class TimelineModel(TimelineLayout):
             spans.append(span / (4 ** k) / 1e6)
             if int((data["count"] > 1).sum()) == 0:
                 break
+        self._draw_highlights(p, None, None, width * 16)
+        if self.focus_ns is not None:
+            self._apply_focus(p)
+            vis = (self.focus_ns[1] - self.focus_ns[0]) / 1e6
+            best = max([k for k, sp in enumerate(spans) if sp >= vis * 0.999] or [0])
+            for k, r in enumerate(renderers):
+                r.visible = k == best
         info = Div(text="Hover for details; click a GPU kernel to see its launching CPU op. "
                         "Keys: W/S zoom, A/D pan.", render_as_text=True, width=width, name="nbprof_info")
         self._link_widgets(p, sources, names, info)
@@ -246,12 +278,15 @@ class TimelineView(NbprofView):
         p, names = model._figure(width=width, height=height, theme=theme)
         self.source = ColumnDataSource(model.query(width_px=width, max_quads=max_quads), name="nbprof_lod")
         model._glyph(p, self.source)
+        self.highlight_sources = model._draw_highlights(p, None, None, width)
         self.info = Div(text=self._status_text(), render_as_text=True, width=width, name="nbprof_info")
         model._link_widgets(p, [self.source], names, self.info)
         self.figure = p
         lay = column(p, self.info, name="nbprof_timeline")
         model._attach_js(p, lay, theme)
         p.on_event(RangesUpdate, self._on_range)
+        if model.focus_ns is not None:
+            self.set_range(model.focus_ns[0] / 1e6, model.focus_ns[1] / 1e6)
         self.last_update_s = time.perf_counter() - t
         super().__init__(lay, self._text(), "timeline",
                          static_builder=lambda theme="light": model.static_layout(width=width, height=height,
@@ -284,6 +319,11 @@ class TimelineView(NbprofView):
         if self.source.selected.indices:  # indices into the old rectangles: drop them
             self.source.selected.indices = []
         self.source.data = data
+        if self.highlight_sources:
+            from .critical_path import highlight_segments
+
+            for rows, src in self.highlight_sources:
+                src.data = highlight_segments(self.model, rows, x0_ms * 1e6, x1_ms * 1e6, width_px=self.width_px)
         self.info.text = self._status_text()
         self.updates += 1
         self.last_update_s = time.perf_counter() - t
@@ -294,8 +334,34 @@ class TimelineView(NbprofView):
         self.refresh(float(event.x0), float(event.x1))
 
 
+def _highlights(trace, critical_path: Any, highlight: Any) -> tuple[list[tuple[str, np.ndarray]],
+                                                                     tuple[float, float] | None]:
+    """``(name, rows)`` highlights and the focus window of :func:`timeline`'s options."""
+    out: list[tuple[str, np.ndarray]] = []
+    focus = None
+    if critical_path is not None and critical_path is not False:
+        from ..analysis.critical_path import CriticalPath
+        from ..analysis.critical_path import critical_path as _cp
+        from .critical_path import path_rows
+
+        cp = critical_path if isinstance(critical_path, CriticalPath) else _cp(trace, slack=False)
+        out.append(("nbprof_cp_highlight", path_rows(trace, cp)))
+    if highlight is not None:
+        rows = np.asarray(getattr(highlight, "evidence_rows", highlight), dtype=np.int64).reshape(-1)
+        rows = rows[(rows >= 0) & (rows < len(trace.events))]
+        out.append(("nbprof_evidence_highlight", rows))
+        if rows.size:
+            ts = trace.events["ts_ns"].to_numpy(np.int64)[rows]
+            end = ts + trace.events["dur_ns"].to_numpy(np.int64)[rows]
+            lo, hi = float(ts.min()), float(end.max())
+            pad = max((hi - lo) * 0.05, 1000.0)
+            focus = (lo - pad, hi + pad)
+    return out, focus
+
+
 def timeline(trace, *, width: int = 1100, height: int | None = None, theme: str = "auto",
-             max_depth: int = 8, include_python: bool = True, max_quads: int = 8000) -> TimelineView:
+             max_depth: int = 8, include_python: bool = True, max_quads: int = 8000,
+             critical_path: Any = False, highlight: Sequence[int] | Any | None = None) -> TimelineView:
     """Interactive timeline of ``trace`` (an ipywidgets widget with a Bokeh figure inside).
 
     Parameters
@@ -311,6 +377,12 @@ def timeline(trace, *, width: int = 1100, height: int | None = None, theme: str 
         Draw ``python_function`` events.
     max_quads : int
         Most individual rectangles per update (the rest is aggregated per pixel bin).
+    critical_path : bool or CriticalPath
+        Highlight the critical path (True: ``critical_path(trace)`` of the whole trace; or a
+        :class:`~nbprof.analysis.critical_path.CriticalPath`, e.g. of one step).
+    highlight : Finding or sequence of int, optional
+        Highlight a finding's ``evidence_rows`` (or these positional rows of ``trace.events``) and
+        start zoomed to them.
 
     Returns
     -------
@@ -321,9 +393,14 @@ def timeline(trace, *, width: int = 1100, height: int | None = None, theme: str 
     if theme not in ("auto", "light", "dark"):
         raise ValueError(f"theme must be 'auto', 'light' or 'dark', got {theme!r}")
     model = TimelineModel(trace, max_depth=max_depth, include_python=include_python)
+    model.highlights, model.focus_ns = _highlights(trace, critical_path, highlight)
     return TimelineView(model, width=width, height=height, theme=theme, max_quads=max_quads)
 
 
-def static_view(trace, *, theme: str = "light", width: int = 1100):
-    """The timeline as a static Bokeh layout with pre-aggregated resolutions (``TimelineModel.static_layout``)."""
-    return TimelineModel(trace).static_layout(width=width, theme=theme)
+def static_view(trace, *, theme: str = "light", width: int = 1100, critical_path: Any = False,
+                highlight: Sequence[int] | Any | None = None):
+    """The timeline as a static Bokeh layout with pre-aggregated resolutions (``TimelineModel.static_layout``);
+    ``critical_path`` / ``highlight`` as in :func:`timeline`."""
+    model = TimelineModel(trace)
+    model.highlights, model.focus_ns = _highlights(trace, critical_path, highlight)
+    return model.static_layout(width=width, theme=theme)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .engine import FORMATS, failure_total, format_summary, run_fuzz
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--html-rate", type=float, default=0.05, help="fraction of loaded cases that write the static page")
     ap.add_argument("--keep", type=int, default=3, help="failing cases kept per failure class")
     ap.add_argument("--replay", default=None, help="FORMAT:INDEX: run one case (and its format's seed cases), print its traceback")
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes running cases at once")
     ap.add_argument("--json", default=None, help="also write the result as JSON here")
     a = ap.parse_args(argv)
     replay = None
@@ -36,9 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         replay = (f, int(i))
     res = run_fuzz(seed=a.seed, cases=a.cases, time_budget=a.time_budget, formats=a.formats, out_dir=a.out or None,
                    timeout=a.timeout, analyses_rate=a.analyses_rate, html_rate=a.html_rate, keep_per_signature=a.keep,
-                   replay=replay, progress=True, log=lambda s: print(s, flush=True))
+                   replay=replay, progress=True, jobs=a.jobs, log=lambda s: print(s, flush=True))
     print(format_summary(res), flush=True)
     if a.json:
+        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
         with open(a.json, "w") as fh:
             json.dump({**res, "signatures": [{"signature": list(k), **v} for k, v in res["signatures"].items()]}, fh,
                       indent=1, default=str)

@@ -66,11 +66,13 @@ class Case:
 
 
 class Worker:
-    """One worker subprocess; ``run`` returns its answer or None when it hung or died (then it is replaced)."""
+    """One worker subprocess running one case at a time; replaced when it hangs past the hard
+    timeout (killed) or dies."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
         self.started = 0
+        self.job: dict | None = None  # the case in flight: {"case", "req", "before", "outd", "t", "deadline"}
 
     def start(self) -> None:
         env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", NBPROF_LOAD_PROCESSES="1")
@@ -78,16 +80,15 @@ class Worker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, bufsize=1)
         self.started += 1
-        line = self._readline(120)
-        if not line or "hello" not in line:
+        r, _, _ = select.select([self.proc.stdout], [], [], 180)
+        line = self.proc.stdout.readline() if r else ""
+        if "hello" not in line:
+            self.stop()
             raise RuntimeError("fuzz worker did not start")
 
-    def _readline(self, timeout: float) -> str | None:
+    def fileno(self) -> int:
         assert self.proc and self.proc.stdout
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not r:
-            return None
-        return self.proc.stdout.readline() or None
+        return self.proc.stdout.fileno()
 
     def stop(self) -> int | None:
         if self.proc is None:
@@ -100,21 +101,23 @@ class Worker:
         except subprocess.TimeoutExpired:
             return None
 
-    def run(self, req: dict, hard_timeout: float) -> tuple[dict | None, str]:
+    def send(self, req: dict) -> str:
+        """'' when sent, else why not (the worker is then replaced)."""
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         assert self.proc and self.proc.stdin
         try:
             self.proc.stdin.write(json.dumps(req) + "\n")
             self.proc.stdin.flush()
+            return ""
         except (BrokenPipeError, OSError):
-            rc = self.stop()
-            return None, f"worker died before the case (exit {rc})"
-        line = self._readline(hard_timeout)
-        if line is None:
-            alive = self.proc.poll() is None
-            rc = self.stop()
-            return None, ("worker unresponsive past the hard timeout: killed" if alive else f"worker died (exit {rc})")
+            return f"worker died before the case (exit {self.stop()})"
+
+    def receive(self) -> tuple[dict | None, str]:
+        assert self.proc and self.proc.stdout
+        line = self.proc.stdout.readline()
+        if not line:
+            return None, f"worker died (exit {self.stop()})"
         return json.loads(line), ""
 
 
@@ -154,7 +157,7 @@ class Generator:
     def snap(self, p: Path) -> dict:
         if p not in self._snap:
             with open(p, "rb") as fh:  # the seed: built by seeds.py from the repository's own data/
-                self._snap[p] = pickle.load(fh)  # noqa: S301
+                self._snap[p] = pickle.load(fh)
         return self._snap[p]
 
     def make(self, fmt: str, i: int, d: str) -> tuple[str, str, str]:
@@ -260,7 +263,7 @@ def _signature(fmt: str, target: str, p: dict) -> tuple:
 def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None, formats: list[str] | None = None,
              out_dir: str | os.PathLike[str] | None = None, timeout: float = 5.0, analyses_rate: float = 1.0,
              html_rate: float = 0.05, keep_per_signature: int = 3, replay: tuple[str, int] | None = None,
-             progress: bool = False, log=print) -> dict:
+             progress: bool = False, log=print, jobs: int = 1) -> dict:
     """Run the fuzzer; returns {"counts": {fmt: Counter}, "signatures": {...}, "cases": n, "elapsed": s, ...}."""
     t0 = time.monotonic()
     seeds, skipped = build_seeds()
@@ -269,87 +272,146 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
         if f in skipped:
             log(f"format {f} skipped: {skipped[f]}")
     gen = Generator(seed, seeds)
-    sched = _schedule(cases, fmts) if replay is None else [(replay[0], j) for j in
-                                                            sorted({*range(min(replay[1], len(seeds.get(replay[0], [])))), replay[1]})]
+    if replay is None:
+        sched = _schedule(cases, fmts)
+    else:  # the seed cases (they decide strict_kw), then the one case
+        sched = [(f, j) for f in seeds for j in range(len(seeds[f]))]
+        sched = [x for x in sched if x != tuple(replay)] + [tuple(replay)]
     base = tempfile.mkdtemp(prefix="nbprof-fuzz-")
     out = Path(out_dir) if out_dir else None
     strict_kw: dict[str, bool] = {}
     counts: dict[str, Counter] = defaultdict(Counter)
     times: dict[str, float] = defaultdict(float)
+    cpu: dict[str, float] = defaultdict(float)  # the workers' CPU seconds (load-independent cost)
+    cpu_max: dict[str, float] = defaultdict(float)  # slowest case that did not hang
+    acct = [0]  # Kineto cases where the accounting invariant was well defined and checked
     sigs: dict[tuple, dict] = {}
-    worker = Worker()
+    workers = [Worker() for _ in range(max(1, jobs))]
     done = 0
     stopped = ""
-    try:
-        for fmt, j in sched:
-            if time_budget is not None and time.monotonic() - t0 > time_budget:
-                stopped = f"time budget of {time_budget:.0f} s reached after {done} of {len(sched)} cases"
-                break
-            d = os.path.join(base, f"{fmt}-{j}")
-            os.mkdir(d)
-            rng = random.Random(f"{seed}/{fmt}/{j}/run")
-            try:
-                target, path, desc = gen.make(fmt, j, d)
-            except Exception as exc:  # noqa: BLE001 -- a generator bug must not stop the run
-                log(f"generator error for {fmt}:{j}: {type(exc).__name__}: {exc}")
-                shutil.rmtree(d, ignore_errors=True)
-                continue
-            case = Case(fmt, j, target, path, desc, d, strict_kw.get(target, True),
-                        analyses=rng.random() < analyses_rate, html=rng.random() < html_rate)
-            outd = os.path.join(base, f"out-{fmt}-{j}")
-            os.mkdir(outd)
-            before = _listing(d)
-            req = {"id": f"{fmt}:{j}", "target": target, "path": path, "timeout": timeout, "strict_kw": case.strict_kw,
-                   "analyses": case.analyses, "html": case.html, "outdir": outd}
-            tc = time.monotonic()
-            res, why = worker.run(req, hard_timeout=timeout * 2 + 15)
-            times[fmt] += time.monotonic() - tc
-            if res is None:
-                case.outcome = "HANG" if "unresponsive" in why else "FOREIGN"
-                case.problems = [{"outcome": case.outcome, "stage": "worker", "exc_type": "WorkerLost", "message": why,
-                                  "where": "?", "traceback": why}]
-            else:
-                case.problems = res["problems"]
-                case.outcome = res["outcome"]
-            after = _listing(d)
-            new = sorted(after - before)
-            if new:
-                case.problems.append({"outcome": "WROTE-NEXT-TO-INPUT", "stage": "listing", "exc_type": "-",
-                                      "message": f"new next to the input: {new}", "where": "files: " + ", ".join(
-                                          sorted({n.replace(os.path.basename(path), "<input>") for n in new})),
-                                      "traceback": ""})
+    # the worker's own clocks (CPU time, and wall time while blocked) end a case after ~timeout;
+    # past this wall limit the worker is stuck where no signal handler runs (C code) and is killed
+    hard = timeout * 10 + 10
+
+    def finish(w: Worker, res: dict | None, why: str) -> None:
+        nonlocal done
+        job, w.job = w.job, None
+        case: Case = job["case"]
+        times[case.fmt] += time.monotonic() - job["t"]
+        if res is None:
+            case.outcome = "HANG" if "unresponsive" in why else "FOREIGN"
+            case.problems = [{"outcome": case.outcome, "stage": "worker", "exc_type": "WorkerLost", "message": why,
+                              "where": "?", "traceback": why}]
+        else:
+            case.problems = res["problems"]
+            case.outcome = res["outcome"]
+            cpu[case.fmt] += res.get("cpu_s", 0.0)
+            acct[0] += bool(res.get("accounting_checked"))
+            if not any(p["outcome"] == "HANG" for p in case.problems):
+                cpu_max[case.fmt] = max(cpu_max[case.fmt], res.get("cpu_s", 0.0))
+        new = sorted(_listing(case.dirpath) - job["before"])
+        if new:
+            name = os.path.basename(case.path)
+            case.problems.append({"outcome": "WROTE-NEXT-TO-INPUT", "stage": "listing", "exc_type": "-",
+                                  "message": f"new next to the input: {new}",
+                                  "where": "files: " + ", ".join(sorted({n.replace(name, "<input>") for n in new})),
+                                  "traceback": ""})
+        for p in case.problems:
+            # an nbprof error of an analysis is a fine answer (EmptyProfileError); of the load it is the outcome
+            counts_here = p["stage"] == "load" or p["stage"].startswith("deepspeed") or p["outcome"] != "nbprof-error"
+            if counts_here and _RANK[p["outcome"]] > _RANK[case.outcome]:
+                case.outcome = p["outcome"]
+        # the seed case shows whether the loader takes strict=False; later cases follow it
+        if case.mutation.startswith("unmutated seed") and case.target not in strict_kw:
+            strict_kw[case.target] = not any(p["exc_type"] == "TypeError" and "strict" in p["message"]
+                                             for p in case.problems)
+        counts[case.fmt][case.outcome] += 1
+        for p in case.problems:
+            if p["outcome"] in FAILURES:
+                sig = _signature(case.fmt, case.target, p)
+                ent = sigs.setdefault(sig, {"count": 0, "example": f"{case.fmt}:{case.index}",
+                                            "mutation": case.mutation, "message": p["message"][:300]})
+                ent["count"] += 1
+                if out is not None and ent["count"] <= keep_per_signature:
+                    _record(out, seed, case, p, sig)
+        if replay is not None and (case.fmt, case.index) == tuple(replay):
             for p in case.problems:
-                if p["stage"] == "load" or p["stage"].startswith("deepspeed") or p["outcome"] != "nbprof-error":
-                    if _RANK[p["outcome"]] > _RANK[case.outcome]:
-                        case.outcome = p["outcome"]
-            # the seed case shows whether the loader takes strict=False; later cases follow it
-            if j < len(seeds.get(fmt, [])) and fmt != "special" and target not in strict_kw:
-                strict_kw[target] = not any(p["exc_type"] == "TypeError" and "strict" in p["message"]
-                                            for p in case.problems)
-            counts[fmt][case.outcome] += 1
-            for p in case.problems:
-                if p["outcome"] in FAILURES:
-                    sig = _signature(fmt, target, p)
-                    ent = sigs.setdefault(sig, {"count": 0, "example": f"{fmt}:{j}", "mutation": desc,
-                                                "message": p["message"][:300]})
-                    ent["count"] += 1
-                    if out is not None and ent["count"] <= keep_per_signature:
-                        _record(out, seed, case, p, sig)
-            if replay is not None and j == replay[1]:
-                for p in case.problems:
-                    log(p["traceback"] or p["message"])
-                log(f"replay {fmt}:{j}: {case.outcome} ({desc})")
-            done += 1
-            if progress and done % 200 == 0:
-                log(f"... {done} cases, {time.monotonic() - t0:.0f} s")
+                log(p["traceback"] or p["message"])
+            log(f"replay {case.fmt}:{case.index}: {case.outcome} ({case.mutation})")
+        done += 1
+        if progress and done % 500 == 0:
+            log(f"... {done} cases, {time.monotonic() - t0:.0f} s")
+        shutil.rmtree(case.dirpath, ignore_errors=True)
+        shutil.rmtree(job["outd"], ignore_errors=True)
+
+    def dispatch(w: Worker, fmt: str, j: int) -> None:
+        d = os.path.join(base, f"{fmt}-{j}")
+        os.mkdir(d)
+        rng = random.Random(f"{seed}/{fmt}/{j}/run")
+        try:
+            target, path, desc = gen.make(fmt, j, d)
+        except Exception as exc:  # noqa: BLE001 -- a generator bug must not stop the run
+            log(f"generator error for {fmt}:{j}: {type(exc).__name__}: {exc}")
             shutil.rmtree(d, ignore_errors=True)
-            shutil.rmtree(outd, ignore_errors=True)
+            return
+        case = Case(fmt, j, target, path, desc, d, strict_kw.get(target, True),
+                    analyses=rng.random() < analyses_rate, html=rng.random() < html_rate)
+        outd = os.path.join(base, f"out-{fmt}-{j}")
+        os.mkdir(outd)
+        req = {"id": f"{fmt}:{j}", "target": target, "path": path, "timeout": timeout, "strict_kw": case.strict_kw,
+               "analyses": case.analyses, "html": case.html, "outdir": outd}
+        now = time.monotonic()
+        w.job = {"case": case, "before": _listing(d), "outd": outd, "t": now, "deadline": now + hard}
+        why = w.send(req)
+        if why:
+            finish(w, None, why)
+        elif case.html:
+            w.job["deadline"] += 60
+
+    def run_phase(items: list[tuple[str, int]]) -> None:
+        nonlocal stopped
+        it = iter(items)
+        exhausted = False
+        while True:
+            for w in workers:
+                if w.job is None and not exhausted and not stopped:
+                    if time_budget is not None and time.monotonic() - t0 > time_budget:
+                        stopped = f"time budget of {time_budget:.0f} s reached after {done} of {len(sched)} cases"
+                        break
+                    nxt = next(it, None)
+                    if nxt is None:
+                        exhausted = True
+                        break
+                    dispatch(w, *nxt)
+            busy = [w for w in workers if w.job is not None]
+            if not busy:
+                if exhausted or stopped:
+                    return
+                continue
+            wait = max(0.0, min(w.job["deadline"] for w in busy) - time.monotonic())
+            ready, _, _ = select.select(busy, [], [], wait)
+            for w in ready:
+                res, why = w.receive()
+                finish(w, res, why)
+            now = time.monotonic()
+            for w in busy:
+                if w.job is not None and w not in ready and now > w.job["deadline"]:
+                    w.stop()
+                    finish(w, None, "worker unresponsive past the hard timeout: killed")
+
+    seeds_first = [(f, j) for f, j in sched if f != "special" and j < len(seeds.get(f, []))]
+    try:
+        run_phase(seeds_first)  # strict_kw is known for every target before the mutated cases
+        first = set(seeds_first)
+        run_phase([(f, j) for f, j in sched if (f, j) not in first])
     finally:
-        worker.stop()
+        for w in workers:
+            w.stop()
         shutil.rmtree(base, ignore_errors=True)
     return {"counts": {f: dict(c) for f, c in counts.items()}, "signatures": sigs, "cases": done,
             "elapsed": time.monotonic() - t0, "stopped": stopped, "skipped": skipped, "strict_kw": strict_kw,
-            "workers_started": worker.started, "seconds": dict(times)}
+            "workers_started": sum(w.started for w in workers), "seconds": dict(times), "jobs": len(workers),
+            "cpu_seconds": dict(cpu), "cpu_max": dict(cpu_max), "accounting_checked": acct[0]}
 
 
 def _record(out: Path, seed: int, case: Case, p: dict, sig: tuple) -> None:
@@ -382,11 +444,16 @@ def format_summary(res: dict) -> str:
         if not c:
             continue
         tot.update(c)
-        ms = 1000 * res.get("seconds", {}).get(f, 0.0) / max(1, sum(c.values()))
+        n = max(1, sum(c.values()))
+        ms = 1000 * res.get("seconds", {}).get(f, 0.0) / n
+        cms = 1000 * res.get("cpu_seconds", {}).get(f, 0.0) / n
         lines.append(f"{f:<10}" + "".join(f"{c.get(o, 0):>14}" for o in OUTCOMES) + f"{sum(c.values()):>8}"
-                     + f"{ms:>9.0f} ms/case")
-    lines.append(f"{'all':<10}" + "".join(f"{tot.get(o, 0):>14}" for o in OUTCOMES) + f"{sum(tot.values()):>8}")
-    lines.append(f"{res['cases']} cases in {res['elapsed']:.1f} s ({res['workers_started']} worker starts)"
+                     + f"  {ms:.0f} ms/case ({cms:.0f} ms CPU, max {1000 * res.get('cpu_max', {}).get(f, 0.0):.0f})")
+    lines.append(f"{'all':<10}" + "".join(f"{tot.get(o, 0):>14}" for o in OUTCOMES) + f"{sum(tot.values()):>8}"
+                 + f"  {sum(res.get('cpu_seconds', {}).values()):.0f} s CPU in the workers")
+    lines.append(f"{res['cases']} cases in {res['elapsed']:.1f} s with {res.get('jobs', 1)} worker(s) "
+                 f"({res['workers_started']} worker starts); Kineto accounting checked on "
+                 f"{res.get('accounting_checked', 0)} loaded cases"
                  + (f"; {res['stopped']}" if res["stopped"] else ""))
     if res.get("strict_kw"):
         no = [t for t, ok in res["strict_kw"].items() if not ok]

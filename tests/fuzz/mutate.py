@@ -11,14 +11,13 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-import math
-import os
 import pickle
 import random
 import sqlite3
 import sys
 import zlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 DEEP = "__NBPROF_FUZZ_DEEP__"
 
@@ -565,5 +564,14 @@ def gunzip_or_none(b: bytes) -> bytes | None:
         return None
 
 
-__all__ = ["byte_mutation", "gzip_mutation", "text_json_mutation", "json_structure_mutation", "snapshot_mutation",
-           "nsys_mutation", "deepspeed_mutation", "gz_magic", "gunzip_or_none", "math", "os"]
+__all__ = [
+    "byte_mutation",
+    "deepspeed_mutation",
+    "gunzip_or_none",
+    "gz_magic",
+    "gzip_mutation",
+    "json_structure_mutation",
+    "nsys_mutation",
+    "snapshot_mutation",
+    "text_json_mutation",
+]

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 import warnings
 import zlib
@@ -32,8 +33,37 @@ class CaseTimeout(BaseException):
     """Raised by the alarm: a BaseException, so no ``except Exception`` in a loader swallows it."""
 
 
-def _alarm(signum, frame):
-    raise CaseTimeout("per-case time limit reached")
+# Two clocks per case, so a loaded machine (other jobs on the two cores) does not make HANGs:
+# - CPU time (ITIMER_PROF): ``timeout`` seconds of this process's CPU -> a compute hang;
+# - wall time (ITIMER_REAL, every ``block`` s): when the case used under 5 % of the elapsed
+#   wall time as CPU, it is blocked (a FIFO without writer, a device), not slow -> a hang too;
+#   otherwise it is re-armed (and a case past ``wall_max`` is a hang whatever its CPU use).
+_CASE = {"t0": 0.0, "c0": 0.0, "block": 2.0, "wall_max": 60.0}
+
+
+def _alarm_cpu(signum, frame):
+    raise CaseTimeout("per-case CPU time limit reached")
+
+
+def _alarm_wall(signum, frame):
+    wall = time.monotonic() - _CASE["t0"]
+    cpu = time.process_time() - _CASE["c0"]
+    if cpu < 0.05 * wall:
+        raise CaseTimeout(f"blocked: {cpu:.2f} s of CPU in {wall:.1f} s")
+    if wall > _CASE["wall_max"]:
+        raise CaseTimeout(f"per-case wall time limit reached ({wall:.0f} s)")
+    signal.setitimer(signal.ITIMER_REAL, _CASE["block"])
+
+
+def _arm(cpu_s: float) -> None:
+    _CASE["t0"], _CASE["c0"] = time.monotonic(), time.process_time()
+    signal.setitimer(signal.ITIMER_PROF, cpu_s)
+    signal.setitimer(signal.ITIMER_REAL, _CASE["block"])
+
+
+def _disarm() -> None:
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def where_of(tb) -> str:
@@ -118,7 +148,7 @@ def kineto_expected(path: str) -> dict | None:
 
 
 def kineto_accounting(trace, exp: dict) -> str | None:
-    """None when the trace's tables and its report account for the file's events, else the reason.
+    """None when the trace's tables and its report account for the file's events, else (class, detail).
 
     kept_main = events rows + memory rows (X and non-global instants go there, or are reported
     dropped); kept_flow = start/finish sides present in the flows table (every flow event appears
@@ -139,15 +169,16 @@ def kineto_accounting(trace, exp: dict) -> str | None:
         kept_flow = 0
     dropped = sum(i.count for i in trace.report.issues if i.action == "dropped" and not i.kind.startswith("metadata"))
     if kept_main > exp["main"]:
-        return f"{kept_main} events+memory rows but only {exp['main']} X/instant events in the file"
+        return "rows invented", f"{kept_main} events+memory rows but only {exp['main']} X/instant events in the file"
     if kept_flow > exp["flow"]:
-        return f"{kept_flow} flow sides but only {exp['flow']} flow events in the file"
+        return "flow sides invented", f"{kept_flow} flow sides but only {exp['flow']} flow events in the file"
     lo = exp["total"] - kept_main - kept_flow - exp["side"]
     hi = exp["total"] - kept_main - kept_flow
     if not lo <= dropped <= hi:
-        return (f"file {exp['total']} events (main {exp['main']}, flow {exp['flow']}, side {exp['side']}, other "
-                f"{exp['other']}); kept main {kept_main}, flow sides {kept_flow}; report drops {dropped}, "
-                f"expected between {lo} and {hi}")
+        return ("events lost without a report entry" if dropped < lo else "more drops reported than events missing",
+                (f"file {exp['total']} events (main {exp['main']}, flow {exp['flow']}, side {exp['side']}, other "
+                 f"{exp['other']}); kept main {kept_main}, flow sides {kept_flow}; report drops {dropped}, "
+                 f"expected between {lo} and {hi}"))
     return None
 
 
@@ -159,7 +190,9 @@ def run_case(req: dict) -> dict:
     target, path = req["target"], req["path"]
     problems: list[dict] = []
     status = "ok-clean"
-    signal.setitimer(signal.ITIMER_REAL, float(req["timeout"]))
+    _CASE["block"] = max(0.5, 2.0 * float(req["timeout"]))
+    _CASE["wall_max"] = 30.0 * float(req["timeout"])
+    _arm(float(req["timeout"]))
     result = None
     try:
         try:
@@ -195,10 +228,8 @@ def run_case(req: dict) -> dict:
         except CaseTimeout as exc:
             problems.append(_problem("HANG", "timeout", exc))
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    if not problems:
-        return {"outcome": status, "problems": []}
-    return {"outcome": status, "problems": problems}
+        _disarm()
+    return {"outcome": status, "problems": problems, "accounting_checked": bool(req.get("_acct"))}
 
 
 def _check_loaded(result, req: dict) -> list[dict]:
@@ -208,11 +239,12 @@ def _check_loaded(result, req: dict) -> list[dict]:
     if isinstance(result, Trace):
         if req["target"] == "kineto":
             exp = kineto_expected(req["path"])
+            req["_acct"] = exp is not None
             if exp is not None:
-                why = kineto_accounting(result, exp)
-                if why:
+                bad = kineto_accounting(result, exp)
+                if bad:
                     problems.append({"outcome": "ACCOUNTING", "stage": "accounting", "exc_type": "-",
-                                     "message": why, "where": "kineto event accounting", "traceback": why})
+                                     "message": bad[1], "where": f"kineto accounting: {bad[0]}", "traceback": bad[1]})
         if req.get("analyses"):
             import importlib
 
@@ -252,7 +284,8 @@ def _html(result, req: dict) -> list[dict]:
 
     out = Path(req["outdir"]) / "page.html"
     # the static page takes ~1 s (bokeh): its own, longer alarm
-    signal.setitimer(signal.ITIMER_REAL, max(float(req["timeout"]), float(req.get("html_timeout", 20))))
+    _CASE["wall_max"] = 30.0 * float(req.get("html_timeout", 20))
+    _arm(max(float(req["timeout"]), float(req.get("html_timeout", 20))))
     try:
         obj = result
         from nbprof.sources.memory_snapshot import MemorySnapshot
@@ -283,28 +316,32 @@ def main() -> None:
         pass
     if os.environ.get("NBPROF_FUZZ_RECURSION"):  # default: Python's own limit, as in a user's process
         sys.setrecursionlimit(int(os.environ["NBPROF_FUZZ_RECURSION"]))
-    signal.signal(signal.SIGALRM, _alarm)
-    import nbprof  # noqa: F401 -- imported once, before the first case's clock starts
-    import nbprof.analysis.advisor  # noqa: F401
-    import nbprof.deepspeed.parsers  # noqa: F401
-    import nbprof.viz.memory_snapshot  # noqa: F401 -- bokeh's import takes seconds: not a case's time
-    import nbprof.viz.static  # noqa: F401
+    signal.signal(signal.SIGPROF, _alarm_cpu)
+    signal.signal(signal.SIGALRM, _alarm_wall)
+    import nbprof
+    import nbprof.analysis.advisor
+    import nbprof.deepspeed.parsers
+    import nbprof.viz.memory_snapshot
+    import nbprof.viz.static
     for mod in ("timeline", "operators", "memory", "overview"):
         __import__(f"nbprof.viz.{mod}")
-    import bokeh.embed  # noqa: F401
+    import bokeh.embed
     import bokeh.resources  # noqa: F401
-    import nbprof.analysis.memory_snapshot  # noqa: F401
+
+    import nbprof.analysis.memory_snapshot
     for mod, _fn in ANALYSES:
         __import__(f"nbprof.analysis.{mod}")
 
     proto.write(json.dumps({"hello": nbprof.__file__}) + "\n")
     for line in sys.stdin:
         req = json.loads(line)
+        c0 = time.process_time()
         try:
             res = run_case(req)
         except BaseException as exc:  # noqa: BLE001 -- the worker itself must survive a case
             res = {"outcome": "ok-clean", "problems": [_problem("FOREIGN", "worker", exc)]}
         res["id"] = req["id"]
+        res["cpu_s"] = time.process_time() - c0
         proto.write(json.dumps(res, default=str) + "\n")
 
 

@@ -54,8 +54,15 @@ events in bulk, isolates each bad event between event boundaries, repairs it (Na
 tokens -> null, raw control characters escaped, unescaped quotes inside string values escaped;
 invalid UTF-8 is replaced with U+FFFD before) or drops it, and reports every repair or drop with
 its count and first byte offset in ``Trace.report``. A truncated file (job killed while writing)
-keeps every complete event. ``strict=True`` raises ``TraceFormatError(path, offset, reason)``
-on the first defect instead (assumptions such as "rank assumed 0" never raise).
+keeps every complete event. An element of ``traceEvents`` that is not an event (``1``, ``null``,
+``[]``, ``"x"``) is dropped alone (``not_an_event``), in linear time wherever it is; nesting too
+deep to decode drops its event; a UTF-8 byte order mark is read as whitespace (``utf8_bom``);
+bytes after the JSON document are ignored (``trailing_bytes``). Numbers written as strings are
+read by one rule (``columns``: noted), non-numeric string ids and ids beyond 64 bits get their own
+stable ids (reported with the mapping); events whose ``ts`` is more than a day from the trace's
+median (``"ts": 0`` in absolute-µs traces, kineto#109) leave every table (``ts_outlier``).
+``strict=True`` raises ``TraceFormatError(path, offset, reason)`` on the first defect instead
+(assumptions such as "rank assumed 0" never raise). Only ``nbprof.errors`` exceptions escape.
 
 Modules
 -------
@@ -70,12 +77,14 @@ run of events -> ``_Part``), ``times`` (µs -> exact ns, origin), ``meta`` (``Tr
 
 from __future__ import annotations
 
+import mmap
 import os
+from typing import Any
 
 from ...errors import TraceFormatError
 from ...trace.model import LoadReport, Trace
 from .context import _Ctx, _gc_paused
-from .decode import _decode, _split_top
+from .decode import _decode, _split_top, _trailing_bytes
 from .extract import _extract
 from .finish import _finish
 from .meta import rank_from_filename
@@ -106,9 +115,11 @@ def load_kineto(
         ``traceEvents`` (metadata keys in any order) or the legacy bare array of events.
     strict : bool, default False
         Raise ``TraceFormatError`` instead of repairing or dropping anything (NaN tokens,
-        control characters, unescaped quotes, invalid UTF-8, truncation, integers above
-        64 bits, string-typed ``ts``/``dur``, negative durations). Assumptions that need no
-        repair ("rank assumed 0", "no ProfilerStep") are only noted in the report.
+        control characters, unescaped quotes, invalid UTF-8, truncation, a UTF-8 byte order
+        mark, bytes after the JSON document, elements of ``traceEvents`` that are not events,
+        nesting too deep to decode, integers above 64 bits, non-numeric ids, timestamps far
+        outside the trace, negative durations). Assumptions that need no repair ("rank assumed
+        0", "no ProfilerStep", numbers written as strings) are only noted in the report.
     rank : int, optional
         Override the rank (otherwise from ``distributedInfo``, else the file name, else 0).
     data : bytes, optional
@@ -142,8 +153,27 @@ def load_kineto(
         data = _read_buffer(spath, report)
     if strict and not report.clean:
         raise TraceFormatError(spath, report.issues[0].offset, report.issues[0].message)
+    if data[:3] == _BOM:  # read as whitespace: every byte offset stays the file's
+        if strict:
+            raise TraceFormatError(spath, 0, "the file starts with a UTF-8 byte order mark (EF BB BF), which JSON does not allow")
+        if not isinstance(data, (bytearray, mmap.mmap)):
+            data = bytearray(data)
+        data[:3] = b"   "
+        report.add("utf8_bom", "repaired", 1,
+                   "1 UTF-8 byte order mark (EF BB BF) at the start of the file: read as whitespace", offset=0)
     if not _first_char(data):
         raise TraceFormatError(spath, 0, "file is empty (0 bytes of JSON): no trace was written")
+    try:
+        return _load(spath, data, report, strict, rank)
+    except RecursionError as exc:  # a decode this module does not guard: never let it escape
+        raise TraceFormatError(spath, None, f"JSON nested too deeply to decode ({exc})") from exc
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _load(spath: str, data: Any, report: LoadReport, strict: bool, rank: int | None) -> Trace:
+    """``load_kineto`` once the bytes are read: decode (one or two processes), extract, finish."""
     with _gc_paused():
         ctx = _Ctx(spath, report, strict, data)
         quick = _split_top(data) if _first_char(data) == b"{" else None
@@ -151,9 +181,12 @@ def load_kineto(
         if quick is not None and not strict and _parallel_ok(data, quick):
             parts = _parallel_extract(data, ctx, quick[0], quick[1])
         if parts is not None:
-            ctx.array_start, meta, exact_ts = quick[0], quick[2], None
+            ctx.array_start, meta, exact_ts = quick[0], dict(quick[2]), None
         else:
             events, meta, exact_ts = _decode(data, ctx, quick)
+        if quick is not None and (parts is not None or ctx.quick_ok):  # the events span decoded: its end is right
+            _trailing_bytes(data, quick[1], ctx)
+        if parts is None:
             holder = [events]  # _extract frees the decoded events half-way; hold no other reference
             del events
             parts = [_extract(holder, ctx)]

@@ -116,6 +116,8 @@ _ARG_COLUMNS = {
     "occupancy_ratio": "float", "collective": "str", "msg_in_nelems": "int", "msg_out_nelems": "int",
     "group_size": "int", "dtype": "str", "pg_name": "str",
 }
+# integer args columns that are ids (a non-numeric string gets its own id); the others are quantities
+_ID_COLUMNS = frozenset({"external_id", "correlation", "stream", "seq", "fwd_tid"})
 _NO_ARGS_CATEGORIES = frozenset({schema.PYTHON_FUNCTION})
 _RT_GROUP = schema.RUNTIME_CATEGORIES | {schema.CUDA_SYNC}
 
@@ -173,11 +175,11 @@ def _arg_columns(args: list[Any], group: str, ctx: _Ctx, rows: np.ndarray, cols:
         if vals.count(_ARG_SPEC[attr][2]) == n:  # the key is in none of them (the default is one object)
             continue
         if kind == "int":
-            cols[col][sel] = _to_int_array(vals, col, ctx, rows)
+            cols[col][sel] = _to_int_array(vals, col, ctx, rows, ids=col in _ID_COLUMNS)
         elif kind == "intish":
-            cols[col][sel] = _intish(vals, col, ctx)
+            cols[col][sel] = _intish(vals, col, ctx, rows)
         elif kind == "float":
-            cols[col][sel] = _num_or_nan(vals)
+            cols[col][sel] = _num_or_nan(vals, col, ctx, rows)
         elif kind == "raw":
             cols[col].put(at, _raw_texts(vals))
         else:

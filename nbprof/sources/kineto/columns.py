@@ -9,10 +9,10 @@ code in ``__missing__``). Values that are not plain numbers go through ``_to_int
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import re
 from itertools import compress, repeat
-from operator import attrgetter, is_
+from operator import attrgetter, index, is_, pos
 from typing import Any
 
 import msgspec
@@ -23,21 +23,63 @@ from .context import _Ctx
 
 _INT_BLOCK = 1 << 16
 
+# One coercion rule for every numeric field written as a string (ids, counts, times):
+# - a JSON integer or float is used as is (an integral float in an integer field: its int);
+# - a string holding a number (``"25738"``, ``" -3 "``, ``"103.250"``, hex ``"0x1f"``, and Kineto
+#   2021's GPU lanes ``"stream 7"``) is read as that number: exact, noted as an assumption
+#   (kind ``string_<field>``, count, first offset, an example);
+# - any other string (``"simd_A"``) and an integer beyond 64 bits: in an id field, its own stable
+#   id (``_synthetic_id``: negative, from a hash of the text, so distinct texts stay distinct and the
+#   same text gets the same id in every file); in a quantity field, missing (-1 / NaN); reported as
+#   a repair (kinds ``string_id_<field>``, ``bigint_<field>``, ``nonnumeric_<field>``) with the mapping;
+# - an unsigned 64-bit integer above 2**63-1 keeps its bit pattern (negative int64; the value is
+#   ``x % 2**64``), noted (kind ``u64_<field>``);
+# - null, and the empty string, are missing.
+# Kineto's own lanes for its profiler spans (``"pid": "Spans"``/``"Traces"``, legacy ``"CPU
+# functions"``, ``""``; the tid of such a row holds the span's name) are not OS processes: -1, not
+# reported (see ``_pid_tid``).
+_NUMBER_TEXT = re.compile(r"\s*(?:stream\s*)?([-+]?\d+)\s*", re.I)
+_HEX_TEXT = re.compile(r"\s*0[xX]([0-9a-fA-F]+)\s*")
+_LANE_PIDS = frozenset({"Spans", "Traces", "", "CPU functions"})
+
+
+def _synthetic_id(text: str, taken: dict[int, str]) -> int:
+    """A stable negative int64 id for a non-numeric id text: ``-(2 + 48-bit BLAKE2b of the text)``;
+    a collision with another text of the same column (``taken``) takes the next id down."""
+    v = -(2 + int.from_bytes(hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=6).digest(), "big"))
+    while taken.get(v, text) != text:
+        v -= 1
+    taken[v] = text
+    return v
+
+
+def _mapping_text(pairs: dict[str, int], limit: int = 5) -> str:
+    items = list(pairs.items())
+    shown = ", ".join(f"{k!r} -> {v}" for k, v in items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _first(idx: list[int], rows: np.ndarray | None) -> int | None:
+    return int(rows[idx[0]]) if rows is not None and idx else None
+
 
 def _to_int_array(
-    values: list[Any], name: str, ctx: _Ctx, rows: np.ndarray | None = None, *, tried: bool = False
+    values: list[Any], name: str, ctx: _Ctx, rows: np.ndarray | None = None, *, tried: bool = False,
+    ids: bool = True, lanes: frozenset[str] | None = None, lane_out: list[int] | None = None,
 ) -> np.ndarray:
-    """list of int|float|str|None -> int64 with -1 for missing.
+    """list of int|float|str|None -> int64 with -1 for missing, by the coercion rule above.
 
-    Fast path ``np.fromiter``; else strings like ``"12"`` are parsed, floats truncated,
-    unsigned 64-bit values keep their bit pattern, larger integers become -1 (reported). The
-    plain ints among them still go through ``np.fromiter``, in blocks of ``_INT_BLOCK`` values
-    (a trace's one ``"pid": "Spans"`` row must not send a million values through the type check).
+    ``name``: the field (report kinds and messages); ``rows``: each value's event index in the
+    run (for the report's byte offset); ``ids``: an id field (non-numeric texts get their own
+    id) rather than a quantity (they become -1); ``lanes``: texts that mean "no id" (-1, not
+    reported), whose positions are appended to ``lane_out``. Fast path ``np.fromiter``; else the
+    plain ints still go through ``np.fromiter``, in blocks of ``_INT_BLOCK`` values (a trace's one
+    ``"pid": "Spans"`` row must not send a million values through the type check).
     """
     n = len(values)
     if not tried:  # (``tried``: the caller's own np.fromiter already failed)
         try:
-            return np.fromiter(values, dtype=np.int64, count=n)
+            return np.fromiter(map(index, values), dtype=np.int64, count=n)
         except (TypeError, ValueError, OverflowError):
             pass
     out = np.empty(n, dtype=np.int64)
@@ -46,7 +88,7 @@ def _to_int_array(
         block = values[a : a + _INT_BLOCK]
         k = len(block)
         try:
-            out[a : a + k] = np.fromiter(block, dtype=np.int64, count=k)
+            out[a : a + k] = np.fromiter(map(index, block), dtype=np.int64, count=k)
             continue
         except (TypeError, ValueError, OverflowError):
             pass
@@ -56,39 +98,93 @@ def _to_int_array(
             todo += (np.flatnonzero(~is_int) + a).tolist()
         except OverflowError:  # ints beyond 64 bits: the whole block through the loop
             todo += range(a, a + k)
-    bad: list[int] = []
+    numeric: list[int] = []  # numeric texts
+    u64: list[int] = []
+    big: list[int] = []
+    other: list[int] = []  # non-numeric texts
+    taken: dict[int, str] = {}
+    mapped: dict[str, int] = {}
     for i in todo:
         v = values[i]
         if v is None:
             out[i] = -1
+        elif isinstance(v, bool):
+            out[i] = int(v)
         elif isinstance(v, int):
             if -(2**63) <= v < 2**63:
                 out[i] = v
             elif 0 <= v < 2**64:  # unsigned 64-bit ids/addresses: keep the bit pattern
                 out[i] = v - 2**64
+                u64.append(i)
             else:
-                out[i] = -1
-                bad.append(i)
+                big.append(i)
+                out[i] = _synthetic_id(str(v), taken) if ids else -1
+                if ids:
+                    mapped.setdefault(str(v), int(out[i]))
         elif isinstance(v, float):
             out[i] = int(v) if np.isfinite(v) and abs(v) < 2**63 else -1
-        elif isinstance(v, str) and v[:2].lower() == "0x":  # ROCm streams: "0x0"
-            try:
-                out[i] = int(v, 16) if int(v, 16) < 2**63 else -1
-            except ValueError:
+        elif isinstance(v, str):
+            if lanes is not None and v in lanes:
                 out[i] = -1
+                if lane_out is not None:
+                    lane_out.append(i)
+                continue
+            if not v.strip():
+                out[i] = -1
+                continue
+            m = _NUMBER_TEXT.fullmatch(v) or _HEX_TEXT.fullmatch(v)
+            x = None
+            if m is not None:
+                x = int(m.group(1), 16 if m.re is _HEX_TEXT else 10)
+            else:
+                try:
+                    f = float(v)
+                    x = int(f) if np.isfinite(f) and f == int(f) else None
+                except ValueError:
+                    pass
+            if x is not None and -(2**63) <= x < 2**63:
+                out[i] = x
+                numeric.append(i)
+            else:
+                other.append(i)
+                out[i] = _synthetic_id(v, taken) if ids else -1
+                if ids:
+                    mapped.setdefault(v, int(out[i]))
+        else:  # pragma: no cover - the decoder types allow no other value
+            out[i] = -1
+            other.append(i)
+    if numeric:
+        ctx.note(f"string_{name}", len(numeric), _first(numeric, rows),
+                 f"{{count}} values of {name!r} were numbers written as strings (e.g. {{example!r}}): read as integers",
+                 values[numeric[0]])
+    if u64:
+        ctx.note(f"u64_{name}", len(u64), _first(u64, rows),
+                 f"{{count}} values of {name!r} were unsigned 64-bit integers above 2**63-1 (e.g. {{example}}): "
+                 "kept as their int64 bit pattern (negative; the value is x % 2**64)", values[u64[0]])
+    if big:
+        what = f"each distinct value its own id ({_mapping_text({k: v for k, v in mapped.items() if k.lstrip('-').isdigit()})})" \
+            if ids else "set to -1"
+        ctx.defect(f"bigint_{name}", "repaired", len(big),
+                   f"{len(big)} values of {name!r} were integers above 64 bits: {what}", _first(big, rows),
+                   f"{len(big)} values of {name!r} are integers above 64 bits (e.g. {values[big[0]]})")
+    if other:
+        texts = {k: v for k, v in mapped.items() if not k.lstrip('-').isdigit()}
+        if ids:
+            ctx.defect(f"string_id_{name}", "repaired", len(other),
+                       f"{len(other)} values of {name!r} were non-numeric strings: each distinct string has its own "
+                       f"id ({_mapping_text(texts)})", _first(other, rows),
+                       f"{len(other)} values of {name!r} are non-numeric strings (e.g. {values[other[0]]!r})")
         else:
-            m = re.search(r"-?\d+", str(v))
-            out[i] = int(m.group(0)) if m and abs(int(m.group(0))) < 2**63 else -1
-    if bad:
-        ctx.defect(f"bigint_{name}", "repaired", len(bad),
-                   f"{len(bad)} values of {name!r} were integers above 64 bits: set to -1",
-                   int(rows[bad[0]]) if rows is not None else None,
-                   f"{len(bad)} values of {name!r} are integers above 64 bits (e.g. {values[bad[0]]})")
+            ctx.defect(f"nonnumeric_{name}", "repaired", len(other),
+                       f"{len(other)} values of {name!r} were non-numeric strings (e.g. {values[other[0]]!r}): set to -1",
+                       _first(other, rows),
+                       f"{len(other)} values of {name!r} are non-numeric strings (e.g. {values[other[0]]!r})")
     return out
 
 
 def _to_float(values: list[Any], what: str, ctx: _Ctx, rows: np.ndarray | None) -> np.ndarray:
-    """float|int|str|None values -> float64 with NaN for missing; string-typed values parsed and reported."""
+    """float|int|str|None values -> float64 with NaN for missing, by the coercion rule above
+    (numeric texts read and noted; other texts missing, reported)."""
     try:
         if str not in set(map(type, values)):  # np.array would parse "12.5" silently
             return np.array(values, dtype=np.float64)  # None -> NaN
@@ -96,43 +192,79 @@ def _to_float(values: list[Any], what: str, ctx: _Ctx, rows: np.ndarray | None) 
         pass
     out = np.empty(len(values), dtype=np.float64)
     strs: list[int] = []
+    other: list[int] = []
     for i, v in enumerate(values):
         if v is None:
             out[i] = np.nan
         elif isinstance(v, str):
-            strs.append(i)
             try:
                 out[i] = float(v)
+                strs.append(i)
             except ValueError:
                 out[i] = np.nan
-        else:
+                if v.strip():
+                    other.append(i)
+        elif isinstance(v, (int, float)):
             out[i] = v
-    if strs and rows is not None:
-        ctx.defect(f"string_{what}", "repaired", len(strs),
-                   f"{len(strs)} events had string-typed '{what}': converted to numbers", int(rows[strs[0]]),
-                   f"{len(strs)} events have string-typed {what!r} (e.g. {values[strs[0]]!r})")
+        else:
+            out[i] = np.nan
+            other.append(i)
+    if strs:
+        ctx.note(f"string_{what}", len(strs), _first(strs, rows),
+                 f"{{count}} values of {what!r} were numbers written as strings (e.g. {{example!r}}): read as numbers",
+                 values[strs[0]])
+    if other:
+        ctx.defect(f"nonnumeric_{what}", "repaired", len(other),
+                   f"{len(other)} values of {what!r} were non-numeric strings (e.g. {values[other[0]]!r}): read as missing",
+                   _first(other, rows), f"{len(other)} values of {what!r} are non-numeric strings (e.g. {values[other[0]]!r})")
     return out
 
 
-def _intish(values: list[Any], name: str, ctx: _Ctx) -> np.ndarray:
-    """int or float (``"registers per thread": 32.0``) -> int64, -1 missing."""
+def _intish(values: list[Any], name: str, ctx: _Ctx, rows: np.ndarray | None = None) -> np.ndarray:
+    """A quantity (int, or float such as ``"registers per thread": 32.0``) -> int64, -1 missing."""
     try:
-        return np.fromiter(values, dtype=np.int64, count=len(values))
+        return np.fromiter(map(index, values), dtype=np.int64, count=len(values))
     except (TypeError, ValueError, OverflowError):
         pass
     return _to_int_array([int(v) if isinstance(v, float) and np.isfinite(v) and abs(v) < 2**63 else v
-                          for v in values], name, ctx)
+                          for v in values], name, ctx, rows, ids=False)
 
 
-def _num_or_nan(values: list[Any]) -> np.ndarray:
+def _num_or_nan(values: list[Any], name: str, ctx: _Ctx, rows: np.ndarray | None = None) -> np.ndarray:
+    """A float quantity (flops, occupancy) -> float64, NaN missing, by the coercion rule above."""
     try:
-        return np.fromiter(values, dtype=np.float64, count=len(values))
+        return np.fromiter(map(pos, values), dtype=np.float64, count=len(values))
     except (TypeError, ValueError):
-        out = np.full(len(values), np.nan)
-        for i, v in enumerate(values):
-            with contextlib.suppress(TypeError, ValueError):
-                out[i] = float(v) if v is not None else np.nan
-        return out
+        return _to_float(values, name, ctx, rows)
+
+
+def _pid_tid(pids: list[Any] | None, tids: list[Any] | None, ctx: _Ctx, rows: np.ndarray | None,
+             objs: list[Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """pid and tid columns (int64, -1 missing) by the coercion rule; a row whose pid is one of
+    Kineto's span lanes (``_LANE_PIDS``) gets pid and tid -1 (its tid is the span's name). Give the
+    raw value lists, or ``objs`` (Structs with ``pid``/``tid``: read at C speed when all are ints)."""
+    pid = tid = None
+    if objs is not None:
+        n = len(objs)
+        try:
+            pid = np.fromiter(map(index, map(attrgetter("pid"), objs)), dtype=np.int64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            pids = _col(objs, "pid")
+        try:
+            tid = np.fromiter(map(index, map(attrgetter("tid"), objs)), dtype=np.int64, count=n)
+        except (TypeError, ValueError, OverflowError):
+            tids = _col(objs, "tid")
+    lane: list[int] = []
+    if pid is None:
+        pid = _to_int_array(pids, "pid", ctx, rows, tried=objs is not None, lanes=_LANE_PIDS, lane_out=lane)
+    if tid is None:
+        if lane:  # a span lane's tid is the span's name
+            tids = list(tids)
+            for i in lane:
+                if isinstance(tids[i], str):
+                    tids[i] = None
+        tid = _to_int_array(tids, "tid", ctx, rows)
+    return pid, tid
 
 
 def _raw_texts(values: list[msgspec.Raw]) -> list[str]:
@@ -260,19 +392,6 @@ def _cat_of(values: list[Any], transform: Any = None) -> pd.Categorical:
     c = _CatColumn(len(values))
     c.put(None, values)
     return c.finish(transform)
-
-
-def _ints(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None = None) -> np.ndarray:
-    """Attribute ``attr`` of every object as int64 (-1 missing), C-level when all are ints.
-
-    ``np.fromiter(map(attrgetter))`` converts each value while it is in cache and builds no list
-    (~25% faster than a list comprehension then ``np.fromiter``); other values take
-    ``_to_int_array`` (whose blocks keep the plain ints at C speed).
-    """
-    try:
-        return np.fromiter(map(attrgetter(attr), objs), dtype=np.int64, count=len(objs))
-    except (TypeError, ValueError, OverflowError):
-        return _to_int_array(_col(objs, attr), name, ctx, rows, tried=True)
 
 
 def _floats(objs: list[Any], attr: str, name: str, ctx: _Ctx, rows: np.ndarray | None) -> np.ndarray:

@@ -10,8 +10,10 @@ import gc
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import msgspec
+import numpy as np
 
 from ...errors import TraceFormatError
 from ...trace.model import LoadReport
@@ -42,6 +44,10 @@ class _Ctx:
         self.fast = True  # events decoded in one pass: event index == position in traceEvents
         self.loose = False  # events are _LooseEvent: ts/dur may be strings
         self.array_start: int | None = None
+        self.quick_ok = False  # the events span found by ``decode._split_top`` decoded as it is
+        # assumptions noted by ``note`` (kind -> [count, first event index, template, example]), emitted
+        # by ``finish`` in one order whichever process read the events (``emit_notes``)
+        self.notes: dict[str, list[Any]] = {}
 
     def release(self) -> None:
         """Drop the file bytes (re-read on demand by ``event_offset``)."""
@@ -59,10 +65,20 @@ class _Ctx:
         try:
             end = _array_end(self.data, self.array_start)
             raws = _RAW_LIST_DECODER.decode(memoryview(self.data)[self.array_start - 1 : end])
-            pos = self.data.find(bytes(raws[k]), self.array_start)
-            return pos if pos >= 0 else None
-        except (msgspec.DecodeError, IndexError):
+            return _raw_offset(self.data, raws[k], self.array_start)
+        except (msgspec.DecodeError, IndexError, RecursionError):
             return None
+
+    def note(self, kind: str, count: int, k: int | None, template: str, example: Any) -> None:
+        """An assumption about ``count`` values, the first in event ``k`` of this run: kept until
+        ``finish`` emits it (``template`` formats with ``count`` and ``example``). Never raises."""
+        have = self.notes.get(kind)
+        if have is None:
+            self.notes[kind] = [count, k, template, example]
+            return
+        have[0] += count
+        if k is not None and (have[1] is None or k < have[1]):
+            have[1], have[3] = k, example
 
     def defect(self, kind: str, action: str, count: int, message: str, k: int | None, reason: str) -> None:
         """``count`` values repaired or dropped (``action``), the first in event ``k``: recorded in the
@@ -74,6 +90,21 @@ class _Ctx:
     def fail(self, reason: str, k: int | None = None) -> None:
         """Strict mode: raise ``TraceFormatError`` for event ``k`` (an index into ``traceEvents``)."""
         raise TraceFormatError(self.path, self.event_offset(k), reason, event_index=k)
+
+
+def _raw_offset(data: Any, raw: msgspec.Raw, start: int = 0) -> int | None:
+    """Byte offset in ``data`` of a ``msgspec.Raw`` decoded from it (a view into its buffer: the
+    difference of the two addresses, checked), else of the first copy of its bytes after ``start``."""
+    try:
+        a = np.frombuffer(raw, dtype=np.uint8)
+        base = np.frombuffer(data, dtype=np.uint8)
+        off = a.ctypes.data - base.ctypes.data
+        if 0 <= off <= len(data) - len(a) and data[off : off + len(a)] == bytes(a):
+            return off
+    except (TypeError, ValueError, BufferError):
+        pass
+    pos = data.find(bytes(raw), start)
+    return pos if pos >= 0 else None
 
 
 def _array_end(data: bytes, start: int) -> int:

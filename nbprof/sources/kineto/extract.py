@@ -16,7 +16,7 @@ import numpy as np
 
 from ...trace import schema
 from .args import _ARG_COLUMNS, _NO_ARGS_CATEGORIES, _RT_GROUP, _arg_columns, _ArgColumns, _decode_args
-from .columns import _CatColumn, _col, _floats, _ints, _select
+from .columns import _CatColumn, _col, _floats, _pid_tid, _select
 from .context import _Ctx
 from .side_tables import _counter_rows, _flow_columns, _memory_columns, _thread_rows
 from .structs import _Event
@@ -58,6 +58,7 @@ class _Part:
     memory: dict[str, np.ndarray]
     counters: list[tuple[Any, ...]]
     threads: list[tuple[Any, ...]]
+    notes: dict[str, list[Any]]  # the run's assumptions (``_Ctx.note``; event indices within the run)
 
 
 def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = None) -> _Part:
@@ -126,7 +127,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     del dur_us
 
     frows = np.flatnonzero(is_flow)
-    flows = _flow_columns(_select(evs, is_flow), is_ph("s")[frows], ctx)
+    flows = _flow_columns(_select(evs, is_flow), is_ph("s")[frows], ctx, frows)
     mrows = np.flatnonzero(is_mem)
     memory = _memory_columns(_select(evs, is_mem), ctx, mrows)
     counters = _counter_rows(_select(evs, is_c))
@@ -178,13 +179,12 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     for col, kind in _ARG_COLUMNS.items():  # a key in no event: one row stands for all (``const``)
         if kind in ("int", "float") and col not in cols:
             cols[col] = np.full(min(nE, 1), _ArgColumns.DEFAULTS[kind])
-    pid = _ints(E, "pid", "pid", ctx, rows_e)
-    tid = _ints(E, "tid", "tid", ctx, rows_e)
+    pid, tid = _pid_tid(None, None, ctx, rows_e, objs=E)
     if keep is not None:
         keep += [E, evs]
     del E, evs  # the decoded events (and the file bytes their Raw values point into) go here
     dev_arg, stream_arg = cols["device"], cols["stream"]
-    device = np.where(is_dev, np.where(dev_arg >= 0, dev_arg, pid), -1)
+    device = np.where(is_dev, np.where(dev_arg >= 0, dev_arg, np.where(pid >= 0, pid, -1)), -1)
     stream = np.where(is_dev, np.where(stream_arg >= 0, stream_arg, tid), -1)
     ph_e = _CatColumn(nE)
     ph_e.lut, ph_e.codes = ph_lut, ph_codes[rows_e]
@@ -227,6 +227,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
                 len(v) < nE or v.min() == v.max() or (np.isnan(v.min(initial=0.0)) and np.isnan(v).all())):
             const[k] = v[:1]
             events[k] = None
+    notes, ctx.notes = ctx.notes, {}
     fin = np.isfinite(ts_all)
     small = not fin.any() or float(np.abs(ts_all[fin]).max()) < _EXACT_TS_MIN_US
     ns_abs = _us_to_ns(np.where(fin, ts_all, 0.0)) if small else None
@@ -242,6 +243,5 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
                         v.codes = v.codes[o]
                 elif v is not None:
                     events[k] = v[o]
-    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m,
-                 is_flow=is_flow, is_mem=is_mem, is_c=is_c,
-                 events=events, flows=flows, memory=memory, counters=counters, threads=threads)
+    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
+                 events=events, flows=flows, memory=memory, counters=counters, threads=threads, notes=notes)

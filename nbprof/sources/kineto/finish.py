@@ -56,6 +56,9 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     is_flow, is_mem, is_c = (_concat([getattr(p, k) for p in parts]) for k in ("is_flow", "is_mem", "is_c"))
     rows_e = np.flatnonzero(is_e)
     ok_all = np.isfinite(ts_all)
+    far = _far_outside(ts_all, ok_all, rows_e, is_m, ctx)
+    if far is not None:
+        ok_all &= ~far
     ok_e = ok_all[rows_e]
     missing_ts = not ok_e.all()
 
@@ -66,17 +69,25 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     del ns_parts
     del ts_all
 
-    flows = _pair_flows(_join(parts, "flows"), t_all[is_flow], ctx)
-    memory = _memory_frame(_join(parts, "memory"), t_all[is_mem])
+    flow_cols, mem_cols = _join(parts, "flows"), _join(parts, "memory")
+    flow_ts, mem_ts = t_all[is_flow], t_all[is_mem]
+    if far is not None:  # rows far outside the trace leave every table
+        flow_cols, flow_ts = _keep_rows(flow_cols, flow_ts, ~far[is_flow])
+        mem_cols, mem_ts = _keep_rows(mem_cols, mem_ts, ~far[is_mem])
+    flows = _pair_flows(flow_cols, flow_ts, ctx)
+    memory = _memory_frame(mem_cols, mem_ts)
     c_ts = t_all[is_c]
+    c_far = far[is_c] if far is not None else None
     c_rows, off = [], 0
     for p in parts:
-        c_rows += [(int(c_ts[off + r]), *rest) for r, *rest in p.counters]
+        c_rows += [(int(c_ts[off + r]), *rest) for r, *rest in p.counters
+                   if c_far is None or not c_far[off + r]]
         off += int(np.count_nonzero(p.is_c))
     counters = _counter_frame(c_rows, ctx)
     threads = _thread_frame([t for p in parts for t in p.threads], ctx)
 
     offs = np.cumsum([0] + [p.n for p in parts[:-1]])
+    _emit_notes(parts, offs, ctx)
     ts_parts = [t_all[o + p.e_rows] for o, p in zip(offs, parts)]
     ok_e = _concat([ok_all[o + p.e_rows] for o, p in zip(offs, parts)])  # in the rows' order
     ts_e = _concat(ts_parts)
@@ -117,6 +128,68 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
                  report=report)
 
 
+# A timestamp more than this far (µs) from the median ts of the trace's events is not part of the
+# trace (pytorch/kineto#109: kernels with "ts": 0 in a trace of absolute µs since the epoch, which
+# made a 51-year span): its event is dropped from every table and reported (``ts_outlier``).
+_OUTLIER_US = 86_400e6  # one day; a profile covers seconds to hours
+
+
+def _far_outside(ts_all: np.ndarray, ok_all: np.ndarray, rows_e: np.ndarray, is_m: np.ndarray,
+                 ctx: _Ctx) -> np.ndarray | None:
+    """Mask of the events whose ``ts`` (float64 µs) is more than ``_OUTLIER_US`` from the median
+    ``ts`` of the events-table rows (``M`` metadata aside), reported as dropped with the count and
+    the first one's offset (strict mode raises); None when there are none."""
+    timed = ts_all[ok_all & ~is_m]
+    if timed.size < 2 or float(timed.max()) - float(timed.min()) <= _OUTLIER_US:
+        return None
+    ts_e = ts_all[rows_e]
+    ts_e = ts_e[np.isfinite(ts_e)]
+    med = float(np.median(ts_e if ts_e.size else timed))
+    far = ok_all & ~is_m & (np.abs(ts_all - med) > _OUTLIER_US)
+    k = int(np.count_nonzero(far))
+    if not k:
+        return None
+    first = int(np.flatnonzero(far)[0])
+    days = abs(float(ts_all[first]) - med) / 86_400e6
+    ctx.defect("ts_outlier", "dropped", k,
+               f"{k} events had a ts far outside the trace (e.g. {float(ts_all[first]):.3f} µs, {days:.4g} days from the "
+               "median ts; rule: more than 1 day from the median): dropped from every table",
+               first, f"{k} events have a ts more than 1 day from the trace's median ts (e.g. {float(ts_all[first]):.3f} µs)")
+    return far
+
+
+def _keep_rows(cols: dict[str, Any], ts: np.ndarray, keep: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+    """A side table's columns (arrays or ``_CatColumn``) and times at the rows ``keep``."""
+    if keep.all():
+        return cols, ts
+    idx = np.flatnonzero(keep)
+    out = {k: _CatColumn.concat([v], idx) if isinstance(v, _CatColumn) else v[idx] for k, v in cols.items()}
+    return out, ts[idx]
+
+
+def _emit_notes(parts: list[_Part], offs: np.ndarray, ctx: _Ctx) -> None:
+    """The assumptions noted while reading (``_Ctx.note``), merged over the parts (counts summed, the
+    first event's example and byte offset) and added to the report in kind order: the same report
+    whether one process or two read the events."""
+    merged: dict[str, list[Any]] = {}
+    sources = [(int(o), p.notes) for o, p in zip(offs, parts)] + [(0, ctx.notes)]
+    for o, notes in sources:
+        for kind, (count, k, template, example) in notes.items():
+            g = None if k is None else o + k
+            have = merged.get(kind)
+            if have is None:
+                merged[kind] = [count, g, template, example]
+            else:
+                have[0] += count
+                if g is not None and (have[1] is None or g < have[1]):
+                    have[1], have[3] = g, example
+    ctx.notes = {}
+    for kind in sorted(merged):
+        count, g, template, example = merged[kind]
+        ctx.report.add(kind, "assumed", count, template.format(count=count, example=example),
+                       offset=ctx.event_offset(g))
+
+
 def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> None:
     """``step`` from the host ``ProfilerStep#N`` ranges (``nbprof.trace.steps``): host rows by time,
     device rows via the correlation id of their launch, else by time; memory rows by time.
@@ -125,13 +198,25 @@ def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> No
     """
     if events.empty:
         return
-    host = events["device"].to_numpy() < 0
+    device = events["device"].to_numpy()
+    host = device < 0
     ranges = steps.step_ranges(events)
     if not len(ranges):
         report.add("no_steps", "assumed", 0,
                    "no ProfilerStep#N events (profiler used without schedule/step()): step is -1 for every event")
         return
-    steps.assign_steps(events, steps.step_ranges(events, host), memory=memory)
+    host_ranges = steps.step_ranges(events, host)
+    if len(host_ranges):
+        steps.assign_steps(events, host_ranges, memory=memory)
+        return
+    # ProfilerStep#N only on device rows (gpu_user_annotation): each device's own ranges time its rows
+    per_device = [steps.step_ranges(events, device == d).assign(pid=d) for d in np.unique(device[~host])]
+    dev_ranges = pd.concat([r for r in per_device if len(r)], ignore_index=True)
+    steps.assign_steps(events, dev_ranges, timed=~host, correlated=np.zeros(len(events), dtype=bool))
+    n = int(dev_ranges["step"].nunique())
+    report.add("steps_from_device", "assumed", n,
+               f"{n} ProfilerStep#N ranges only on the device (gpu_user_annotation), none on the host: device rows "
+               "take the step of their device's range by time; host rows and memory keep step -1")
 
 
 def _check_overlaps(events: pd.DataFrame, report: LoadReport) -> None:

@@ -19,6 +19,8 @@ def rank_from_filename(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+_RANK_LIMIT = 2**31  # ranks are int32 in the events table
+
 _FLAG_KEYS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
 
 
@@ -33,10 +35,15 @@ def _build_meta(
         devprops = []
     flags = {k: meta[k] for k in _FLAG_KEYS if k in meta}
     extra = {k: v for k, v in meta.items() if k not in {"distributedInfo", "deviceProperties", "schemaVersion", *_FLAG_KEYS}}
+    given = dist.get("rank")
+    if isinstance(given, int) and not isinstance(given, bool) and not 0 <= given < _RANK_LIMIT:
+        report.add("rank_invalid", "assumed", 1,
+                   f"distributedInfo.rank {given} is outside 0..2**31-1 (the int32 rank column): ignored")
+        given = None
     if rank is not None:
         r, src = int(rank), "given"
-    elif isinstance(dist.get("rank"), int) and not isinstance(dist.get("rank"), bool):
-        r, src = int(dist["rank"]), "distributedInfo"
+    elif isinstance(given, int) and not isinstance(given, bool):
+        r, src = int(given), "distributedInfo"
     else:
         fr = rank_from_filename(path)
         if fr is not None:
@@ -46,6 +53,10 @@ def _build_meta(
             r, src = 0, "assumed"
             report.add("rank_assumed", "assumed", 1, "no distributedInfo.rank and no rank in the file name: rank assumed 0")
     ws = dist.get("world_size")
+    if isinstance(ws, int) and not isinstance(ws, bool) and ws >= _RANK_LIMIT:
+        report.add("world_size_invalid", "assumed", 1,
+                   f"distributedInfo.world_size {ws} is above 2**31-1: ignored")
+        ws = None
     world = int(ws) if isinstance(ws, int) and ws > 0 else max(1, r + 1 if src != "assumed" else 1)
     rocm = any(k.startswith(("hip_", "roctracer")) for k in meta) or any(
         "AMD" in str(d.get("name", "")) for d in devprops if isinstance(d, dict)

@@ -14,10 +14,11 @@ import re
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from ...errors import TraceFormatError
 from ...trace.model import LoadReport
-from .context import _array_end
+from .context import _array_end, _raw_offset
 from .reading import _first_char
 from .structs import _ANY_DECODER, _LOOSE_EVENT_DECODER, _ONE_EVENT_DECODER, _RAW_LIST_DECODER, _Event
 
@@ -28,6 +29,8 @@ _VALUE_START = re.compile(rb'"[^"\\\n]*"\s*:\s*"')
 _VALUE_END = re.compile(rb'"(?=\s*(?:,\s*"([^"\\\n]*)"\s*:|\}|\]|,\s*$))')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _CLOSE = re.compile(rb"\}\s*\]")
+# the end of a bad event: its "}" before the next element (an event, or a stray non-object one)
+_CHUNK_END = re.compile(rb"\}\s*,\s*[\{\[\d\-ntf]")
 _NON_ASCII = re.compile(rb"[\x80-\xff]+")
 _MALFORMED_AT = re.compile(r"\(byte (\d+)\)")
 _VALIDATION_AT = re.compile(r"at `\$\[(\d+)\]")
@@ -73,7 +76,7 @@ def _escape_inner_quotes(chunk: bytes) -> bytes:
             try:
                 _ONE_EVENT_DECODER.decode(trial)
                 return trial
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 pass
             if chosen is None and c.group(1) in _KINETO_KEYS:
                 chosen = (c.start(), fixed)
@@ -134,7 +137,7 @@ def _repair_chunk(chunk: bytes) -> tuple[_Event | None, list[str]]:
             cand = new
             try:
                 return _decode_one(cand), used
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 continue
     return None, used
 
@@ -172,6 +175,7 @@ def _tolerant_decode(
     events: list[_Event] = []
     repairs: dict[str, list[int]] = {}
     dropped: list[int] = []
+    not_events: list[tuple[int, bytes]] = []  # (offset, first bytes) of elements that are not objects
     seg = start - 1  # position of a '[' opening the remaining events
     end: int | None = None  # offset just past the array's closing ']'
     truncated_at: int | None = None
@@ -185,18 +189,42 @@ def _tolerant_decode(
             end = n
             break
         except msgspec.ValidationError as exc:
+            # an element that is not an event (``1``, ``null``, ``[]``, ``"x"``) or has fields of
+            # the wrong types: list the elements (``msgspec.Raw``, their exact offsets) and decode
+            # the runs between the bad ones
+            walked = _walk_elements(buf, mv, seg, events, not_events, dropped)
+            if walked is not None:
+                close, cut = walked
+                if not cut:
+                    end = close + 1
+                    break
+                buf[close : close + 1] = b"["
+                seg = close
+                continue
             m = _VALIDATION_AT.search(str(exc))
             err_at = _nth_event_offset(buf, seg, int(m.group(1))) if m else None
             if err_at is None:
                 err_at = seg + 1
             err_at += 1  # inside the event
+        except RecursionError:  # nesting deeper than the decoder allows: locate it, then as a syntax error
+            err_at = _deep_at(buf, seg)
+            if err_at is None:
+                err_at = n
         except msgspec.DecodeError as exc:
             msg = str(exc)
             m = _MALFORMED_AT.search(msg)
             if "trailing characters" in msg and m:
                 # msgspec reports the byte after the first trailing character: the ']' is before it
                 end = buf.rindex(b"]", seg, seg + int(m.group(1))) + 1
-                events.extend(_LOOSE_EVENT_DECODER.decode(mv[seg:end]))  # the array itself is fine now
+                try:
+                    events.extend(_LOOSE_EVENT_DECODER.decode(mv[seg:end]))  # the array itself is fine now
+                except msgspec.ValidationError:
+                    _walk_elements(buf, mv, seg, events, not_events, dropped)
+                if _first_char(buf) == b"[":  # a bare array: what follows it is not JSON
+                    at = seg + int(m.group(1)) - 1
+                    report.add("trailing_bytes", "dropped", n - at,
+                               f"{n - at} bytes after the end of the JSON document (e.g. {bytes(buf[at : at + 16])!r}) "
+                               "were ignored", offset=at)
                 break
             if "truncated" in msg:
                 err_at = n
@@ -214,7 +242,7 @@ def _tolerant_decode(
                 events.extend(_LOOSE_EVENT_DECODER.decode(mv[seg : comma + 1]))
                 cstart = b.end() - 1
                 break
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 continue
             finally:
                 buf[comma : comma + 1] = b","
@@ -225,7 +253,7 @@ def _tolerant_decode(
                 end = _array_end(bytes(buf), seg + 1)
                 break
         # --- the bad event: up to the next boundary (or the array close) after err_at
-        nxt = _BOUNDARY.search(buf, max(err_at, cstart + 1))
+        nxt = _CHUNK_END.search(buf, max(err_at, cstart + 1))
         close = _CLOSE.search(buf, max(err_at, cstart + 1))
         chunk_end, is_last = None, False
         if nxt is not None and (close is None or nxt.start() < close.start()):
@@ -240,14 +268,14 @@ def _tolerant_decode(
             try:  # the file may end right after a complete event (and its comma)
                 events.append(_decode_one(rest))
                 truncated_at = n
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 truncated_at = cstart
             end = None
             break
         chunk = bytes(buf[cstart:chunk_end])
         try:
             events.append(_decode_one(chunk))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
             if strict:
                 raise TraceFormatError(path, cstart, f"invalid event: {exc}", event_index=len(events)) from exc
             ev, used = _repair_chunk(chunk)
@@ -265,7 +293,13 @@ def _tolerant_decode(
         seg = comma
     for kind, offs in repairs.items():
         report.add(kind, "repaired", len(offs), f"{len(offs)} {_REPAIR_TEXT[kind]}", offset=offs[0])
+    if not_events:
+        k = len(not_events)
+        report.add("not_an_event", "dropped", k,
+                   f"{k} elements of traceEvents were not event objects (e.g. {not_events[0][1].decode('utf-8', 'replace')}) and were dropped",
+                   offset=not_events[0][0])
     if dropped:
+        dropped.sort()
         report.add("unparseable_event", "dropped", len(dropped),
                    f"{len(dropped)} events could not be parsed or repaired and were dropped", offset=dropped[0])
     if end is None:
@@ -281,16 +315,155 @@ def _tolerant_decode(
     return events, meta, bytes(buf)
 
 
+_DEEP = 256  # nesting below an event's args deeper than this is where a RecursionError comes from
+_DEEP_CHUNK = 1 << 22
+
+
+def _deep_at(buf: Any, start: int, limit: int = _DEEP) -> int | None:
+    """Offset of the first bracket after ``start`` at which JSON nesting (brackets outside strings,
+    counted from ``start``) exceeds ``limit``; None when it never does. Vectorised in chunks, linear."""
+    depth, in_str, bs_run = 0, False, 0
+    n = len(buf)
+    for a in range(start, n, _DEEP_CHUNK):
+        b = np.frombuffer(memoryview(buf)[a : min(n, a + _DEEP_CHUNK)], dtype=np.uint8)
+        m = len(b)
+        idx = np.arange(m)
+        is_bs = b == 0x5C
+        # backslashes directly before each position (a quote after an odd run is escaped)
+        last_other = np.maximum.accumulate(np.where(is_bs, -1, idx))
+        run = idx - last_other  # run length ending at each position (0 where not a backslash)
+        before = np.empty(m, dtype=np.int64)
+        before[0] = bs_run
+        before[1:] = np.where(last_other[:-1] < 0, run[:-1] + bs_run, run[:-1])
+        quote = (b == 0x22) & (before % 2 == 0)
+        qc = np.cumsum(quote)
+        inside = ((qc - quote) % 2 == 1) ^ in_str  # inside a string (the opening quote excluded)
+        step = np.where(~inside & ((b == 0x5B) | (b == 0x7B)), 1, 0) - np.where(~inside & ((b == 0x5D) | (b == 0x7D)), 1, 0)
+        d = depth + np.cumsum(step)
+        over = np.flatnonzero(d > limit)
+        if over.size:
+            return a + int(over[0])
+        depth = int(d[-1])
+        in_str = bool(inside[-1]) ^ bool(quote[-1])
+        bs_run = int(run[-1]) + (bs_run if last_other[-1] < 0 else 0) if is_bs[-1] else 0
+    return None
+
+
+_JSON_WS = b" \t\r\n"
+_VALUE_SEP = re.compile(rb'[}\]"\w]\s*(,)\s*[\[{"\w-]')
+
+
+def _raw_elements(buf: bytearray, mv: memoryview, seg: int) -> tuple[list[msgspec.Raw], int, bool] | None:
+    """The elements of the array opening at ``seg`` as ``msgspec.Raw`` views of ``buf``, the position
+    of the byte closing them, and whether that is a comma turned into ``]`` (a syntax error follows
+    it: the caller turns it into the ``[`` of the rest) rather than the array's own ``]``. None when
+    no run of elements can be listed."""
+    try:
+        raws = _RAW_LIST_DECODER.decode(mv[seg:])
+        return raws, len(buf.rstrip(_JSON_WS)) - 1, False
+    except RecursionError:
+        return None
+    except msgspec.DecodeError as exc:
+        msg = str(exc)
+    m = _MALFORMED_AT.search(msg)
+    if "trailing characters" in msg and m:
+        close = buf.rindex(b"]", seg, seg + int(m.group(1)))
+        try:
+            return _RAW_LIST_DECODER.decode(mv[seg : close + 1]), close, False
+        except (msgspec.DecodeError, RecursionError):
+            return None
+    err = seg + int(m.group(1)) if m and "truncated" not in msg else len(buf)
+    # cut before the syntax error: at an event boundary "},{", else (a stray element between
+    # events has none) at any comma between two values
+    commas = [buf.index(b",", b.start()) for b in list(_BOUNDARY.finditer(buf, seg, err))[-8:]][::-1]
+    if not commas:
+        commas = [b.start(1) for b in list(_VALUE_SEP.finditer(buf, seg, err))[-24:]][::-1]
+    for comma in commas:
+        buf[comma : comma + 1] = b"]"
+        try:
+            return _RAW_LIST_DECODER.decode(mv[seg : comma + 1]), comma, True
+        except (msgspec.DecodeError, RecursionError):
+            buf[comma : comma + 1] = b","
+    return None
+
+
+def _walk_elements(buf: bytearray, mv: memoryview, seg: int, events: list[_Event],
+                   not_events: list[tuple[int, bytes]], dropped: list[int]) -> tuple[int, bool] | None:
+    """Decode the elements of the array opening at ``seg`` around the ones that are not events.
+
+    The elements are listed once (``_raw_elements``); each run between bad elements is decoded in
+    place (its bounding separators turned into ``[``/``]``, restored after), so the work is linear
+    in the bytes, whatever the number of bad elements. A bad element that is not an object goes to
+    ``not_events``, an object that cannot be decoded to ``dropped`` (their byte offsets). Returns
+    ``_raw_elements``'s closing position and cut flag, or None when the elements cannot be listed.
+    """
+    listed = _raw_elements(buf, mv, seg)
+    if listed is None:
+        return None
+    raws, close, cut = listed
+    total = len(raws)
+
+    def off(j: int) -> int:
+        o = _raw_offset(buf, raws[j], seg)
+        return seg + 1 if o is None else o
+
+    def sep_after(j: int) -> int:
+        p = off(j) + len(raws[j])
+        while buf[p] in _JSON_WS:
+            p += 1
+        return p
+
+    def sep_before(j: int) -> int:
+        p = off(j) - 1
+        while buf[p] in _JSON_WS:
+            p -= 1
+        return p
+
+    i = 0
+    while i < total:
+        lb = sep_before(i)
+        old = buf[lb]
+        buf[lb] = 0x5B  # "["
+        try:
+            try:
+                events.extend(_LOOSE_EVENT_DECODER.decode(mv[lb : close + 1]))
+                break
+            except msgspec.ValidationError as exc:
+                m = _VALIDATION_AT.search(str(exc))
+                j = i + int(m.group(1)) if m else i
+            except (msgspec.DecodeError, RecursionError):
+                j = i
+            if j > i:  # the good run before the bad element
+                c = sep_after(j - 1)
+                buf[c] = 0x5D  # "]"
+                try:
+                    events.extend(_LOOSE_EVENT_DECODER.decode(mv[lb : c + 1]))
+                finally:
+                    buf[c] = 0x2C  # ","
+        finally:
+            buf[lb] = old
+        raw = bytes(raws[j])
+        if raw[:1] != b"{":
+            not_events.append((off(j), raw[:24]))
+        else:
+            try:
+                events.append(_decode_one(raw))
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                dropped.append(off(j))
+        i = j + 1
+    del raws
+    return close, cut
+
+
 def _nth_event_offset(buf: bytearray, seg: int, k: int) -> int | None:
     """Offset of the k-th event of the array opening at ``seg`` (syntax must be valid up to it)."""
     try:
         raws = _RAW_LIST_DECODER.decode(memoryview(buf)[seg : _array_end(bytes(buf), seg + 1)])
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     if k >= len(raws):
         return None
-    pos = bytes(buf).find(bytes(raws[k]), seg)
-    return pos if pos >= 0 else None
+    return _raw_offset(buf, raws[k], seg)
 
 
 def _read_meta(data: bytes, start: int, end: int | None, report: LoadReport) -> dict[str, Any]:
@@ -303,7 +476,7 @@ def _read_meta(data: bytes, start: int, end: int | None, report: LoadReport) -> 
     for i, cand in enumerate(candidates):
         try:
             meta = _ANY_DECODER.decode(cand)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             continue
         if i == 2 and end is not None:
             report.add("metadata_partial", "dropped", 1, "metadata after traceEvents could not be read")

@@ -7,7 +7,7 @@ counters (``C`` events) and threads (``M`` process/thread names).
 
 from __future__ import annotations
 
-from operator import attrgetter
+from operator import attrgetter, index
 from typing import Any
 
 import msgspec
@@ -16,30 +16,25 @@ import pandas as pd
 
 from ...trace import schema
 from .args import _arg_columns, _decode_args
-from .columns import _cat_of, _CatColumn, _col, _ints, _to_int_array
+from .columns import _LANE_PIDS, _cat_of, _CatColumn, _col, _pid_tid, _to_int_array
 from .context import _Ctx
 from .structs import _ANY_DECODER, _Event
 
 
-def _flow_columns(F: list[_Event], is_s: np.ndarray, ctx: _Ctx) -> dict[str, Any]:
+def _flow_columns(F: list[_Event], is_s: np.ndarray, ctx: _Ctx, rows: np.ndarray | None = None) -> dict[str, Any]:
     """Flow events (``ph`` s/f/t; ``is_s`` marks the starts) -> id, category, start flag, pid, tid
     (times are added by ``_finish``)."""
     n = len(F)
     try:
-        fid = np.fromiter(map(attrgetter("id"), F), dtype=np.int64, count=n)
+        fid = np.fromiter(map(index, map(attrgetter("id"), F)), dtype=np.int64, count=n)
     except (TypeError, ValueError, OverflowError):
         ids = [int(v) if isinstance(v, float) and np.isfinite(v) else v for v in _col(F, "id")]
-        fid = _to_int_array(ids, "flow id", ctx)
+        fid = _to_int_array(ids, "flow id", ctx, rows)
     cat = _CatColumn(n)
     if n:
         cat.put(None, _col(F, "cat"))
-    return {
-        "id": fid,
-        "cat": cat,
-        "is_s": is_s,
-        "pid": _ints(F, "pid", "pid", ctx),
-        "tid": _ints(F, "tid", "tid", ctx),
-    }
+    pid, tid = _pid_tid(None, None, ctx, rows, objs=F)
+    return {"id": fid, "cat": cat, "is_s": is_s, "pid": pid, "tid": tid}
 
 
 def _flow_cat(c: Any) -> str:
@@ -111,7 +106,8 @@ def _memory_columns(M: list[_Event], ctx: _Ctx, rows: np.ndarray) -> dict[str, n
     if M:
         args = _decode_args(_col(M, "args"), "memory", ctx, rows)
         _arg_columns(args, "memory", ctx, rows, cols, None)
-    return {"pid": _ints(M, "pid", "pid", ctx, rows), "tid": _ints(M, "tid", "tid", ctx, rows),
+    pid, tid = _pid_tid(None, None, ctx, rows, objs=M)
+    return {"pid": pid, "tid": tid,
             **{k: cols[k].astype(t) for k, t in _MEMORY_INTS.items()}}
 
 
@@ -151,7 +147,7 @@ def _counter_frame(rows: list[tuple[Any, ...]], ctx: _Ctx) -> pd.DataFrame:
             "name": _cat_of(df["name"].tolist()),
             "series": _cat_of(df["series"].tolist()),
             "value": df["value"].astype(np.float64),
-            "pid": _to_int_array(df["pid"].tolist(), "pid", ctx),
+            "pid": _to_int_array(df["pid"].tolist(), "pid", ctx, lanes=_LANE_PIDS),
         }
     )
 
@@ -174,6 +170,8 @@ def _thread_rows(Mv: list[_Event], ctx: _Ctx) -> list[tuple[Any, ...]]:
 
 def _thread_frame(rows: list[tuple[Any, ...]], ctx: _Ctx) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=["pid_raw", "tid_raw", "name", "kind"])
-    df["pid"] = _to_int_array(df["pid_raw"].tolist(), "pid", ctx) if len(df) else np.array([], np.int64)
-    df["tid"] = _to_int_array(df["tid_raw"].tolist(), "tid", ctx) if len(df) else np.array([], np.int64)
+    if len(df):
+        df["pid"], df["tid"] = _pid_tid(df["pid_raw"].tolist(), df["tid_raw"].tolist(), ctx, None)
+    else:
+        df["pid"], df["tid"] = np.array([], np.int64), np.array([], np.int64)
     return df[["pid", "tid", "name", "kind"]].drop_duplicates().reset_index(drop=True)
