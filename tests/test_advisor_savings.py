@@ -47,7 +47,10 @@ def test_dataloader_first_on_cnn_nw0_prep():
     tr = _gpu("cnn_nw0_prep")
     fs = advisor.advise(tr)
     _check_ranked(fs)
-    assert [f.rule for f in fs] == ["dataloader", "launch_bound", "host_wait", "memcpy", "low_utilization"]
+    # the efficiency rule adds its findings on this fp32 CNN (tests/test_analysis_efficiency.py)
+    assert [f.rule for f in fs if f.rule != "efficiency"] == ["dataloader", "launch_bound", "host_wait", "memcpy",
+                                                             "low_utilization"]
+    assert any(f.rule == "efficiency" for f in fs)
     dl = fs[0]
     p = whatif.predict(tr, "no_dataloader")
     assert dl.predicted_saving_ns == round(p.saving_ns)

@@ -158,3 +158,24 @@ def test_zero2_ranks_through_load_ranks_locally_and_on_dask(runs, traces, tmp_pa
     # the gloo collectives of each rank are found on the host side
     col = local.table("collectives")
     assert set(col["where"]) == {"host"} and (col.groupby("rank")["count"].sum() > 0).all()
+
+
+def test_nbprof_flops_per_step_against_the_flops_profiler(runs, traces):
+    """nbprof's FLOPs per step (from recorded shapes) against DeepSpeed's flops profiler, ZeRO-2 rank 0.
+
+    Forward: nbprof's ``aten::linear`` FLOPs equal DeepSpeed's 2 x fwd MACs exactly. Per step DeepSpeed
+    assumes backward = 2 x forward (3 x fwd flops); autograd skips the first layer's input gradient
+    (the input needs no grad), so the executed matrix FLOPs are 3 x fwd less 2*8*64*256: 6.5 % fewer.
+    """
+    from nbprof.analysis import efficiency as eff
+
+    fwd_ds = 2 * runs[2].flops.get("fwd_macs_per_gpu")
+    t = traces[2][0]
+    w = eff.op_work(t)
+    w = w[w["counted"] & (w["step"] == w["step"].max())]
+    fwd = w.loc[w["name"] == "aten::linear", "flops"].sum()
+    assert fwd == fwd_ds == 2 * MACS
+    step = eff.step_mfu(t, peaks_=eff.peaks(custom={"fp32": 1.0, "bandwidth_gbs": 1.0}))
+    model = float(step["model_flops"].iloc[-1])
+    assert model == 3 * fwd_ds - 2 * 8 * 64 * HIDDEN
+    assert model / (3 * fwd_ds) == pytest.approx(1 - 0.0646, abs=0.001)

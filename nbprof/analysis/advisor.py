@@ -21,6 +21,10 @@ of the events that prove it, longest first; :mod:`nbprof.analysis.evidence`). Th
                         convolution kernels take >= 10 % of kernel time but < 20 % of that runs in
                         Tensor Core kernels (names per torch-tb-profiler's ``TC_Allowlist`` plus
                         newer cuBLAS/CUTLASS spellings).
+``efficiency``          ops with >= 5 % of device time below 30 % of their roofline
+                        (:mod:`nbprof.analysis.efficiency`); fp32 GEMMs / convolutions >= 10 % of device
+                        time on a device with TF32/BF16 Tensor Cores (next step: mixed precision);
+                        memory-bound elementwise/norm/softmax ops >= 15 % of device time (torch.compile).
 ``dominant_kernel``     one kernel name takes >= 25 % of a device's kernel time.
 
 Predicted savings
@@ -41,6 +45,9 @@ finding's own ``scenario`` when it depends on the evidence):
                       a staged pageable copy (synchronous ``cudaMemcpy`` calls alone: not quantified)
 ``tensor_cores``      ``scale(<the non-Tensor-Core GEMM/conv kernels>, 0.5)``: a conservative 2x
 ``dominant_kernel``   ``scale(<that kernel>, 0.5)``: what making it 2x faster saves
+``efficiency``        ``scale(<the ops' kernels>, f)``: below-roof ops brought to 30 % of their roof;
+                      fp32 matrix kernels 2x faster (conservative; the Tensor-Core peak ratio is larger);
+                      memory-bound chains at the bandwidth roof (a lower bound on what fusion saves)
 ``low_utilization``   not quantified: a symptom, whose time the finding naming its cause carries
 ``memory_peak``       not quantified: memory headroom, not time
 ====================  ===============================================================================
@@ -53,6 +60,7 @@ or adds its rule key to :data:`RULE_SCENARIOS` / :data:`UNQUANTIFIED`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -81,6 +89,9 @@ THRESHOLDS: dict[str, float] = {
     "memory_peak_ratio": 0.90,
     "gemm_time_ratio": 0.10,
     "tensor_core_ratio": 0.20,
+    "efficiency_time_ratio": 0.05,
+    "efficiency_peak_ratio": 0.30,
+    "efficiency_fusion_ratio": 0.15,
     "dominant_kernel_ratio": 0.25,
 }
 
@@ -467,6 +478,109 @@ def _rule_dominant_kernel(trace: Trace, th: dict[str, float], cache: dict[str, A
     return out
 
 
+def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
+    """Ops far below their roof, and fp32 matrix work where Tensor Cores would run it faster."""
+    from . import efficiency as eff
+
+    if not trace.has_device or "input_dims" not in trace.events:
+        return []
+    pk = eff.peaks(trace)
+    if not pk.known:
+        return []
+    oe = eff.operator_efficiency(trace, peaks_=pk)
+    w = eff.op_work(trace)
+    outer = w[w["counted"]]
+    keep = set(zip(outer["name"], outer["input_dims"], strict=True))
+    oe = oe[np.array([(n, d) in keep for n, d in zip(oe["name"], oe["input_dims"], strict=True)], dtype=bool)]
+    ev = trace.events
+    total = int(ev.loc[pred.is_kernel(ev), "dur_ns"].sum())
+    if oe.empty or total <= 0:
+        return []
+    out = []
+
+    kw = eff.kernel_work(trace)
+
+    def events_of(rows: pd.DataFrame) -> list[int]:
+        keys = set(zip(rows["name"], rows["input_dims"], strict=True))
+        hit = w[[(n, d) in keys for n, d in zip(w["name"], w["input_dims"], strict=True)]]
+        return [int(x) for x in hit["event"].head(evi.MAX_ROWS)]
+
+    def scenario_of(rows: pd.DataFrame, factor: float, label: str) -> Scenario | None:
+        """Scale the kernels these op groups launched by ``factor`` (None when they launched none)."""
+        ops = set(events_of(rows)) if len(rows) else set()
+        keys = set(zip(rows["name"], rows["input_dims"], strict=True))
+        evs = set(w[[(n, d) in keys for n, d in zip(w["name"], w["input_dims"], strict=True)]]["event"]) | ops
+        names = sorted({str(n) for n in kw.loc[kw["op_event"].isin(evs), "name"]}) if len(kw) else []
+        if not names:
+            return None
+        return whatif.scale(_exact(names), max(0.0, min(1.0, factor)), label=f"{len(names)} kernels of {label}")
+
+    low = oe[(oe["time_ns"] >= th["efficiency_time_ratio"] * total) & (oe["peak_ratio"] < th["efficiency_peak_ratio"])]
+    if len(low):
+        top = low.head(5)
+        # the time they would take at the threshold share of their roof
+        at_th = float(sum(t * r / th["efficiency_peak_ratio"] for t, r in zip(top["time_ns"], top["peak_ratio"],
+                                                                            strict=True)))
+        factor = at_th / float(top["time_ns"].sum())
+        out.append(Finding(
+            "efficiency", "high" if top["time_ns"].sum() > 0.3 * total else "medium",
+            f"{len(low)} op group(s) with {low['time_ns'].sum() / total:.0%} of device time run below "
+            f"{th['efficiency_peak_ratio']:.0%} of their roofline on {pk.device}",
+            {"device": pk.device, "peak_key": pk.key, "kernel_ns": total, "time_at_threshold_ns": int(at_th),
+             "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
+                      "peak_ratio": float(r.peak_ratio), "bound": str(r.bound),
+                      "achieved_tflops_per_s": float(r.achieved_tflops_per_s),
+                      "achieved_gb_per_s": float(r.achieved_gb_per_s)} for r in top.itertuples()]},
+            f"device {pk.device}",
+            ("Memory-bound ops far below the bandwidth roof are usually small or unfused: fuse the chain "
+             "(torch.compile), batch small launches, or use fused kernels (fused optimizers, "
+             "scaled_dot_product_attention); compute-bound ones: larger tiles/batch, aligned shapes "
+             "(multiples of 8/16), reduced precision."),
+            evidence_rows=events_of(top), scenario=scenario_of(top, factor, "the below-roof ops"),
+        ))
+    fast_dt = next((d for d in ("bf16", "fp16", "tf32") if d in pk.flops_per_s), None)
+    fp32 = oe[oe["kind"].isin(["gemm", "conv", "attention"]) & (oe["dtype"] == "fp32")]
+    fp32_ns = int(fp32["time_ns"].sum())
+    if fast_dt is not None and fp32_ns >= th["gemm_time_ratio"] * total:
+        fast = pk.flops_per_s[fast_dt]
+        speed = fast / pk.flops_per_s["fp32"] if "fp32" in pk.flops_per_s else math.nan
+        out.append(Finding(
+            "efficiency", "high" if fp32_ns > 0.3 * total else "medium",
+            f"fp32 matrix ops take {fp32_ns / total:.0%} of device time on {pk.device}, whose "
+            f"{fast_dt.upper()} Tensor Cores peak {speed:.0f}x higher",
+            {"device": pk.device, "peak_key": pk.key, "fp32_matrix_ns": fp32_ns, "kernel_ns": total,
+             "peak_speedup": speed,
+             "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
+                      "peak_ratio": float(r.peak_ratio)} for r in fp32.head(5).itertuples()]},
+            f"device {pk.device}",
+            (f"Mixed precision: torch.autocast('cuda', dtype=torch.{'bfloat16' if fast_dt == 'bf16' else 'float16'}) "
+             "around the forward pass (fp16 with torch.amp.GradScaler)"
+             + ("; or keep fp32 weights and allow TF32: torch.set_float32_matmul_precision('high'), "
+                "torch.backends.cudnn.allow_tf32 = True." if "tf32" in pk.flops_per_s else ".")),
+            evidence_rows=events_of(fp32), scenario=scenario_of(fp32, 0.5, "fp32 matrix ops"),
+        ))
+    small = oe[oe["kind"].isin(["elementwise", "norm", "softmax", "reduction"]) & (oe["bound"] == "memory")]
+    small_ns = int(small["time_ns"].sum())
+    if small_ns >= th["efficiency_fusion_ratio"] * total:
+        # at the bandwidth roof the same bytes would take bytes / bandwidth; fusion also removes the
+        # intermediate tensors' traffic, which this bound does not count (a lower bound on the saving)
+        at_roof = float(small["bytes"].sum()) / pk.bytes_per_s * 1e9
+        out.append(Finding(
+            "efficiency", "medium",
+            f"memory-bound elementwise / norm / softmax ops take {small_ns / total:.0%} of device time in "
+            f"{int(small['count'].sum())} calls on {pk.device}",
+            {"device": pk.device, "kernel_ns": total, "memory_bound_ns": small_ns,
+             "time_at_bandwidth_roof_ns": int(at_roof),
+             "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
+                      "achieved_gb_per_s": float(r.achieved_gb_per_s)} for r in small.head(5).itertuples()]},
+            f"device {pk.device}",
+            ("Fuse chains of elementwise ops into their producers: torch.compile(model) (Inductor fuses "
+             "pointwise and reduction chains), or fused modules (fused LayerNorm/RMSNorm, fused optimizers)."),
+            evidence_rows=events_of(small), scenario=scenario_of(small, at_roof / small_ns, "memory-bound ops"),
+        ))
+    return out
+
+
 RULES = {
     "dataloader": _rule_dataloader,
     "host_wait": _rule_host_wait,
@@ -477,6 +591,7 @@ RULES = {
     "memory_peak": _rule_memory_peak,
     "tensor_cores": _rule_tensor_cores,
     "dominant_kernel": _rule_dominant_kernel,
+    "efficiency": _rule_efficiency,
 }
 
 #: The what-if scenario of each rule's findings (a finding's own ``scenario`` wins); see the module docstring.
