@@ -72,3 +72,40 @@ def test_straggler_recurs_every_step(straggler_traces):
 def test_wait_transfer_needs_two_ranks(straggler_traces):
     assert D.wait_transfer(straggler_traces[:1]).empty
     assert D.stragglers(straggler_traces[:1]).empty
+
+
+def test_link_table_and_busbw_fraction(tmp_path):
+    from conftest import corpus_path
+
+    from nbprof.analysis import links as L
+
+    t = L.link_peaks()
+    want = {"nvlink2", "nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5", "ib_hdr", "ib_ndr", "ib_xdr",
+            "roce100", "roce200", "roce400", "xgmi_mi300x"}
+    assert want <= set(t["link"])
+    assert t["source"].str.len().gt(10).all() and t["fraction_source"].str.len().gt(10).all()
+    assert L.link_peak("nvlink4") == 450e9 and L.link_peak("pcie4") == 31.5e9 and L.link_peak("ib_ndr") == 50e9
+    nv = t.set_index("link")
+    assert nv.loc["ib_hdr", "achievable_bytes_per_s"] == pytest.approx(24e9)  # nccl-tests#119: 24 GB/s per 200G NIC
+    assert L.link_peak("nvlink4", override={"nvlink4": 400e9}) == 400e9  # user override
+    assert L.link_peaks({"my_fabric": 10e9}).set_index("link").loc["my_fabric", "source"] == "user override"
+    csv = tmp_path / "site.csv"
+    csv.write_text("link,family,peak_GBps,achievable_fraction,description,source,fraction_source\n"
+                   "site_ib,infiniband,40,0.9,our fabric,measured ib_write_bw,ours\n")
+    assert L.link_peak("site_ib", override=csv) == 40e9
+    with pytest.raises(ValueError, match="unknown link"):
+        L.link_peak("nvlink9")
+    with pytest.raises(ValueError, match="> 0"):
+        L.link_peaks({"nvlink4": 0})
+
+    tr = nbprof.load(corpus_path("facebookresearch__HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz"))
+    s = D.busbw_vs_link(D.collective_summary(tr), "nvlink4")
+    ar = s[s["collective"] == "all_reduce"].iloc[0]
+    assert ar["busbw_link_fraction"] == pytest.approx(ar["busbw_bytes_per_s"] / 450e9)
+    assert ar["busbw_achievable_fraction"] == pytest.approx(ar["busbw_bytes_per_s"] / (0.8 * 450e9))
+    own = D.busbw_vs_link(D.collective_summary(tr), "lab", peak_bytes_per_s=100e9)
+    assert own["busbw_link_fraction"].iloc[0] == pytest.approx(own["busbw_bytes_per_s"].iloc[0] / 100e9)
+    # traces: the link is guessed from the device name (an H200 -> NVLink4)
+    h200 = nbprof.load(Path(__file__).resolve().parents[1] / "data/gpu/ddp_nccl_rank0.pt.trace.json.gz")
+    assert L.guess_link(h200) == "nvlink4"
+    assert (D.busbw_vs_link([h200])["link"] == "nvlink4").all()

@@ -64,6 +64,7 @@ __all__ = [
     "wait_transfer",
     "wait_transfer_summary",
     "stragglers",
+    "busbw_vs_link",
     "DistributedReport",
     "distributed_report",
 ]
@@ -858,3 +859,65 @@ def stragglers(traces: Sequence[Trace] | pd.DataFrame, *, recurrence: float = 0.
     df = pd.DataFrame(rows, columns=cols[:-1])
     df["straggler"] = (len(ranks) > 1) & (df["recurrence"] > recurrence)
     return df
+
+
+def busbw_vs_link(frame: pd.DataFrame | Trace | Sequence[Trace], link: str | None = None, *,
+                  peak_bytes_per_s: float | None = None,
+                  override: Any = None) -> pd.DataFrame:
+    """Bus bandwidth as a fraction of the link's peak (see :mod:`nbprof.analysis.links`).
+
+    Parameters
+    ----------
+    frame : DataFrame or Trace or sequence of Trace
+        A frame with ``busbw_bytes_per_s`` (:func:`collectives` or :func:`collective_summary`), or traces
+        (their :func:`collective_summary`).
+    link : str, optional
+        A row of the link table (``nvlink4``, ``pcie5``, ``ib_ndr``, ``roce400``, ``xgmi_mi300x``...);
+        default :func:`~nbprof.analysis.links.guess_link` of the first trace (traces only).
+    peak_bytes_per_s : float, optional
+        Your own per-direction peak; wins over ``link``'s (``link`` is then only a label).
+    override : mapping or path, optional
+        Passed to :func:`~nbprof.analysis.links.link_peaks`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``frame`` plus ``link``, ``link_peak_bytes_per_s``, ``busbw_link_fraction`` (busbw / peak),
+        ``achievable_bytes_per_s`` (peak x NCCL's achievable fraction, NaN for a user peak of an unknown
+        link) and ``busbw_achievable_fraction``. Without a link or peak the fractions are NaN.
+
+    Raises
+    ------
+    ValueError
+        Unknown link.
+    """
+    from . import links as L
+
+    if isinstance(frame, pd.DataFrame):
+        out = frame.copy()
+    else:
+        ts = _as_list(frame)
+        if link is None and peak_bytes_per_s is None and ts:
+            link = L.guess_link(ts[0])
+        out = collective_summary(ts)
+    peak = ach = float("nan")
+    if link is not None:
+        t = L.link_peaks(override)
+        row = t[t["link"] == link]
+        if row.empty and peak_bytes_per_s is None:
+            msg = f"unknown link {link!r}; choose from {t['link'].tolist()} or pass peak_bytes_per_s"
+            raise ValueError(msg)
+        if len(row):
+            peak = float(row["peak_bytes_per_s"].iloc[0])
+            ach = float(row["achievable_bytes_per_s"].iloc[0])
+    if peak_bytes_per_s is not None:
+        frac = ach / peak if peak == peak and peak > 0 else float("nan")
+        peak = float(peak_bytes_per_s)
+        ach = peak * frac
+    bus = out["busbw_bytes_per_s"].astype(float) if "busbw_bytes_per_s" in out else pd.Series(float("nan"), index=out.index)
+    out["link"] = link
+    out["link_peak_bytes_per_s"] = peak
+    out["busbw_link_fraction"] = bus / peak if peak == peak else float("nan")
+    out["achievable_bytes_per_s"] = ach
+    out["busbw_achievable_fraction"] = bus / ach if ach == ach else float("nan")
+    return out
