@@ -882,7 +882,9 @@ def busbw_vs_link(frame: pd.DataFrame | Trace | Sequence[Trace], link: str | Non
     Returns
     -------
     pandas.DataFrame
-        ``frame`` plus ``link``, ``link_peak_bytes_per_s``, ``busbw_link_fraction`` (busbw / peak),
+        ``frame`` (for traces, :func:`collective_summary`: ``rank, collective, family, count, total_ns,
+        mean_ns, total_bytes, algbw_bytes_per_s, busbw_bytes_per_s, group_size``) plus ``link``,
+        ``link_peak_bytes_per_s``, ``busbw_link_fraction`` (busbw / peak),
         ``achievable_bytes_per_s`` (peak x NCCL's achievable fraction, NaN for a user peak of an unknown
         link) and ``busbw_achievable_fraction``. Without a link or peak the fractions are NaN.
 
