@@ -109,3 +109,29 @@ def test_link_table_and_busbw_fraction(tmp_path):
     h200 = nbprof.load(Path(__file__).resolve().parents[1] / "data/gpu/ddp_nccl_rank0.pt.trace.json.gz")
     assert L.guess_link(h200) == "nvlink4"
     assert (D.busbw_vs_link([h200])["link"] == "nvlink4").all()
+
+
+def test_mtia_device_rows_load_as_device_rows(tmp_path):
+    """Issue 24: an MTIA-shaped trace (on-device events in Kineto's ``mtia_ccp_events`` category, host
+    launches in ``mtia_runtime``), derived from the real H200 CNN trace, keeps every device row."""
+    import gzip
+    import json
+
+    from nbprof.analysis import kernels as K
+    from nbprof.trace import predicates as pred
+
+    src = Path(__file__).resolve().parents[1] / "data/gpu/cnn_h200.pt.trace.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    ren = {"kernel": "mtia_ccp_events", "cuda_runtime": "mtia_runtime", "cuda_driver": "mtia_runtime"}
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ren:
+            e["cat"] = ren[e["cat"]]
+    for d in doc.get("deviceProperties", []):
+        d["name"] = "MTIA"
+    dst = tmp_path / "mtia.pt.trace.json"
+    dst.write_text(json.dumps(doc))
+    gpu, mtia = nbprof.load(src), nbprof.load(dst)
+    assert pred.is_kernel(mtia.events).sum() == pred.is_kernel(gpu.events).sum() > 0
+    assert (mtia.events["device"] >= 0).sum() == (gpu.events["device"] >= 0).sum()
+    assert mtia.has_device
+    assert K.kernel_summary(mtia)["total_ns"].sum() == K.kernel_summary(gpu)["total_ns"].sum()
