@@ -135,3 +135,29 @@ def test_mtia_device_rows_load_as_device_rows(tmp_path):
     assert (mtia.events["device"] >= 0).sum() == (gpu.events["device"] >= 0).sum()
     assert mtia.has_device
     assert K.kernel_summary(mtia)["total_ns"].sum() == K.kernel_summary(gpu)["total_ns"].sum()
+
+
+@pytest.fixture(scope="module")
+def gpipe_traces(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpipe")
+    torchrun("pipeline_gpipe.py", out, "--microbatches", "4", "--steps", "3")
+    return [nbprof.load(out / f"rank{r}.pt.trace.json") for r in (0, 1)]
+
+
+def test_gpipe_bubble_ratio_matches_theory(gpipe_traces):
+    """Real torch.distributed.pipelining GPipe, 2 stages x 4 microbatches on gloo: (p-1)/(m+p-1) = 0.2."""
+    b = D.pipeline_bubbles(gpipe_traces)
+    assert sorted(b["rank"].unique()) == [0, 1] and sorted(b["step"].unique()) == [1, 2, 3]
+    assert (b["microbatches"] == 4).all() and (b["stages"] == 2).all()
+    assert b["theory_ratio"].tolist() == pytest.approx([0.2] * len(b))
+    assert (b["bubble_ns"] == b["p2p_wait_ns"] + b["idle_ns"]).all()
+    assert (b["window_ns"] == b["compute_ns"] + b["bubble_ns"]).all()
+    per_stage = b.groupby("rank")["bubble_ratio"].mean()
+    assert per_stage.tolist() == pytest.approx([0.2, 0.2], rel=0.10), per_stage.to_dict()
+    # stage 0 spends its bubble waiting in recv for the gradients of stage 1
+    s0 = b[b["rank"] == 0]
+    assert (s0["p2p_wait_ns"] > 0.8 * s0["bubble_ns"]).all()
+
+
+def test_pipeline_bubbles_need_two_stages(gpipe_traces):
+    assert D.pipeline_bubbles(gpipe_traces[:1]).empty

@@ -65,6 +65,7 @@ __all__ = [
     "wait_transfer_summary",
     "stragglers",
     "busbw_vs_link",
+    "pipeline_bubbles",
     "DistributedReport",
     "distributed_report",
 ]
@@ -923,3 +924,127 @@ def busbw_vs_link(frame: pd.DataFrame | Trace | Sequence[Trace], link: str | Non
     out["achievable_bytes_per_s"] = ach
     out["busbw_achievable_fraction"] = bus / ach if ach == ach else float("nan")
     return out
+
+
+_PP_COLUMNS = ["rank", "step", "window_ns", "compute_ns", "bubble_ns", "p2p_wait_ns", "idle_ns", "bubble_ratio",
+               "microbatches", "stages", "theory_ratio"]
+#: microbatch computation annotations: ``Forward 3``/``Backward 3`` (torch.distributed.pipelining's single-stage
+#: schedules, GPipe and 1F1B) and ``PP:<stage><F|B|I|W><mb>`` (its multi-stage action schedules)
+_MB_COMPUTE = re.compile(r"^(?:(Forward|Backward) (\d+)|PP:\d+(F|B|I|W)(\d+))$")
+
+
+def _microbatch_compute(trace: Trace) -> tuple[pd.DataFrame, iv.Intervals]:
+    """(microbatch annotations with ``fwd`` and ``mb`` columns, blocking P2P inside them to subtract).
+
+    The blocking part of P2P on the calling thread: ``c10d::send``/``recv_`` calls and the ``gloo:recv``
+    (NCCL: none on the host; recv waits are device kernels, not computation) -- not ``gloo:send``, which
+    spans the asynchronous send while computation goes on."""
+    ev = trace.events
+    names = ev["name"].astype(str)
+    m = names.str.extract(_MB_COMPUTE)
+    hit = m.notna().any(axis=1).to_numpy() & (ev["device"].to_numpy() < 0)
+    ann = ev.loc[hit, ["ts_ns", "dur_ns", "name", "step"]].copy()
+    mm = m[hit]
+    ann["fwd"] = (mm[0] == "Forward").to_numpy() | (mm[2] == "F").to_numpy()
+    ann["mb"] = mm[1].fillna(mm[3]).astype(int).to_numpy()
+    block = ((names.str.match(r"^c10d::(?:send|recv|recv_any_source)_?$") | (names == "gloo:recv")).to_numpy()
+             & (ev["device"].to_numpy() < 0))
+    b = ev.loc[block]
+    return ann, iv.merge(b["ts_ns"].to_numpy(np.int64), (b["ts_ns"] + b["dur_ns"]).to_numpy(np.int64))
+
+
+def _p2p_intervals(trace: Trace) -> iv.Intervals:
+    """Point-to-point communication of one rank: ``c10d::send``/``recv_`` calls, ``gloo:send``/``gloo:recv``
+    annotations, NCCL ``SendRecv`` kernels (from :func:`collectives`)."""
+    ev = trace.events
+    names = ev["name"].astype(str)
+    host = names.str.match(r"^c10d::(?:send|recv|recv_any_source)_?$").to_numpy() & (ev["device"].to_numpy() < 0)
+    c = collectives(trace)
+    p2p = c[c["collective"].isin(["send", "recv", "send_recv"]) | c["backend_name"].isin(["gloo:send", "gloo:recv"])]
+    s = np.concatenate([ev.loc[host, "ts_ns"].to_numpy(np.int64), p2p["ts_ns"].to_numpy(np.int64)])
+    e = np.concatenate([(ev.loc[host, "ts_ns"] + ev.loc[host, "dur_ns"]).to_numpy(np.int64),
+                        (p2p["ts_ns"] + p2p["dur_ns"]).to_numpy(np.int64)])
+    return iv.merge(s, e)
+
+
+def pipeline_bubbles(traces: Sequence[Trace], *, microbatches: int | None = None) -> pd.DataFrame:
+    """Pipeline-parallel bubbles per stage (rank) and step, against the schedule's theory.
+
+    One trace per pipeline stage (one stage per rank). In each ``ProfilerStep`` the pipeline's window is
+    the same for every stage: from the first computation start to the last computation end over all
+    stages, on the absolute clock (``meta.origin_ns``). A stage's **bubble** is the window minus its own
+    computation: the schedule's microbatch annotations (``Forward <i>``/``Backward <i>``, ``PP:<s>F<i>``...
+    from ``torch.distributed.pipelining``) less the blocking P2P inside them (``c10d::send``/``recv_``,
+    ``gloo:recv``); without them, device kernels that are not communication on GPU traces and host ops
+    that neither are nor contain ``c10d::`` calls on CPU traces (:func:`overlap`'s basis). The bubble splits into
+    ``p2p_wait_ns`` (covered by its point-to-point send/recv: ``c10d::send``/``recv_``, ``gloo:send``/
+    ``gloo:recv``, NCCL ``SendRecv`` kernels, which mix transfer and waiting) and ``idle_ns`` (nothing ran).
+
+    Theory for GPipe and 1F1B with ``p`` stages and ``m`` microbatches: bubble fraction
+    ``(p - 1) / (m + p - 1)`` (Huang et al., GPipe, 2019; Narayanan et al., PipeDream-Flush/1F1B, 2021;
+    Megatron-LM ``docs``), with equal-cost stages.
+
+    Parameters
+    ----------
+    traces : sequence of Trace
+        One per stage, ordered by rank (= stage).
+    microbatches : int, optional
+        ``m``; default the number of distinct forward microbatch indices annotated per step (what
+        ``torch.distributed.pipelining`` schedules record); -1 and a NaN theory if neither.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rank and step: ``rank, step, window_ns, compute_ns, bubble_ns, p2p_wait_ns, idle_ns``
+        (int64 ns; ``bubble_ns == p2p_wait_ns + idle_ns``), ``bubble_ratio = bubble_ns / window_ns``,
+        ``microbatches, stages, theory_ratio``. Steps present on every stage only; empty (with these
+        columns) with fewer than two stages with an absolute origin.
+    """
+    ts = [t for t in traces if t.meta.origin_ns is not None]
+    if len(ts) < 2:
+        return pd.DataFrame(columns=_PP_COLUMNS)
+    p = len(ts)
+    per: dict[int, dict[int, tuple[iv.Intervals, iv.Intervals, int]]] = {}
+    for t in ts:
+        o = int(t.meta.origin_ns or 0)
+        ev = t.events
+        steps = ev[pred.is_step_row(ev)]
+        ann, blocking = _microbatch_compute(t)
+        if len(ann):  # the schedule's own microbatch annotations, less their blocking P2P
+            comp = iv.subtract(iv.merge(ann["ts_ns"].to_numpy(np.int64),
+                                        (ann["ts_ns"] + ann["dur_ns"]).to_numpy(np.int64)), blocking)
+        else:
+            comp = _compute_intervals(t, set())
+        p2p = _p2p_intervals(t)
+        fwd = ann[ann["fwd"]]
+        d: dict[int, tuple[iv.Intervals, iv.Intervals, int]] = {}
+        for _, st in steps.iterrows():
+            s, e = int(st["ts_ns"]), int(st["ts_ns"] + st["dur_ns"])
+            win = iv.merge(np.array([s]), np.array([e]))
+            c = iv.intersect(comp, win)
+            q = iv.intersect(p2p, win)
+            nmb = int(fwd.loc[(fwd["ts_ns"] >= s) & (fwd["ts_ns"] < e), "mb"].nunique())
+            d[int(st["step"])] = ((c[0] + o, c[1] + o), (q[0] + o, q[1] + o), nmb)
+        per[int(t.meta.rank)] = d
+    common = sorted(set.intersection(*(set(d) for d in per.values())))
+    rows = []
+    for step in common:
+        starts = [per[r][step][0][0] for r in per if len(per[r][step][0][0])]
+        ends = [per[r][step][0][1] for r in per if len(per[r][step][0][1])]
+        if not starts:
+            continue
+        w0, w1 = int(min(x.min() for x in starts)), int(max(x.max() for x in ends))
+        win = iv.merge(np.array([w0]), np.array([w1]))
+        for r in sorted(per):
+            comp, p2p, nmb = per[r][step]
+            cn = iv.total_ns(comp)
+            gaps = iv.subtract(win, comp)
+            wait = iv.total_ns(iv.intersect(gaps, p2p))
+            bubble = (w1 - w0) - cn
+            m = microbatches if microbatches is not None else (nmb or None)
+            rows.append(dict(rank=r, step=step, window_ns=w1 - w0, compute_ns=cn, bubble_ns=bubble,
+                             p2p_wait_ns=wait, idle_ns=bubble - wait,
+                             bubble_ratio=bubble / (w1 - w0) if w1 > w0 else float("nan"),
+                             microbatches=m if m is not None else -1, stages=p,
+                             theory_ratio=(p - 1) / (m + p - 1) if m else float("nan")))
+    return pd.DataFrame(rows, columns=_PP_COLUMNS)
