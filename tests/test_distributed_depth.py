@@ -161,3 +161,31 @@ def test_gpipe_bubble_ratio_matches_theory(gpipe_traces):
 
 def test_pipeline_bubbles_need_two_stages(gpipe_traces):
     assert D.pipeline_bubbles(gpipe_traces[:1]).empty
+
+
+def test_distributed_view_static_html(straggler_traces, tmp_path):
+    """The registered distributed view: live widget + static HTML (no browser), on the real straggler run."""
+    from bokeh.models import ColumnDataSource, Div
+
+    from nbprof.viz import registry
+    from nbprof.viz.static import to_html
+
+    spec = registry.get("distributed")
+    assert spec.title == "Distributed" and "distributed" not in registry.VIEWS  # the integrator wires it in
+    lay = registry.static("distributed", straggler_traces)
+    src = next(m for m in lay.select({"type": ColumnDataSource}) if m.name == "nbprof_dist_wait").data
+    s = D.wait_transfer_summary(D.wait_transfer(straggler_traces))
+    assert list(src["wait_ms"]) == pytest.approx((s["wait_ns"] / 1e6).tolist())
+    i = list(src["key"]).index("r0 all_reduce")
+    assert src["wait_ms"][i] == pytest.approx(STEPS * SLEEP_S * 1e3, rel=0.10)
+    div = next(m for m in lay.select({"type": Div}) if m.name == "nbprof_dist_straggler")
+    assert div.text.startswith(f"Straggler: rank 1, the rank the others wait for in {STEPS} of {STEPS} steps")
+    v = registry.live("distributed", straggler_traces)
+    assert v.kind == "distributed" and "Straggler: rank 1" in v.text
+    out = to_html(v, tmp_path / "dist.html", title="<dist>")
+    html = out.read_text()
+    assert "nbprof_dist_wait" in html and "nbprof_dist_busbw" in html and "<dist>" not in html
+    # a single trace: bandwidth only, and the view says why there is no waiting
+    one = registry.static("distributed", straggler_traces[0])
+    txt = next(m for m in one.select({"type": Div}) if m.name == "nbprof_dist_straggler").text
+    assert "at least two ranks" in txt
