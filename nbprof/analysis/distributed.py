@@ -682,6 +682,10 @@ class DistributedReport:
     collective_skew: pd.DataFrame
     memory: pd.DataFrame
     zero: dict[int, Any]
+    #: :func:`wait_transfer`, :func:`wait_transfer_summary`, :func:`stragglers` (issue 24)
+    wait_transfer: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_WT_COLUMNS))
+    wait_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def __repr__(self) -> str:
         return (f"DistributedReport(ranks={sorted(self.overlap['rank'].tolist())}, "
@@ -693,6 +697,7 @@ def distributed_report(traces: Sequence[Trace]) -> DistributedReport:
     traces = list(traces)
     coll = [collectives(t) for t in traces]
     coll = [c for c in coll if len(c)]
+    wt = wait_transfer(traces)
     return DistributedReport(
         collectives=pd.concat(coll, ignore_index=True) if coll else pd.DataFrame(columns=_COLL_COLUMNS),
         summary=collective_summary(traces),
@@ -701,14 +706,30 @@ def distributed_report(traces: Sequence[Trace]) -> DistributedReport:
         collective_skew=collective_skew(traces),
         memory=memory_per_rank(traces),
         zero={t.meta.rank: zero_stage_pattern(t).stage for t in traces},
+        wait_transfer=wt,
+        wait_summary=wait_transfer_summary(wt),
+        stragglers=stragglers(wt),
     )
 
 
-_WT_COLUMNS = ["collective", "k", "rank", "step", "ranks", "arrival_abs_ns", "last_arrival_abs_ns", "last_rank",
-               "dur_ns", "wait_ns", "transfer_ns"]
+_WT_COLUMNS: list[str] = ["collective", "k", "rank", "step", "ranks", "arrival_abs_ns", "last_arrival_abs_ns", "last_rank",
+               "dur_ns", "wait_ns", "transfer_ns", "clock_offset_ns", "consistent"]
 
 
-def wait_transfer(traces: Sequence[Trace]) -> pd.DataFrame:
+def _end_offsets(a: pd.DataFrame) -> dict[int, int]:
+    """Per-rank clock offset from matched collectives: the median over instances of (own end - the lowest
+    rank's end). A collective completes at about the same moment on every rank, whatever the arrivals."""
+    end = a.assign(end=a["start_abs_ns"] + a["dur_ns"]).pivot_table(
+        index=["collective", "k"], columns="rank", values="end", aggfunc="first")
+    ref = end.columns.min()
+    out = {}
+    for r in end.columns:
+        d = (end[r] - end[ref]).dropna()
+        out[int(r)] = int(np.median(d.to_numpy())) if len(d) else 0
+    return out
+
+
+def wait_transfer(traces: Sequence[Trace], *, align: str = "none") -> pd.DataFrame:
     """Split each collective instance, per rank, into **waiting** for the last rank and **transfer**.
 
     The k-th executed call of a collective on one rank is matched with the k-th of the same collective
@@ -722,12 +743,21 @@ def wait_transfer(traces: Sequence[Trace]) -> pd.DataFrame:
     - ``transfer_ns = dur_ns - wait_ns`` -- the rest ("Data Transfer"); ``wait_ns + transfer_ns ==
       dur_ns`` always.
 
-    Clocks of different hosts are assumed synchronised (NTP/PTP); a skew between hosts shows as wait.
+    Clocks of different hosts are assumed synchronised (NTP/PTP) unless ``align="end"``. A rank whose
+    collective ended before the last rank even arrived is impossible on one clock: such rows have
+    ``consistent`` False (host clocks apart, or instances mismatched) and their ``wait_ns`` is capped at
+    ``dur_ns``.
 
     Parameters
     ----------
     traces : sequence of Trace
         One per rank; ranks without an absolute origin or without collectives are left out.
+    align : {"none", "end"}
+        ``"end"``: shift each rank's clock by the median, over matched instances, of its collective end
+        minus the lowest rank's (collectives complete together on all ranks); the shift is
+        ``clock_offset_ns``. Its error is the spread of completions (about a millisecond between gloo
+        worker threads on a loaded CPU): for hosts whose clocks are apart by more than that.
+        ``"none"`` (default): the Kineto clocks as they are.
 
     Returns
     -------
@@ -735,8 +765,14 @@ def wait_transfer(traces: Sequence[Trace]) -> pd.DataFrame:
         One row per collective instance and rank: ``collective, k`` (instance), ``rank``, ``step``
         (the rank's ProfilerStep, -1 outside), ``ranks`` (ranks matched), ``arrival_abs_ns``,
         ``last_arrival_abs_ns``, ``last_rank`` (the rank that arrived last), ``dur_ns, wait_ns,
-        transfer_ns`` (int64 ns). Only instances seen on at least two ranks; empty (with these columns)
-        otherwise.
+        transfer_ns`` (int64 ns), ``clock_offset_ns`` (subtracted from the rank's clock; 0 unless
+        ``align="end"``), ``consistent`` (bool, see above). Only instances seen on at least two ranks;
+        empty (with these columns) otherwise.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``align``.
 
     Sources: the "Synchronizing vs Data Transfer" split of the PyTorch TensorBoard profiler plugin
     (``tb_plugin/torch_tb_profiler/profiler/communication.py``); HTA issue #360.
@@ -750,10 +786,16 @@ def wait_transfer(traces: Sequence[Trace]) -> pd.DataFrame:
             continue
         c = c.assign(k=c.groupby("collective").cumcount())
         frames.append(c[["rank", "collective", "k", "step", "start_abs_ns", "dur_ns"]])
+    if align not in ("none", "end"):
+        msg = f"align must be 'none' or 'end', got {align!r}"
+        raise ValueError(msg)
     if len(frames) < 2:
         return pd.DataFrame(columns=_WT_COLUMNS)
     a = pd.concat(frames, ignore_index=True)
     a = a.drop_duplicates(["collective", "k", "rank"])
+    offsets = _end_offsets(a) if align == "end" else {}
+    a["clock_offset_ns"] = a["rank"].map(lambda r: offsets.get(int(r), 0)).astype(np.int64)
+    a["start_abs_ns"] = a["start_abs_ns"].astype(np.int64) - a["clock_offset_ns"]
     g = a.groupby(["collective", "k"], sort=False)
     a["ranks"] = g["rank"].transform("size").astype(np.int64)
     a = a[a["ranks"] >= 2].copy()
@@ -765,8 +807,8 @@ def wait_transfer(traces: Sequence[Trace]) -> pd.DataFrame:
     last_rank = a.loc[idx, ["collective", "k", "rank"]].rename(columns={"rank": "last_rank"})
     a = a.merge(last_rank, on=["collective", "k"], how="left")
     dur = a["dur_ns"].to_numpy(np.int64)
-    wait = np.clip(a["last_arrival_abs_ns"].to_numpy(np.int64) - a["start_abs_ns"].to_numpy(np.int64), 0, None)
-    wait = np.minimum(wait, dur)
+    raw = np.clip(a["last_arrival_abs_ns"].to_numpy(np.int64) - a["start_abs_ns"].to_numpy(np.int64), 0, None)
+    wait = np.minimum(raw, dur)
     out = pd.DataFrame({
         "collective": a["collective"].astype(str).to_numpy(),
         "k": a["k"].to_numpy(np.int64),
@@ -779,6 +821,8 @@ def wait_transfer(traces: Sequence[Trace]) -> pd.DataFrame:
         "dur_ns": dur,
         "wait_ns": wait.astype(np.int64),
         "transfer_ns": (dur - wait).astype(np.int64),
+        "clock_offset_ns": a["clock_offset_ns"].to_numpy(np.int64),
+        "consistent": raw <= dur,
     })
     return out.sort_values(["collective", "k", "rank"], kind="stable").reset_index(drop=True)
 
