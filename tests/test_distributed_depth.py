@@ -213,3 +213,33 @@ def test_wait_transfer_clock_alignment_and_consistency(straggler_traces):
     bad = wt[~wt["consistent"]]
     assert len(bad) and (bad["wait_ns"] == bad["dur_ns"]).all()
     assert (bad["last_arrival_abs_ns"] > bad["arrival_abs_ns"] + bad["dur_ns"]).all()
+
+
+@pytest.fixture(scope="module")
+def fsdp2_traces(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fsdp2")
+    torchrun("fsdp2_cpu.py", out, "--steps", "3", "--layers", "3")
+    return [nbprof.load(out / f"rank{r}.pt.trace.json") for r in (0, 1)]
+
+
+def test_fsdp2_all_gather_reduce_scatter_per_layer(fsdp2_traces):
+    """Real FSDP2 (fully_shard per Linear + root) on 2 CPU ranks: per step and layer one forward all-gather,
+    one backward re-gather (prefetched by the next layer except the last one, gathered in its own
+    pre-backward) and one reduce-scatter."""
+    for t in fsdp2_traces:
+        f = D.fsdp_pattern(t)
+        assert f.detected
+        u = f.units
+        assert sorted(u["step"].unique()) == [1, 2, 3] and sorted(u["unit"].unique()) == ["0", "1", "2"]
+        assert (u["forward_all_gathers"] == 1).all() and (u["reduce_scatters"] == 1).all()
+        assert (u["backward_all_gathers"] == 1).all()
+        assert u.groupby("unit")["prefetched"].sum().to_dict() == {"0": 3, "1": 3, "2": 0}
+        c = D.collectives(t)
+        per = c.groupby(["step", "collective"]).size().unstack()
+        assert (per["all_gather_into_tensor"] == 6).all() and (per["reduce_scatter_tensor"] == 3).all()
+        assert D.zero_stage_pattern(t).stage == "zero3"  # FSDP full sharding = ZeRO-3's pattern
+        ov = f.overlap
+        assert len(ov) == 3 and (ov["all_gather_ns"] > 0).all() and (ov["reduce_scatter_ns"] > 0).all()
+        assert ((ov["all_gather_overlap_ratio"] >= 0) & (ov["all_gather_overlap_ratio"] <= 1)).all()
+    # a non-FSDP job: nothing detected
+    assert not D.fsdp_pattern(nbprof.load(Path(__file__).resolve().parents[1] / "data/gpu/cnn_h200.pt.trace.json.gz")).detected

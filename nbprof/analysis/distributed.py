@@ -66,6 +66,8 @@ __all__ = [
     "stragglers",
     "busbw_vs_link",
     "pipeline_bubbles",
+    "FsdpPattern",
+    "fsdp_pattern",
     "DistributedReport",
     "distributed_report",
 ]
@@ -1092,3 +1094,96 @@ def pipeline_bubbles(traces: Sequence[Trace], *, microbatches: int | None = None
                              microbatches=m if m is not None else -1, stages=p,
                              theory_ratio=(p - 1) / (m + p - 1) if m else float("nan")))
     return pd.DataFrame(rows, columns=_PP_COLUMNS)
+
+
+_FSDP_ANN = re.compile(r"^FSDP::(?:(pre_forward|pre_backward|all_gather|post_backward_reduce) \((.*)\)"
+                       r"|(backward_prefetch for) (.*))$")
+
+
+@dataclass
+class FsdpPattern:
+    """Result of :func:`fsdp_pattern`.
+
+    Attributes
+    ----------
+    detected : bool
+        FSDP2's ``FSDP::`` annotations are in the trace.
+    units : pandas.DataFrame
+        One row per step and FSDP unit (the module label FSDP2 writes, ``"0"``, ``"layers.3"``...):
+        ``step, unit, forward_all_gathers`` (parameter all-gathers issued in its pre-forward),
+        ``backward_all_gathers`` (re-gathers for backward, in its pre-backward or prefetched),
+        ``prefetched`` (of those, issued by the previous unit's ``backward_prefetch``),
+        ``reduce_scatters`` (its ``post_backward_reduce``).
+    overlap : pandas.DataFrame
+        One row per step: ``step, all_gather_ns, all_gather_overlap_ns, reduce_scatter_ns,
+        reduce_scatter_overlap_ns`` (execution of the ``all_gather*``/``reduce_scatter*`` collectives and
+        its intersection with computation, :func:`overlap`'s basis; int64 ns), ``all_gather_overlap_ratio``,
+        ``reduce_scatter_overlap_ratio`` (NaN without such collectives).
+    """
+
+    detected: bool
+    units: pd.DataFrame
+    overlap: pd.DataFrame
+
+
+def fsdp_pattern(trace: Trace) -> FsdpPattern:
+    """FSDP2 (``fully_shard``) pattern of one rank: per-unit all-gathers / reduce-scatters and prefetch overlap.
+
+    FSDP2 (``torch/distributed/fsdp/_fully_shard``) annotates ``FSDP::pre_forward (<unit>)``,
+    ``FSDP::all_gather (<unit>)``, ``FSDP::pre_backward (<unit>)``, ``FSDP::backward_prefetch for <unit>``
+    and ``FSDP::post_backward_reduce (<unit>)``; each ``all_gather`` is attributed to the unit it names
+    and to the phase of the annotation that encloses it. The expected pattern per step: one forward
+    all-gather and one reduce-scatter per unit, backward all-gathers for units resharded after forward
+    (all but the last by default), most of them prefetched. Overlap is how much of the collectives'
+    execution ran under computation (prefetch working: high ``all_gather_overlap_ratio``).
+    """
+    ev = trace.events
+    host = ev[ev["device"] < 0]
+    names = host["name"].astype(str)
+    m = names.str.extract(_FSDP_ANN)
+    m[0] = m[0].fillna(m[2])
+    m[1] = m[1].fillna(m[3])
+    hit = m[0].notna().to_numpy()
+    unit_cols = ["step", "unit", "forward_all_gathers", "backward_all_gathers", "prefetched", "reduce_scatters"]
+    ov_cols = ["step", "all_gather_ns", "all_gather_overlap_ns", "all_gather_overlap_ratio", "reduce_scatter_ns",
+               "reduce_scatter_overlap_ns", "reduce_scatter_overlap_ratio"]
+    a = host.loc[hit, ["ts_ns", "dur_ns", "step"]].assign(kind=m.loc[hit, 0].to_numpy(), unit=m.loc[hit, 1].str.strip().to_numpy())
+    a = a.sort_values("ts_ns", kind="stable")
+    rows: dict[tuple[int, str], dict[str, Any]] = {}
+
+    def row(step: int, unit: str) -> dict[str, Any]:
+        return rows.setdefault((step, unit), dict(step=step, unit=unit, forward_all_gathers=0, backward_all_gathers=0,
+                                                  prefetched=0, reduce_scatters=0))
+
+    phases = a[a["kind"] != "all_gather"]
+    ps, pe = phases["ts_ns"].to_numpy(), (phases["ts_ns"] + phases["dur_ns"]).to_numpy()
+    pk = phases["kind"].to_numpy()
+    for r in a.itertuples(index=False):
+        if r.kind == "post_backward_reduce":
+            row(int(r.step), r.unit)["reduce_scatters"] += 1
+        if r.kind != "all_gather":
+            continue
+        inside = np.flatnonzero((ps <= r.ts_ns) & (pe >= r.ts_ns + r.dur_ns))
+        kind = pk[inside[-1]] if inside.size else "pre_forward"
+        u = row(int(r.step), r.unit)
+        if kind == "pre_forward":
+            u["forward_all_gathers"] += 1
+        else:
+            u["backward_all_gathers"] += 1
+            u["prefetched"] += int(kind == "backward_prefetch for")
+    units = pd.DataFrame(list(rows.values()), columns=unit_cols)
+    c = collectives(trace)
+    comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
+    comp = _compute_intervals(trace, comm_tids)
+    ov_rows = []
+    for step in sorted(set(int(s) for s in c["step"]) if len(c) else []):
+        cs = c[c["step"] == step]
+        d: dict[str, Any] = dict(step=step)
+        for fam, key in (("all_gather", "all_gather"), ("reduce_scatter", "reduce_scatter")):
+            f = cs[cs["collective"].astype(str).str.contains(fam)]
+            ints = iv.merge(f["ts_ns"].to_numpy(np.int64), (f["ts_ns"] + f["dur_ns"]).to_numpy(np.int64)) if len(f) else iv.empty()
+            tot, ovl = iv.total_ns(ints), iv.total_ns(iv.intersect(ints, comp))
+            d[f"{key}_ns"], d[f"{key}_overlap_ns"] = tot, ovl
+            d[f"{key}_overlap_ratio"] = ovl / tot if tot else float("nan")
+        ov_rows.append(d)
+    return FsdpPattern(bool(hit.any()), units, pd.DataFrame(ov_rows, columns=ov_cols))
