@@ -243,3 +243,22 @@ def test_fsdp2_all_gather_reduce_scatter_per_layer(fsdp2_traces):
         assert ((ov["all_gather_overlap_ratio"] >= 0) & (ov["all_gather_overlap_ratio"] <= 1)).all()
     # a non-FSDP job: nothing detected
     assert not D.fsdp_pattern(nbprof.load(Path(__file__).resolve().parents[1] / "data/gpu/cnn_h200.pt.trace.json.gz")).detected
+
+
+def test_ranks_timeline_one_clock(straggler_traces):
+    ev, links = D.ranks_timeline(straggler_traces, align="none")
+    assert sorted(ev["rank"].unique()) == [0, 1] and ev["ts_ns"].min() == 0
+    assert len(ev) == sum(len(t.events) for t in straggler_traces)
+    # the same all-reduce on both ranks: rank 0 starts ~50 ms before rank 1, both end together
+    ar = links[links["collective"] == "all_reduce"].pivot(index="k", columns="rank", values="ts_ns")
+    assert ((ar[1] - ar[0]) / 1e9).tolist() == pytest.approx([SLEEP_S] * STEPS, rel=0.10)
+    ends = links.assign(end=links["ts_ns"] + links["dur_ns"])
+    e = ends[ends["collective"] == "all_reduce"].pivot(index="k", columns="rank", values="end")
+    assert ((e[1] - e[0]).abs() < 5_000_000).all()
+    # rank 0's events keep their order and spacing on the common axis
+    t0 = straggler_traces[0]
+    r0 = ev[ev["rank"] == 0].sort_values("ts_ns", kind="stable")
+    assert (r0["ts_ns"].diff().dropna() >= 0).all()
+    assert int(r0["ts_ns"].max() - r0["ts_ns"].min()) == int(t0.events["ts_ns"].max() - t0.events["ts_ns"].min())
+    ev2, _ = D.ranks_timeline(straggler_traces)  # align="end" default: rank offsets of ~1 ms at most
+    assert abs(int(ev2["ts_ns"].max()) - int(ev["ts_ns"].max())) < 5_000_000

@@ -68,6 +68,7 @@ __all__ = [
     "pipeline_bubbles",
     "FsdpPattern",
     "fsdp_pattern",
+    "ranks_timeline",
     "DistributedReport",
     "distributed_report",
 ]
@@ -1187,3 +1188,58 @@ def fsdp_pattern(trace: Trace) -> FsdpPattern:
             d[f"{key}_overlap_ratio"] = ovl / tot if tot else float("nan")
         ov_rows.append(d)
     return FsdpPattern(bool(hit.any()), units, pd.DataFrame(ov_rows, columns=ov_cols))
+
+
+_RT_COLUMNS = ["rank", "ts_ns", "dur_ns", "name", "cat", "tid", "device", "stream", "step"]
+_LINK_COLUMNS = ["collective", "k", "rank", "ts_ns", "dur_ns", "wait_ns", "last_rank"]
+
+
+def ranks_timeline(traces: Sequence[Trace], *, align: str = "end") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """All ranks on one clock: the data of a stacked multi-rank timeline.
+
+    Each rank's events are moved onto one time axis: absolute Kineto clock (``meta.origin_ns +
+    ts_ns``), refined by :func:`wait_transfer`'s ``clock_offset_ns`` when ``align="end"`` (collectives
+    complete together on all ranks), then made relative to the earliest event of the job.
+
+    Parameters
+    ----------
+    traces : sequence of Trace
+        One per rank, each with an absolute origin (others are left out).
+    align : {"end", "none"}
+
+    Returns
+    -------
+    (events, links) : tuple of pandas.DataFrame
+        ``events``: ``rank, ts_ns, dur_ns, name, cat, tid, device, stream, step`` (int64 ns on the common
+        axis, every event of every rank -- a view aggregates them for its level of detail);
+        ``links``: one row per collective instance and rank, ``collective, k, rank, ts_ns, dur_ns``
+        (execution on the common axis), ``wait_ns, last_rank`` -- the rows of one ``(collective, k)``
+        are the same collective on each rank, to be linked across ranks.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``align``.
+    """
+    if align not in ("none", "end"):
+        msg = f"align must be 'none' or 'end', got {align!r}"
+        raise ValueError(msg)
+    ts = [t for t in traces if t.meta.origin_ns is not None]
+    wt = wait_transfer(ts, align=align)
+    offsets = (wt.groupby("rank")["clock_offset_ns"].first().to_dict() if len(wt) else {})
+    parts = []
+    for t in ts:
+        r = int(t.meta.rank)
+        ev = t.events[["ts_ns", "dur_ns", "name", "cat", "tid", "device", "stream", "step"]].copy()
+        ev["ts_ns"] = ev["ts_ns"].astype(np.int64) + int(t.meta.origin_ns or 0) - int(offsets.get(r, 0))
+        ev.insert(0, "rank", r)
+        parts.append(ev)
+    if not parts:
+        return pd.DataFrame(columns=_RT_COLUMNS), pd.DataFrame(columns=_LINK_COLUMNS)
+    events = pd.concat(parts, ignore_index=True)
+    zero = int(events["ts_ns"].min())
+    events["ts_ns"] = (events["ts_ns"] - zero).astype(np.int64)
+    events = events.sort_values(["ts_ns", "rank"], kind="stable").reset_index(drop=True)
+    links = wt.assign(ts_ns=(wt["arrival_abs_ns"] - zero).astype(np.int64))[_LINK_COLUMNS] if len(wt) else \
+        pd.DataFrame(columns=_LINK_COLUMNS)
+    return events[_RT_COLUMNS], links.reset_index(drop=True)
