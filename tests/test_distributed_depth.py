@@ -249,16 +249,35 @@ def test_ranks_timeline_one_clock(straggler_traces):
     ev, links = D.ranks_timeline(straggler_traces, align="none")
     assert sorted(ev["rank"].unique()) == [0, 1] and ev["ts_ns"].min() == 0
     assert len(ev) == sum(len(t.events) for t in straggler_traces)
-    # the same all-reduce on both ranks: rank 0 starts ~50 ms before rank 1, both end together
+    # the same all-reduce on both ranks, linked: rank 1 starts later by exactly rank 0's wait
     ar = links[links["collective"] == "all_reduce"].pivot(index="k", columns="rank", values="ts_ns")
-    assert ((ar[1] - ar[0]) / 1e9).tolist() == pytest.approx([SLEEP_S] * STEPS, rel=0.10)
-    ends = links.assign(end=links["ts_ns"] + links["dur_ns"])
-    e = ends[ends["collective"] == "all_reduce"].pivot(index="k", columns="rank", values="end")
-    assert ((e[1] - e[0]).abs() < 5_000_000).all()
+    w0 = links[(links["collective"] == "all_reduce") & (links["rank"] == 0)].set_index("k")["wait_ns"]
+    assert (ar[1] - ar[0]).tolist() == w0.tolist()
+    assert ((ar[1] - ar[0]) / 1e9).tolist() == pytest.approx([SLEEP_S] * STEPS, rel=0.15)
     # rank 0's events keep their order and spacing on the common axis
     t0 = straggler_traces[0]
     r0 = ev[ev["rank"] == 0].sort_values("ts_ns", kind="stable")
     assert (r0["ts_ns"].diff().dropna() >= 0).all()
     assert int(r0["ts_ns"].max() - r0["ts_ns"].min()) == int(t0.events["ts_ns"].max() - t0.events["ts_ns"].min())
-    ev2, _ = D.ranks_timeline(straggler_traces)  # align="end" default: rank offsets of ~1 ms at most
-    assert abs(int(ev2["ts_ns"].max()) - int(ev["ts_ns"].max())) < 5_000_000
+    ev2, _ = D.ranks_timeline(straggler_traces)  # align="end" default: shifted by wait_transfer's offsets
+    off = D.wait_transfer(straggler_traces, align="end").groupby("rank")["clock_offset_ns"].first()
+    assert abs(int(ev2["ts_ns"].max()) - int(ev["ts_ns"].max())) <= 2 * int(off.abs().max())
+
+
+def test_wait_transfer_matches_within_a_process_group():
+    """The k-th call is matched per collective and process group (Kineto's ``Process Group Name`` on NCCL
+    kernels): two ranks whose calls belong to different groups are not matched."""
+    import copy
+
+    from conftest import corpus_path
+
+    t0 = nbprof.load(corpus_path("facebookresearch__HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz"))
+    assert set(D.collectives(t0)["pg_name"]) == {"0"}
+    t1 = copy.deepcopy(t0)
+    t1.meta.rank = 1
+    wt = D.wait_transfer([t0, t1])
+    assert len(wt) == 2 * 21 and set(wt["pg_name"]) == {"0"}
+    assert (wt["wait_ns"] == 0).all()  # the same clock and the same calls: nobody waits
+    ev = t1.events
+    ev["pg_name"] = ev["pg_name"].astype(object).where(ev["pg_name"].isna(), "7")
+    assert D.wait_transfer([t0, t1]).empty

@@ -211,7 +211,7 @@ def _op_bytes(fam: str, tensors: list[float], n: int, backend_fam: str | None = 
 _COLL_COLUMNS = [
     "rank", "seq", "collective", "backend_name", "family", "api_name", "ts_ns", "dur_ns", "start_abs_ns",
     "api_ts_ns", "api_start_abs_ns", "step", "pid", "tid", "device", "stream", "correlation", "group_size", "msg_bytes",
-    "algbw_bytes_per_s", "busbw_bytes_per_s",
+    "algbw_bytes_per_s", "busbw_bytes_per_s", "pg_name",
 ]
 
 
@@ -253,7 +253,9 @@ def collectives(trace: Trace) -> pd.DataFrame:
         an origin), ``api_ts_ns``/``api_start_abs_ns`` (when the rank called it; -1 if unknown),
         ``step``, ``pid, tid, device, stream, correlation``, ``group_size``, ``msg_bytes`` (nccl-tests size S,
         NaN when the trace has no shapes), ``algbw_bytes_per_s = S/t``, ``busbw_bytes_per_s``
-        (:func:`busbw_factor`). Empty (with these columns) when the trace has no collectives.
+        (:func:`busbw_factor`), ``pg_name`` (the process group's name from the kernel's ``Process Group
+        Name`` arg, NaN when the trace does not say). Empty (with these columns) when the trace has no
+        collectives.
     """
     ev = trace.events
     if ev.empty:
@@ -379,6 +381,7 @@ def collectives(trace: Trace) -> pd.DataFrame:
         "msg_bytes": size_a,
         "algbw_bytes_per_s": algbw,
         "busbw_bytes_per_s": algbw * factor,
+        "pg_name": ex["pg_name"].astype(object).to_numpy(),
     })
     return out.reset_index(drop=True)
 
@@ -716,14 +719,14 @@ def distributed_report(traces: Sequence[Trace]) -> DistributedReport:
 
 
 _WT_COLUMNS: list[str] = ["collective", "k", "rank", "step", "ranks", "arrival_abs_ns", "last_arrival_abs_ns", "last_rank",
-               "dur_ns", "wait_ns", "transfer_ns", "clock_offset_ns", "consistent"]
+               "dur_ns", "wait_ns", "transfer_ns", "clock_offset_ns", "consistent", "pg_name"]
 
 
 def _end_offsets(a: pd.DataFrame) -> dict[int, int]:
     """Per-rank clock offset from matched collectives: the median over instances of (own end - the lowest
     rank's end). A collective completes at about the same moment on every rank, whatever the arrivals."""
     end = a.assign(end=a["start_abs_ns"] + a["dur_ns"]).pivot_table(
-        index=["collective", "k"], columns="rank", values="end", aggfunc="first")
+        index=["collective", "pg", "k"], columns="rank", values="end", aggfunc="first")
     ref = end.columns.min()
     out = {}
     for r in end.columns:
@@ -769,8 +772,10 @@ def wait_transfer(traces: Sequence[Trace], *, align: str = "none") -> pd.DataFra
         (the rank's ProfilerStep, -1 outside), ``ranks`` (ranks matched), ``arrival_abs_ns``,
         ``last_arrival_abs_ns``, ``last_rank`` (the rank that arrived last), ``dur_ns, wait_ns,
         transfer_ns`` (int64 ns), ``clock_offset_ns`` (subtracted from the rank's clock; 0 unless
-        ``align="end"``), ``consistent`` (bool, see above). Only instances seen on at least two ranks;
-        empty (with these columns) otherwise.
+        ``align="end"``), ``consistent`` (bool, see above), ``pg_name`` (the process group, "" when the
+        trace does not name it: the k-th call is counted per collective *and* process group, so data- and
+        tensor-parallel groups are not mixed). Only instances seen on at least two ranks; empty (with these
+        columns) otherwise.
 
     Raises
     ------
@@ -787,28 +792,29 @@ def wait_transfer(traces: Sequence[Trace], *, align: str = "none") -> pd.DataFra
         c = collectives(t)
         if c.empty:
             continue
-        c = c.assign(k=c.groupby("collective").cumcount())
-        frames.append(c[["rank", "collective", "k", "step", "start_abs_ns", "dur_ns"]])
+        c = c.assign(pg=c["pg_name"].fillna("").astype(str))
+        c = c.assign(k=c.groupby(["collective", "pg"]).cumcount())
+        frames.append(c[["rank", "collective", "pg", "k", "step", "start_abs_ns", "dur_ns"]])
     if align not in ("none", "end"):
         msg = f"align must be 'none' or 'end', got {align!r}"
         raise ValueError(msg)
     if len(frames) < 2:
         return pd.DataFrame(columns=_WT_COLUMNS)
     a = pd.concat(frames, ignore_index=True)
-    a = a.drop_duplicates(["collective", "k", "rank"])
+    a = a.drop_duplicates(["collective", "pg", "k", "rank"])
     offsets = _end_offsets(a) if align == "end" else {}
     a["clock_offset_ns"] = a["rank"].map(lambda r: offsets.get(int(r), 0)).astype(np.int64)
     a["start_abs_ns"] = a["start_abs_ns"].astype(np.int64) - a["clock_offset_ns"]
-    g = a.groupby(["collective", "k"], sort=False)
+    g = a.groupby(["collective", "pg", "k"], sort=False)
     a["ranks"] = g["rank"].transform("size").astype(np.int64)
     a = a[a["ranks"] >= 2].copy()
     if a.empty:
         return pd.DataFrame(columns=_WT_COLUMNS)
-    g = a.groupby(["collective", "k"], sort=False)
+    g = a.groupby(["collective", "pg", "k"], sort=False)
     a["last_arrival_abs_ns"] = g["start_abs_ns"].transform("max").astype(np.int64)
     idx = g["start_abs_ns"].idxmax()
-    last_rank = a.loc[idx, ["collective", "k", "rank"]].rename(columns={"rank": "last_rank"})
-    a = a.merge(last_rank, on=["collective", "k"], how="left")
+    last_rank = a.loc[idx, ["collective", "pg", "k", "rank"]].rename(columns={"rank": "last_rank"})
+    a = a.merge(last_rank, on=["collective", "pg", "k"], how="left")
     dur = a["dur_ns"].to_numpy(np.int64)
     raw = np.clip(a["last_arrival_abs_ns"].to_numpy(np.int64) - a["start_abs_ns"].to_numpy(np.int64), 0, None)
     wait = np.minimum(raw, dur)
@@ -826,8 +832,9 @@ def wait_transfer(traces: Sequence[Trace], *, align: str = "none") -> pd.DataFra
         "transfer_ns": (dur - wait).astype(np.int64),
         "clock_offset_ns": a["clock_offset_ns"].to_numpy(np.int64),
         "consistent": raw <= dur,
+        "pg_name": a["pg"].to_numpy(),
     })
-    return out.sort_values(["collective", "k", "rank"], kind="stable").reset_index(drop=True)
+    return out.sort_values(["collective", "pg_name", "k", "rank"], kind="stable").reset_index(drop=True)
 
 
 def wait_transfer_summary(wt: pd.DataFrame) -> pd.DataFrame:
@@ -878,8 +885,9 @@ def stragglers(traces: Sequence[Trace] | pd.DataFrame, *, recurrence: float = 0.
     if wt.empty:
         return pd.DataFrame(columns=cols)
     ranks = sorted(int(r) for r in wt["rank"].unique())
-    inst_step = wt[wt["rank"] == wt["last_rank"]].set_index(["collective", "k"])["step"]
-    w = wt.join(inst_step.rename("inst_step"), on=["collective", "k"])
+    keys = ["collective", "pg_name", "k"] if "pg_name" in wt.columns else ["collective", "k"]
+    inst_step = wt[wt["rank"] == wt["last_rank"]].set_index(keys)["step"]
+    w = wt.join(inst_step.rename("inst_step"), on=keys)
     others = w[w["rank"] != w["last_rank"]]
     caused = others.groupby(["inst_step", "last_rank"])["wait_ns"].sum().unstack(fill_value=0)
     steps = sorted(int(s) for s in w["inst_step"].unique())
