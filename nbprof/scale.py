@@ -21,6 +21,7 @@ import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -454,6 +455,8 @@ class MultiRankTrace:
     cache_dir: str | None = None
     seconds: float = 0.0
     from_cache: dict[int, bool] = field(default_factory=dict)
+    #: rank -> (archive, member) when loaded from a tar/zip archive (``paths`` then reads ``archive::member``)
+    members: dict[int, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
@@ -489,6 +492,16 @@ class MultiRankTrace:
                 return c.get(d)
         from .sources import load
 
+        if rank in self.members:
+            import shutil
+            import tempfile
+
+            archive, member = self.members[rank]
+            tmp = tempfile.mkdtemp(prefix="nbprof_ranks_")
+            try:
+                return load(_extract_members(archive, [member], tmp)[0])
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
         return load(self.paths[rank])
 
     def traces(self) -> Iterator[Trace]:
@@ -501,6 +514,60 @@ class MultiRankTrace:
 
     def __repr__(self) -> str:
         return f"<nbprof.MultiRankTrace {len(self)} ranks {self.ranks[:8]}{'...' if len(self) > 8 else ''}, loaded in {self.seconds:.2f} s>"
+
+
+_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz", ".zip")
+
+
+def _is_archive(spec: Any) -> bool:
+    if not isinstance(spec, (str, os.PathLike)):
+        return False
+    s = os.fspath(spec)
+    return os.path.isfile(s) and s.lower().endswith(_ARCHIVE_SUFFIXES)
+
+
+def _archive_members(archive: str) -> list[str]:
+    """Trace members (``*.json[.gz]``, regular files) of a tar or zip archive, in archive order."""
+    import tarfile
+    import zipfile
+
+    if archive.lower().endswith(".zip"):
+        with zipfile.ZipFile(archive) as z:
+            return [i.filename for i in z.infolist() if not i.is_dir() and i.filename.endswith(_TRACE_SUFFIXES)]
+    with tarfile.open(archive) as t:
+        return [m.name for m in t if m.isfile() and m.name.endswith(_TRACE_SUFFIXES)]
+
+
+def _extract_members(archive: str, members: list[str], into: str) -> list[str]:
+    """Stream ``members`` of ``archive`` into ``into`` (a private temporary folder), one file each.
+
+    Member names never become paths: member i is written as ``into/i/<basename>`` (no traversal out of
+    ``into``; the base name keeps a ``rank3`` in the name for the rank fallback). Returns the paths."""
+    import shutil
+    import tarfile
+    import zipfile
+
+    out = []
+    wanted = {m: i for i, m in enumerate(members)}
+    dests = {m: os.path.join(into, str(i), os.path.basename(m)) for m, i in wanted.items()}
+    for d in dests.values():
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+    if archive.lower().endswith(".zip"):
+        with zipfile.ZipFile(archive) as z:
+            for m in members:
+                with z.open(m) as src, open(dests[m], "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 22)
+                out.append(dests[m])
+        return out
+    with tarfile.open(archive) as t:  # one pass, members streamed (gzip is sequential)
+        for ti in t:
+            if ti.name in wanted and ti.isfile():
+                fobj = t.extractfile(ti)
+                if fobj is None:
+                    continue
+                with fobj, open(dests[ti.name], "wb") as dst:
+                    shutil.copyfileobj(fobj, dst, 1 << 22)
+    return [dests[m] for m in members if os.path.exists(dests[m])]
 
 
 def _expand(spec: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
@@ -561,8 +628,12 @@ def load_ranks(
 
     Parameters
     ----------
-    spec : path, glob, folder or iterable of paths
-        A folder is searched recursively for ``*.json[.gz]`` traces (e.g. a TensorBoard logdir run).
+    spec : path, glob, folder, archive or iterable of paths
+        A folder is searched recursively for ``*.json[.gz]`` traces (e.g. a TensorBoard logdir run). A
+        ``.tar.gz``/``.tgz``/``.tar[.bz2|.xz]``/``.zip`` archive: its ``*.json[.gz]`` members are streamed
+        into a private temporary folder (never next to the archive) that is removed before returning;
+        ``paths`` then read ``archive::member`` and ``mr[rank]`` re-reads the member (or the cache). With a
+        Dask ``client``, workers must see this machine's temporary folder (pass extracted files otherwise).
     client : dask.distributed.Client or str, optional
         Run per-rank parsing on a Dask cluster (a Client, or a scheduler address). Default: a local
         process pool.
@@ -595,9 +666,15 @@ def load_ranks(
     NbprofError
         When ranks from several runs would be mixed (duplicate ranks, different world sizes) and
         ``allow_mixed`` is False.
+    NbprofError
+        When the local process pool breaks; in a script without an ``if __name__ == "__main__":``
+        guard the message says so and names the fix (the guard, or ``workers=1``).
     KeyboardInterrupt
         Re-raised after cancelling pending work and stopping the pool's processes.
     """
+    if isinstance(spec, (str, os.PathLike)) and _is_archive(spec):
+        return _load_archive(os.fspath(spec), client=client, workers=workers, cache=cache, cache_dir=cache_dir,
+                             reducer=reducer, progress=progress, strict=strict, allow_mixed=allow_mixed)
     t0 = time.perf_counter()
     paths = _expand(spec)
     if not paths:
@@ -637,6 +714,61 @@ def load_ranks(
     return _assemble(results, paths, cdir, allow_mixed, time.perf_counter() - t0)
 
 
+def _load_archive(archive: str, **kw: Any) -> MultiRankTrace:
+    """:func:`load_ranks` over the trace members of a tar/zip archive, via a private temporary folder
+    (``tempfile.mkdtemp``, never next to the archive) that is removed before returning."""
+    import shutil
+    import tempfile
+
+    members = _archive_members(archive)
+    if not members:
+        msg = f"no trace files (*.json, *.json.gz) in the archive {archive!r}"
+        raise FileNotFoundError(msg)
+    tmp = tempfile.mkdtemp(prefix="nbprof_ranks_")
+    try:
+        files = _extract_members(archive, members, tmp)
+        mr = load_ranks(files, **kw)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    by_file = dict(zip(files, members))
+    mr.members = {rk: (archive, by_file[p]) for rk, p in mr.paths.items()}
+    mr.paths = {rk: f"{archive}::{by_file[p]}" for rk, p in mr.paths.items()}
+    return mr
+
+
+def _missing_main_guard() -> bool | None:
+    """True when ``__main__`` is a script file without an ``if __name__ == "__main__":`` guard, None if unknown."""
+    import re
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return re.search(r"""^\s*if\s+__name__\s*==\s*['"]__main__['"]\s*:""", text, re.M) is None
+
+
+def _broken_pool_error(exc: BaseException) -> NbprofError:
+    guard = _missing_main_guard()
+    fix = ("put the call under `if __name__ == \"__main__\":` in your script (the pool starts its workers with "
+           "forkserver/spawn, which re-run the main module's top level in each worker; without the guard the "
+           "workers try to load ranks themselves and die), or pass workers=1")
+    if guard:
+        import sys
+
+        where = getattr(sys.modules.get("__main__"), "__file__", "the main script")
+        msg = f"load_ranks: the local process pool broke: {where} has no `if __name__ == \"__main__\":` guard; fix: {fix}"
+    else:
+        msg = (f"load_ranks: the local process pool broke ({exc}): a worker died. If this runs from a script, "
+               f"{fix}; otherwise a worker ran out of memory (pass fewer workers)")
+    return NbprofError(msg)
+
+
 def _run_pool(n, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:
     import multiprocessing as mp
 
@@ -649,6 +781,9 @@ def _run_pool(n, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:
             out.append(f.result())
             if bar:
                 bar.update(1)
+    except BrokenProcessPool as exc:
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise _broken_pool_error(exc) from exc
     except BaseException:
         # Ctrl-C or a failing rank: cancel what has not started and stop the workers now
         procs = list(getattr(ex, "_processes", {}).values())

@@ -322,6 +322,8 @@ KNOWN_COLUMN_GAPS: dict[str, set[str]] = {}
 
 @pytest.fixture(scope="module")
 def analysis_inputs():
+    import pandas as pd
+
     from nbprof.analysis.advisor import advise
     from nbprof.sources.memory_snapshot import load_memory_snapshot, load_memory_timeline
 
@@ -334,6 +336,9 @@ def analysis_inputs():
         "snap": (snap,),
         "tl": (load_memory_timeline(TIMELINE),),
         "live_at": (snap, 100),
+        "wait_transfer_summary": (pd.DataFrame(columns=["collective", "k", "rank"]),),
+        "busbw_vs_link": ([tr],),
+        "link_peaks": (),
     }
 
 

@@ -109,3 +109,29 @@ def test_attach_window_flush_and_never_overwrite(tmp_path):
     assert t.steps == [3, 4]  # ProfilerStep#N = the loop's global step
     win.close()
     assert "step" not in loop.__dict__ and type(loop).step is cls_step
+
+
+def test_user_keys_win_without_a_profiler_section():
+    """Issue 24: a real config (LLaVA-parallelism's zero3.json, no "profiler" section) kept its
+    flops_profiler.profile_step 1 and the comms logger's verbose true only when a "profiler" section was there."""
+    import json
+
+    from conftest import corpus_path
+
+    real = json.loads(corpus_path("OAfzal__LLaVA-parallelism/scripts/zero3.json").read_text())
+    assert "profiler" not in real and real["flops_profiler"]["profile_step"] == 1
+    user = {**real, "comms_logger": {"enabled": True, "verbose": True, "prof_all": True, "debug": False},
+            "wall_clock_breakdown": False}
+    before = json.dumps(user, sort_keys=True)
+    cfg, prof = translate_seed_config(user)
+    assert json.dumps(user, sort_keys=True) == before  # not modified
+    assert cfg["flops_profiler"] == real["flops_profiler"]  # profile_step 1, output_file kept
+    assert cfg["comms_logger"]["verbose"] is True
+    assert cfg["wall_clock_breakdown"] is False
+    assert cfg["zero_optimization"] == real["zero_optimization"]
+    # what the user did not write is still added
+    assert cfg["comms_logger"]["prof_ops"] == []
+    # same with a "profiler" section: the user's keys win over the window's
+    cfg2, _ = translate_seed_config({**user, "profiler": {"start_step": 3, "end_step": 5}}, warn=False)
+    assert cfg2["flops_profiler"]["profile_step"] == 1 and cfg2["comms_logger"]["verbose"] is True
+    assert "profiler" not in cfg2

@@ -61,6 +61,14 @@ __all__ = [
     "collective_skew",
     "zero_stage_pattern",
     "memory_per_rank",
+    "wait_transfer",
+    "wait_transfer_summary",
+    "stragglers",
+    "busbw_vs_link",
+    "pipeline_bubbles",
+    "FsdpPattern",
+    "fsdp_pattern",
+    "ranks_timeline",
     "DistributedReport",
     "distributed_report",
 ]
@@ -203,7 +211,7 @@ def _op_bytes(fam: str, tensors: list[float], n: int, backend_fam: str | None = 
 _COLL_COLUMNS = [
     "rank", "seq", "collective", "backend_name", "family", "api_name", "ts_ns", "dur_ns", "start_abs_ns",
     "api_ts_ns", "api_start_abs_ns", "step", "pid", "tid", "device", "stream", "correlation", "group_size", "msg_bytes",
-    "algbw_bytes_per_s", "busbw_bytes_per_s",
+    "algbw_bytes_per_s", "busbw_bytes_per_s", "pg_name",
 ]
 
 
@@ -245,7 +253,9 @@ def collectives(trace: Trace) -> pd.DataFrame:
         an origin), ``api_ts_ns``/``api_start_abs_ns`` (when the rank called it; -1 if unknown),
         ``step``, ``pid, tid, device, stream, correlation``, ``group_size``, ``msg_bytes`` (nccl-tests size S,
         NaN when the trace has no shapes), ``algbw_bytes_per_s = S/t``, ``busbw_bytes_per_s``
-        (:func:`busbw_factor`). Empty (with these columns) when the trace has no collectives.
+        (:func:`busbw_factor`), ``pg_name`` (the process group's name from the kernel's ``Process Group
+        Name`` arg, NaN when the trace does not say). Empty (with these columns) when the trace has no
+        collectives.
     """
     ev = trace.events
     if ev.empty:
@@ -371,6 +381,7 @@ def collectives(trace: Trace) -> pd.DataFrame:
         "msg_bytes": size_a,
         "algbw_bytes_per_s": algbw,
         "busbw_bytes_per_s": algbw * factor,
+        "pg_name": ex["pg_name"].astype(object).to_numpy(),
     })
     return out.reset_index(drop=True)
 
@@ -677,6 +688,10 @@ class DistributedReport:
     collective_skew: pd.DataFrame
     memory: pd.DataFrame
     zero: dict[int, Any]
+    #: :func:`wait_transfer`, :func:`wait_transfer_summary`, :func:`stragglers` (issue 24)
+    wait_transfer: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_WT_COLUMNS))
+    wait_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def __repr__(self) -> str:
         return (f"DistributedReport(ranks={sorted(self.overlap['rank'].tolist())}, "
@@ -688,6 +703,7 @@ def distributed_report(traces: Sequence[Trace]) -> DistributedReport:
     traces = list(traces)
     coll = [collectives(t) for t in traces]
     coll = [c for c in coll if len(c)]
+    wt = wait_transfer(traces)
     return DistributedReport(
         collectives=pd.concat(coll, ignore_index=True) if coll else pd.DataFrame(columns=_COLL_COLUMNS),
         summary=collective_summary(traces),
@@ -696,4 +712,542 @@ def distributed_report(traces: Sequence[Trace]) -> DistributedReport:
         collective_skew=collective_skew(traces),
         memory=memory_per_rank(traces),
         zero={t.meta.rank: zero_stage_pattern(t).stage for t in traces},
+        wait_transfer=wt,
+        wait_summary=wait_transfer_summary(wt),
+        stragglers=stragglers(wt),
     )
+
+
+_WT_COLUMNS: list[str] = ["collective", "k", "rank", "step", "ranks", "arrival_abs_ns", "last_arrival_abs_ns", "last_rank",
+               "dur_ns", "wait_ns", "transfer_ns", "clock_offset_ns", "consistent", "pg_name"]
+
+
+def _end_offsets(a: pd.DataFrame) -> dict[int, int]:
+    """Per-rank clock offset from matched collectives: the median over instances of (own end - the lowest
+    rank's end). A collective completes at about the same moment on every rank, whatever the arrivals."""
+    end = a.assign(end=a["start_abs_ns"] + a["dur_ns"]).pivot_table(
+        index=["collective", "pg", "k"], columns="rank", values="end", aggfunc="first")
+    ref = end.columns.min()
+    out = {}
+    for r in end.columns:
+        d = (end[r] - end[ref]).dropna()
+        out[int(r)] = int(np.median(d.to_numpy())) if len(d) else 0
+    return out
+
+
+def wait_transfer(traces: Sequence[Trace], *, align: str = "none") -> pd.DataFrame:
+    """Split each collective instance, per rank, into **waiting** for the last rank and **transfer**.
+
+    The k-th executed call of a collective on one rank is matched with the k-th of the same collective
+    on the others (as in :func:`collective_skew`). A rank *arrives* when its collective starts executing
+    (the NCCL kernel's start, or the start of the ``gloo:<op>`` annotation on gloo's worker thread --
+    :func:`collectives`' ``start_abs_ns``) on the absolute clock (``meta.origin_ns``, Kineto
+    ``baseTimeNanoseconds``). No rank can finish before the last one has arrived, so
+
+    - ``wait_ns = min(max(last_arrival - own_arrival, 0), dur_ns)`` -- time spent waiting for the
+      slowest rank (tb-plugin's "Synchronizing");
+    - ``transfer_ns = dur_ns - wait_ns`` -- the rest ("Data Transfer"); ``wait_ns + transfer_ns ==
+      dur_ns`` always.
+
+    Clocks of different hosts are assumed synchronised (NTP/PTP) unless ``align="end"``. A rank whose
+    collective ended before the last rank even arrived is impossible on one clock: such rows have
+    ``consistent`` False (host clocks apart, or instances mismatched) and their ``wait_ns`` is capped at
+    ``dur_ns``.
+
+    Parameters
+    ----------
+    traces : sequence of Trace
+        One per rank; ranks without an absolute origin or without collectives are left out.
+    align : {"none", "end"}
+        ``"end"``: shift each rank's clock by the median, over matched instances, of its collective end
+        minus the lowest rank's (collectives complete together on all ranks); the shift is
+        ``clock_offset_ns``. Its error is the spread of completions (about a millisecond between gloo
+        worker threads on a loaded CPU): for hosts whose clocks are apart by more than that.
+        ``"none"`` (default): the Kineto clocks as they are.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per collective instance and rank: ``collective, k`` (instance), ``rank``, ``step``
+        (the rank's ProfilerStep, -1 outside), ``ranks`` (ranks matched), ``arrival_abs_ns``,
+        ``last_arrival_abs_ns``, ``last_rank`` (the rank that arrived last), ``dur_ns, wait_ns,
+        transfer_ns`` (int64 ns), ``clock_offset_ns`` (subtracted from the rank's clock; 0 unless
+        ``align="end"``), ``consistent`` (bool, see above), ``pg_name`` (the process group, "" when the
+        trace does not name it: the k-th call is counted per collective *and* process group, so data- and
+        tensor-parallel groups are not mixed). Only instances seen on at least two ranks; empty (with these
+        columns) otherwise.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``align``.
+
+    Sources: the "Synchronizing vs Data Transfer" split of the PyTorch TensorBoard profiler plugin
+    (``tb_plugin/torch_tb_profiler/profiler/communication.py``); HTA issue #360.
+    """
+    frames = []
+    for t in traces:
+        if t.meta.origin_ns is None:
+            continue
+        c = collectives(t)
+        if c.empty:
+            continue
+        c = c.assign(pg=c["pg_name"].fillna("").astype(str))
+        c = c.assign(k=c.groupby(["collective", "pg"]).cumcount())
+        frames.append(c[["rank", "collective", "pg", "k", "step", "start_abs_ns", "dur_ns"]])
+    if align not in ("none", "end"):
+        msg = f"align must be 'none' or 'end', got {align!r}"
+        raise ValueError(msg)
+    if len(frames) < 2:
+        return pd.DataFrame(columns=_WT_COLUMNS)
+    a = pd.concat(frames, ignore_index=True)
+    a = a.drop_duplicates(["collective", "pg", "k", "rank"])
+    offsets = _end_offsets(a) if align == "end" else {}
+    a["clock_offset_ns"] = a["rank"].map(lambda r: offsets.get(int(r), 0)).astype(np.int64)
+    a["start_abs_ns"] = a["start_abs_ns"].astype(np.int64) - a["clock_offset_ns"]
+    g = a.groupby(["collective", "pg", "k"], sort=False)
+    a["ranks"] = g["rank"].transform("size").astype(np.int64)
+    a = a[a["ranks"] >= 2].copy()
+    if a.empty:
+        return pd.DataFrame(columns=_WT_COLUMNS)
+    g = a.groupby(["collective", "pg", "k"], sort=False)
+    a["last_arrival_abs_ns"] = g["start_abs_ns"].transform("max").astype(np.int64)
+    idx = g["start_abs_ns"].idxmax()
+    last_rank = a.loc[idx, ["collective", "pg", "k", "rank"]].rename(columns={"rank": "last_rank"})
+    a = a.merge(last_rank, on=["collective", "pg", "k"], how="left")
+    dur = a["dur_ns"].to_numpy(np.int64)
+    raw = np.clip(a["last_arrival_abs_ns"].to_numpy(np.int64) - a["start_abs_ns"].to_numpy(np.int64), 0, None)
+    wait = np.minimum(raw, dur)
+    out = pd.DataFrame({
+        "collective": a["collective"].astype(str).to_numpy(),
+        "k": a["k"].to_numpy(np.int64),
+        "rank": a["rank"].to_numpy(np.int64),
+        "step": a["step"].to_numpy(np.int64),
+        "ranks": a["ranks"].to_numpy(np.int64),
+        "arrival_abs_ns": a["start_abs_ns"].to_numpy(np.int64),
+        "last_arrival_abs_ns": a["last_arrival_abs_ns"].to_numpy(np.int64),
+        "last_rank": a["last_rank"].to_numpy(np.int64),
+        "dur_ns": dur,
+        "wait_ns": wait.astype(np.int64),
+        "transfer_ns": (dur - wait).astype(np.int64),
+        "clock_offset_ns": a["clock_offset_ns"].to_numpy(np.int64),
+        "consistent": raw <= dur,
+        "pg_name": a["pg"].to_numpy(),
+    })
+    return out.sort_values(["collective", "pg_name", "k", "rank"], kind="stable").reset_index(drop=True)
+
+
+def wait_transfer_summary(wt: pd.DataFrame) -> pd.DataFrame:
+    """Per rank and collective kind, from :func:`wait_transfer`'s frame.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, collective, count, dur_ns, wait_ns, transfer_ns`` (int64 ns totals), ``wait_ratio``
+        (wait over duration; NaN for zero duration), ``mean_wait_ns``.
+    """
+    cols = ["rank", "collective", "count", "dur_ns", "wait_ns", "transfer_ns", "wait_ratio", "mean_wait_ns"]
+    if wt.empty:
+        return pd.DataFrame(columns=cols)
+    s = wt.groupby(["rank", "collective"], sort=True).agg(
+        count=("k", "size"), dur_ns=("dur_ns", "sum"), wait_ns=("wait_ns", "sum"),
+        transfer_ns=("transfer_ns", "sum"), mean_wait_ns=("wait_ns", "mean")).reset_index()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s["wait_ratio"] = np.where(s["dur_ns"] > 0, s["wait_ns"] / s["dur_ns"].where(s["dur_ns"] > 0, 1), np.nan)
+    return s[cols]
+
+
+def stragglers(traces: Sequence[Trace] | pd.DataFrame, *, recurrence: float = 0.5) -> pd.DataFrame:
+    """The rank the others wait for, step after step.
+
+    In each step (the ``step`` of the instance on its last-arriving rank; instances outside a step form
+    step -1), the wait each rank *causes* is the others' :func:`wait_transfer` ``wait_ns`` summed over the
+    instances at which it arrived last; the step's straggler is the rank causing the most wait (none when
+    nobody waited).
+
+    Parameters
+    ----------
+    traces : sequence of Trace, or the frame of :func:`wait_transfer`
+    recurrence : float
+        A rank is a ``straggler`` when it is the step's straggler in more than this fraction of steps.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rank: ``rank, steps`` (steps with matched collectives), ``straggler_steps`` (steps it
+        was the straggler), ``recurrence`` (their fraction), ``longest_run`` (most consecutive steps as
+        straggler), ``caused_wait_ns`` (others' wait it caused, int64 ns), ``own_wait_ns`` (its own wait),
+        ``last_arrivals`` (instances it arrived last at), ``straggler`` (bool).
+    """
+    wt = traces if isinstance(traces, pd.DataFrame) else wait_transfer(list(traces))
+    cols = ["rank", "steps", "straggler_steps", "recurrence", "longest_run", "caused_wait_ns", "own_wait_ns",
+            "last_arrivals", "straggler"]
+    if wt.empty:
+        return pd.DataFrame(columns=cols)
+    ranks = sorted(int(r) for r in wt["rank"].unique())
+    keys = ["collective", "pg_name", "k"] if "pg_name" in wt.columns else ["collective", "k"]
+    inst_step = wt[wt["rank"] == wt["last_rank"]].set_index(keys)["step"]
+    w = wt.join(inst_step.rename("inst_step"), on=keys)
+    others = w[w["rank"] != w["last_rank"]]
+    caused = others.groupby(["inst_step", "last_rank"])["wait_ns"].sum().unstack(fill_value=0)
+    steps = sorted(int(s) for s in w["inst_step"].unique())
+    per_step: list[int | None] = []
+    for s in steps:
+        if s in caused.index and caused.loc[s].max() > 0:
+            per_step.append(int(caused.loc[s].idxmax()))
+        else:
+            per_step.append(None)
+    rows = []
+    for r in ranks:
+        flags = [p == r for p in per_step]
+        run = best = 0
+        for f in flags:
+            run = run + 1 if f else 0
+            best = max(best, run)
+        n = sum(flags)
+        rows.append(dict(
+            rank=r, steps=len(steps), straggler_steps=n, recurrence=n / len(steps) if steps else float("nan"),
+            longest_run=best,
+            caused_wait_ns=int(caused[r].sum()) if r in caused.columns else 0,
+            own_wait_ns=int(w.loc[w["rank"] == r, "wait_ns"].sum()),
+            last_arrivals=int(((w["rank"] == r) & (w["last_rank"] == r)).sum()),
+        ))
+    df = pd.DataFrame(rows, columns=cols[:-1])
+    df["straggler"] = (len(ranks) > 1) & (df["recurrence"] > recurrence)
+    return df
+
+
+def busbw_vs_link(frame: pd.DataFrame | Trace | Sequence[Trace], link: str | None = None, *,
+                  peak_bytes_per_s: float | None = None,
+                  override: Any = None) -> pd.DataFrame:
+    """Bus bandwidth as a fraction of the link's peak (see :mod:`nbprof.analysis.links`).
+
+    Parameters
+    ----------
+    frame : DataFrame or Trace or sequence of Trace
+        A frame with ``busbw_bytes_per_s`` (:func:`collectives` or :func:`collective_summary`), or traces
+        (their :func:`collective_summary`).
+    link : str, optional
+        A row of the link table (``nvlink4``, ``pcie5``, ``ib_ndr``, ``roce400``, ``xgmi_mi300x``...);
+        default :func:`~nbprof.analysis.links.guess_link` of the first trace (traces only).
+    peak_bytes_per_s : float, optional
+        Your own per-direction peak; wins over ``link``'s (``link`` is then only a label).
+    override : mapping or path, optional
+        Passed to :func:`~nbprof.analysis.links.link_peaks`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``frame`` (for traces, :func:`collective_summary`: ``rank, collective, family, count, total_ns,
+        mean_ns, total_bytes, algbw_bytes_per_s, busbw_bytes_per_s, group_size``) plus ``link``,
+        ``link_peak_bytes_per_s``, ``busbw_link_fraction`` (busbw / peak),
+        ``achievable_bytes_per_s`` (peak x NCCL's achievable fraction, NaN for a user peak of an unknown
+        link) and ``busbw_achievable_fraction``. Without a link or peak the fractions are NaN.
+
+    Raises
+    ------
+    ValueError
+        Unknown link.
+    """
+    from . import links as L
+
+    if isinstance(frame, pd.DataFrame):
+        out = frame.copy()
+    else:
+        ts = _as_list(frame)
+        if link is None and peak_bytes_per_s is None and ts:
+            link = L.guess_link(ts[0])
+        out = collective_summary(ts)
+    peak = ach = float("nan")
+    if link is not None:
+        t = L.link_peaks(override)
+        row = t[t["link"] == link]
+        if row.empty and peak_bytes_per_s is None:
+            msg = f"unknown link {link!r}; choose from {t['link'].tolist()} or pass peak_bytes_per_s"
+            raise ValueError(msg)
+        if len(row):
+            peak = float(row["peak_bytes_per_s"].iloc[0])
+            ach = float(row["achievable_bytes_per_s"].iloc[0])
+    if peak_bytes_per_s is not None:
+        frac = ach / peak if peak == peak and peak > 0 else float("nan")
+        peak = float(peak_bytes_per_s)
+        ach = peak * frac
+    bus = out["busbw_bytes_per_s"].astype(float) if "busbw_bytes_per_s" in out else pd.Series(float("nan"), index=out.index)
+    out["link"] = link
+    out["link_peak_bytes_per_s"] = peak
+    out["busbw_link_fraction"] = bus / peak if peak == peak else float("nan")
+    out["achievable_bytes_per_s"] = ach
+    out["busbw_achievable_fraction"] = bus / ach if ach == ach else float("nan")
+    return out
+
+
+_PP_COLUMNS = ["rank", "step", "window_ns", "compute_ns", "bubble_ns", "p2p_wait_ns", "idle_ns", "bubble_ratio",
+               "microbatches", "stages", "theory_ratio"]
+#: microbatch computation annotations: ``Forward 3``/``Backward 3`` (torch.distributed.pipelining's single-stage
+#: schedules, GPipe and 1F1B) and ``PP:<stage><F|B|I|W><mb>`` (its multi-stage action schedules)
+_MB_COMPUTE = re.compile(r"^(?:(Forward|Backward) (\d+)|PP:\d+(F|B|I|W)(\d+))$")
+
+
+def _microbatch_compute(trace: Trace) -> tuple[pd.DataFrame, iv.Intervals]:
+    """(microbatch annotations with ``fwd`` and ``mb`` columns, blocking P2P inside them to subtract).
+
+    The blocking part of P2P on the calling thread: ``c10d::send``/``recv_`` calls and the ``gloo:recv``
+    (NCCL: none on the host; recv waits are device kernels, not computation) -- not ``gloo:send``, which
+    spans the asynchronous send while computation goes on."""
+    ev = trace.events
+    names = ev["name"].astype(str)
+    m = names.str.extract(_MB_COMPUTE)
+    hit = m.notna().any(axis=1).to_numpy() & (ev["device"].to_numpy() < 0)
+    ann = ev.loc[hit, ["ts_ns", "dur_ns", "name", "step"]].copy()
+    mm = m[hit]
+    ann["fwd"] = (mm[0] == "Forward").to_numpy() | (mm[2] == "F").to_numpy()
+    ann["mb"] = mm[1].fillna(mm[3]).astype(int).to_numpy()
+    block = ((names.str.match(r"^c10d::(?:send|recv|recv_any_source)_?$") | (names == "gloo:recv")).to_numpy()
+             & (ev["device"].to_numpy() < 0))
+    b = ev.loc[block]
+    return ann, iv.merge(b["ts_ns"].to_numpy(np.int64), (b["ts_ns"] + b["dur_ns"]).to_numpy(np.int64))
+
+
+def _p2p_intervals(trace: Trace) -> iv.Intervals:
+    """Point-to-point communication of one rank: ``c10d::send``/``recv_`` calls, ``gloo:send``/``gloo:recv``
+    annotations, NCCL ``SendRecv`` kernels (from :func:`collectives`)."""
+    ev = trace.events
+    names = ev["name"].astype(str)
+    host = names.str.match(r"^c10d::(?:send|recv|recv_any_source)_?$").to_numpy() & (ev["device"].to_numpy() < 0)
+    c = collectives(trace)
+    p2p = c[c["collective"].isin(["send", "recv", "send_recv"]) | c["backend_name"].isin(["gloo:send", "gloo:recv"])]
+    s = np.concatenate([ev.loc[host, "ts_ns"].to_numpy(np.int64), p2p["ts_ns"].to_numpy(np.int64)])
+    e = np.concatenate([(ev.loc[host, "ts_ns"] + ev.loc[host, "dur_ns"]).to_numpy(np.int64),
+                        (p2p["ts_ns"] + p2p["dur_ns"]).to_numpy(np.int64)])
+    return iv.merge(s, e)
+
+
+def pipeline_bubbles(traces: Sequence[Trace], *, microbatches: int | None = None) -> pd.DataFrame:
+    """Pipeline-parallel bubbles per stage (rank) and step, against the schedule's theory.
+
+    One trace per pipeline stage (one stage per rank). In each ``ProfilerStep`` the pipeline's window is
+    the same for every stage: from the first computation start to the last computation end over all
+    stages, on the absolute clock (``meta.origin_ns``). A stage's **bubble** is the window minus its own
+    computation: the schedule's microbatch annotations (``Forward <i>``/``Backward <i>``, ``PP:<s>F<i>``...
+    from ``torch.distributed.pipelining``) less the blocking P2P inside them (``c10d::send``/``recv_``,
+    ``gloo:recv``); without them, device kernels that are not communication on GPU traces and host ops
+    that neither are nor contain ``c10d::`` calls on CPU traces (:func:`overlap`'s basis). The bubble splits into
+    ``p2p_wait_ns`` (covered by its point-to-point send/recv: ``c10d::send``/``recv_``, ``gloo:send``/
+    ``gloo:recv``, NCCL ``SendRecv`` kernels, which mix transfer and waiting) and ``idle_ns`` (nothing ran).
+
+    Theory for GPipe and 1F1B with ``p`` stages and ``m`` microbatches: bubble fraction
+    ``(p - 1) / (m + p - 1)`` (Huang et al., GPipe, 2019; Narayanan et al., PipeDream-Flush/1F1B, 2021;
+    Megatron-LM ``docs``), with equal-cost stages.
+
+    Parameters
+    ----------
+    traces : sequence of Trace
+        One per stage, ordered by rank (= stage).
+    microbatches : int, optional
+        ``m``; default the number of distinct forward microbatch indices annotated per step (what
+        ``torch.distributed.pipelining`` schedules record); -1 and a NaN theory if neither.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rank and step: ``rank, step, window_ns, compute_ns, bubble_ns, p2p_wait_ns, idle_ns``
+        (int64 ns; ``bubble_ns == p2p_wait_ns + idle_ns``), ``bubble_ratio = bubble_ns / window_ns``,
+        ``microbatches, stages, theory_ratio``. Steps present on every stage only; empty (with these
+        columns) with fewer than two stages with an absolute origin.
+    """
+    ts = [t for t in traces if t.meta.origin_ns is not None]
+    if len(ts) < 2:
+        return pd.DataFrame(columns=_PP_COLUMNS)
+    p = len(ts)
+    per: dict[int, dict[int, tuple[iv.Intervals, iv.Intervals, int]]] = {}
+    for t in ts:
+        o = int(t.meta.origin_ns or 0)
+        ev = t.events
+        steps = ev[pred.is_step_row(ev)]
+        ann, blocking = _microbatch_compute(t)
+        if len(ann):  # the schedule's own microbatch annotations, less their blocking P2P
+            comp = iv.subtract(iv.merge(ann["ts_ns"].to_numpy(np.int64),
+                                        (ann["ts_ns"] + ann["dur_ns"]).to_numpy(np.int64)), blocking)
+        else:
+            comp = _compute_intervals(t, set())
+        p2p = _p2p_intervals(t)
+        fwd = ann[ann["fwd"]]
+        d: dict[int, tuple[iv.Intervals, iv.Intervals, int]] = {}
+        for _, st in steps.iterrows():
+            s, e = int(st["ts_ns"]), int(st["ts_ns"] + st["dur_ns"])
+            win = iv.merge(np.array([s]), np.array([e]))
+            c = iv.intersect(comp, win)
+            q = iv.intersect(p2p, win)
+            nmb = int(fwd.loc[(fwd["ts_ns"] >= s) & (fwd["ts_ns"] < e), "mb"].nunique())
+            d[int(st["step"])] = ((c[0] + o, c[1] + o), (q[0] + o, q[1] + o), nmb)
+        per[int(t.meta.rank)] = d
+    common = sorted(set.intersection(*(set(d) for d in per.values())))
+    rows = []
+    for step in common:
+        starts = [per[r][step][0][0] for r in per if len(per[r][step][0][0])]
+        ends = [per[r][step][0][1] for r in per if len(per[r][step][0][1])]
+        if not starts:
+            continue
+        w0, w1 = int(min(x.min() for x in starts)), int(max(x.max() for x in ends))
+        win = iv.merge(np.array([w0]), np.array([w1]))
+        for r in sorted(per):
+            comp, p2p, nmb = per[r][step]
+            cn = iv.total_ns(comp)
+            gaps = iv.subtract(win, comp)
+            wait = iv.total_ns(iv.intersect(gaps, p2p))
+            bubble = (w1 - w0) - cn
+            m = microbatches if microbatches is not None else (nmb or None)
+            rows.append(dict(rank=r, step=step, window_ns=w1 - w0, compute_ns=cn, bubble_ns=bubble,
+                             p2p_wait_ns=wait, idle_ns=bubble - wait,
+                             bubble_ratio=bubble / (w1 - w0) if w1 > w0 else float("nan"),
+                             microbatches=m if m is not None else -1, stages=p,
+                             theory_ratio=(p - 1) / (m + p - 1) if m else float("nan")))
+    return pd.DataFrame(rows, columns=_PP_COLUMNS)
+
+
+_FSDP_ANN = re.compile(r"^FSDP::(?:(pre_forward|pre_backward|all_gather|post_backward_reduce) \((.*)\)"
+                       r"|(backward_prefetch for) (.*))$")
+
+
+@dataclass
+class FsdpPattern:
+    """Result of :func:`fsdp_pattern`.
+
+    Attributes
+    ----------
+    detected : bool
+        FSDP2's ``FSDP::`` annotations are in the trace.
+    units : pandas.DataFrame
+        One row per step and FSDP unit (the module label FSDP2 writes, ``"0"``, ``"layers.3"``...):
+        ``step, unit, forward_all_gathers`` (parameter all-gathers issued in its pre-forward),
+        ``backward_all_gathers`` (re-gathers for backward, in its pre-backward or prefetched),
+        ``prefetched`` (of those, issued by the previous unit's ``backward_prefetch``),
+        ``reduce_scatters`` (its ``post_backward_reduce``).
+    overlap : pandas.DataFrame
+        One row per step: ``step, all_gather_ns, all_gather_overlap_ns, reduce_scatter_ns,
+        reduce_scatter_overlap_ns`` (execution of the ``all_gather*``/``reduce_scatter*`` collectives and
+        its intersection with computation, :func:`overlap`'s basis; int64 ns), ``all_gather_overlap_ratio``,
+        ``reduce_scatter_overlap_ratio`` (NaN without such collectives).
+    """
+
+    detected: bool
+    units: pd.DataFrame
+    overlap: pd.DataFrame
+
+
+def fsdp_pattern(trace: Trace) -> FsdpPattern:
+    """FSDP2 (``fully_shard``) pattern of one rank: per-unit all-gathers / reduce-scatters and prefetch overlap.
+
+    FSDP2 (``torch/distributed/fsdp/_fully_shard``) annotates ``FSDP::pre_forward (<unit>)``,
+    ``FSDP::all_gather (<unit>)``, ``FSDP::pre_backward (<unit>)``, ``FSDP::backward_prefetch for <unit>``
+    and ``FSDP::post_backward_reduce (<unit>)``; each ``all_gather`` is attributed to the unit it names
+    and to the phase of the annotation that encloses it. The expected pattern per step: one forward
+    all-gather and one reduce-scatter per unit, backward all-gathers for units resharded after forward
+    (all but the last by default), most of them prefetched. Overlap is how much of the collectives'
+    execution ran under computation (prefetch working: high ``all_gather_overlap_ratio``).
+    """
+    ev = trace.events
+    host = ev[ev["device"] < 0]
+    names = host["name"].astype(str)
+    m = names.str.extract(_FSDP_ANN)
+    m[0] = m[0].fillna(m[2])
+    m[1] = m[1].fillna(m[3])
+    hit = m[0].notna().to_numpy()
+    unit_cols = ["step", "unit", "forward_all_gathers", "backward_all_gathers", "prefetched", "reduce_scatters"]
+    ov_cols = ["step", "all_gather_ns", "all_gather_overlap_ns", "all_gather_overlap_ratio", "reduce_scatter_ns",
+               "reduce_scatter_overlap_ns", "reduce_scatter_overlap_ratio"]
+    a = host.loc[hit, ["ts_ns", "dur_ns", "step"]].assign(kind=m.loc[hit, 0].to_numpy(), unit=m.loc[hit, 1].str.strip().to_numpy())
+    a = a.sort_values("ts_ns", kind="stable")
+    rows: dict[tuple[int, str], dict[str, Any]] = {}
+
+    def row(step: int, unit: str) -> dict[str, Any]:
+        return rows.setdefault((step, unit), dict(step=step, unit=unit, forward_all_gathers=0, backward_all_gathers=0,
+                                                  prefetched=0, reduce_scatters=0))
+
+    phases = a[a["kind"] != "all_gather"]
+    ps, pe = phases["ts_ns"].to_numpy(), (phases["ts_ns"] + phases["dur_ns"]).to_numpy()
+    pk = phases["kind"].to_numpy()
+    for r in a.itertuples(index=False):
+        if r.kind == "post_backward_reduce":
+            row(int(r.step), r.unit)["reduce_scatters"] += 1
+        if r.kind != "all_gather":
+            continue
+        inside = np.flatnonzero((ps <= r.ts_ns) & (pe >= r.ts_ns + r.dur_ns))
+        kind = pk[inside[-1]] if inside.size else "pre_forward"
+        u = row(int(r.step), r.unit)
+        if kind == "pre_forward":
+            u["forward_all_gathers"] += 1
+        else:
+            u["backward_all_gathers"] += 1
+            u["prefetched"] += int(kind == "backward_prefetch for")
+    units = pd.DataFrame(list(rows.values()), columns=unit_cols)
+    c = collectives(trace)
+    comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
+    comp = _compute_intervals(trace, comm_tids)
+    ov_rows = []
+    for step in sorted(set(int(s) for s in c["step"]) if len(c) else []):
+        cs = c[c["step"] == step]
+        d: dict[str, Any] = dict(step=step)
+        for fam, key in (("all_gather", "all_gather"), ("reduce_scatter", "reduce_scatter")):
+            f = cs[cs["collective"].astype(str).str.contains(fam)]
+            ints = iv.merge(f["ts_ns"].to_numpy(np.int64), (f["ts_ns"] + f["dur_ns"]).to_numpy(np.int64)) if len(f) else iv.empty()
+            tot, ovl = iv.total_ns(ints), iv.total_ns(iv.intersect(ints, comp))
+            d[f"{key}_ns"], d[f"{key}_overlap_ns"] = tot, ovl
+            d[f"{key}_overlap_ratio"] = ovl / tot if tot else float("nan")
+        ov_rows.append(d)
+    return FsdpPattern(bool(hit.any()), units, pd.DataFrame(ov_rows, columns=ov_cols))
+
+
+_RT_COLUMNS = ["rank", "ts_ns", "dur_ns", "name", "cat", "tid", "device", "stream", "step"]
+_LINK_COLUMNS = ["collective", "k", "rank", "ts_ns", "dur_ns", "wait_ns", "last_rank"]
+
+
+def ranks_timeline(traces: Sequence[Trace], *, align: str = "end") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """All ranks on one clock: the data of a stacked multi-rank timeline.
+
+    Each rank's events are moved onto one time axis: absolute Kineto clock (``meta.origin_ns +
+    ts_ns``), refined by :func:`wait_transfer`'s ``clock_offset_ns`` when ``align="end"`` (collectives
+    complete together on all ranks), then made relative to the earliest event of the job.
+
+    Parameters
+    ----------
+    traces : sequence of Trace
+        One per rank, each with an absolute origin (others are left out).
+    align : {"end", "none"}
+
+    Returns
+    -------
+    (events, links) : tuple of pandas.DataFrame
+        ``events``: ``rank, ts_ns, dur_ns, name, cat, tid, device, stream, step`` (int64 ns on the common
+        axis, every event of every rank -- a view aggregates them for its level of detail);
+        ``links``: one row per collective instance and rank, ``collective, k, rank, ts_ns, dur_ns``
+        (execution on the common axis), ``wait_ns, last_rank`` -- the rows of one ``(collective, k)``
+        are the same collective on each rank, to be linked across ranks.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``align``.
+    """
+    if align not in ("none", "end"):
+        msg = f"align must be 'none' or 'end', got {align!r}"
+        raise ValueError(msg)
+    ts = [t for t in traces if t.meta.origin_ns is not None]
+    wt = wait_transfer(ts, align=align)
+    offsets = (wt.groupby("rank")["clock_offset_ns"].first().to_dict() if len(wt) else {})
+    parts = []
+    for t in ts:
+        r = int(t.meta.rank)
+        ev = t.events[["ts_ns", "dur_ns", "name", "cat", "tid", "device", "stream", "step"]].copy()
+        ev["ts_ns"] = ev["ts_ns"].astype(np.int64) + int(t.meta.origin_ns or 0) - int(offsets.get(r, 0))
+        ev.insert(0, "rank", r)
+        parts.append(ev)
+    if not parts:
+        return pd.DataFrame(columns=_RT_COLUMNS), pd.DataFrame(columns=_LINK_COLUMNS)
+    events = pd.concat(parts, ignore_index=True)
+    zero = int(events["ts_ns"].min())
+    events["ts_ns"] = (events["ts_ns"] - zero).astype(np.int64)
+    events = events.sort_values(["ts_ns", "rank"], kind="stable").reset_index(drop=True)
+    links = wt.assign(ts_ns=(wt["arrival_abs_ns"] - zero).astype(np.int64))[_LINK_COLUMNS] if len(wt) else \
+        pd.DataFrame(columns=_LINK_COLUMNS)
+    return events[_RT_COLUMNS], links.reset_index(drop=True)

@@ -278,7 +278,8 @@ def translate_seed_config(config: dict[str, Any], *, warn: bool = True, **overri
     -------
     (ds_config, profiling) : tuple
         ``ds_config``: the config without ``"profiler"`` and with the real DeepSpeed sections merged in
-        (the user's own ``flops_profiler``/``comms_logger`` keys win); ``profiling``: the
+        (every key the user wrote wins, with or without a ``"profiler"`` section: sections are merged
+        key by key, the user's values kept); ``profiling``: the
         :class:`ProfilingConfig` whose ``.window`` goes to :func:`nbprof.deepspeed.attach`.
         A section with ``"enabled": false`` yields ``window.enabled = False`` and adds no DeepSpeed section.
 
@@ -291,7 +292,7 @@ def translate_seed_config(config: dict[str, Any], *, warn: bool = True, **overri
     seed = cfg.pop("profiler", None)
     if seed is None:
         prof = profiling_config(**overrides)
-        return prof.apply(cfg), prof
+        return _user_keys_win(prof.apply(cfg), config), prof
     if not isinstance(seed, dict):
         msg = f"'profiler' section must be a dict, got {type(seed).__name__}"
         raise TypeError(msg)
@@ -318,12 +319,20 @@ def translate_seed_config(config: dict[str, Any], *, warn: bool = True, **overri
         warnings.warn(note, DeepSpeedConfigWarning, stacklevel=2)
     if not enabled:
         return cfg, prof
-    # the user's explicit DeepSpeed sections win over ours
-    merged = prof.apply(cfg)
-    for k in ("flops_profiler", "comms_logger"):
-        if isinstance(config.get(k), dict):
-            merged[k] = {**prof.ds_config.get(k, {}), **config[k]}
-    return merged, prof
+    return _user_keys_win(prof.apply(cfg), config), prof
+
+
+def _user_keys_win(merged: dict[str, Any], user: dict[str, Any]) -> dict[str, Any]:
+    """``merged`` with every key the user wrote restored: a user section is merged over ours key by key,
+    a user scalar (``wall_clock_breakdown``, ``log_level``...) replaces ours; ``"profiler"`` stays removed."""
+    for k, v in user.items():
+        if k == "profiler":
+            continue
+        if isinstance(v, dict) and isinstance(merged.get(k), dict):
+            merged[k] = {**merged[k], **copy.deepcopy(v)}
+        else:
+            merged[k] = copy.deepcopy(v)
+    return merged
 
 
 def translate_seed_argv(argv: Sequence[str], *, warn: bool = True) -> tuple[list[str], bool]:

@@ -36,7 +36,8 @@ OSRT = "osrt"
 TRACE_SPAN = "Trace"
 
 #: Categories whose events run on a device (pid = device, tid = stream).
-DEVICE_CATEGORIES = frozenset({KERNEL, GPU_MEMCPY, GPU_MEMSET, GPU_USER_ANNOTATION, "cuda_profiler_range"})
+DEVICE_CATEGORIES = frozenset({KERNEL, GPU_MEMCPY, GPU_MEMSET, GPU_USER_ANNOTATION, "cuda_profiler_range",
+                               "mtia_insight"})
 #: Host-side runtime/driver API categories (launch kernels; carry a correlation id).
 RUNTIME_CATEGORIES = frozenset({CUDA_RUNTIME, CUDA_DRIVER, "xpu_runtime", "xpu_driver", "mtia_runtime",
                                 "privateuse1_runtime", "privateuse1_driver"})
@@ -62,6 +63,8 @@ CATEGORY_ALIASES = {
     "CUPTI_ACTIVITY_KIND_RUNTIME": CUDA_RUNTIME,
     "CUPTI_ACTIVITY_KIND_DRIVER": CUDA_DRIVER,
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": CUDA_SYNC,
+    # MTIA's on-device kernels: Kineto now aliases MTIA_CCP_EVENTS = CONCURRENT_KERNEL (ActivityType.h)
+    "mtia_ccp_events": KERNEL,
     "NVTX_EVENTS": NVTX,
     "OSRT_API": OSRT,
 }

@@ -93,6 +93,7 @@ for _name, _title, _mod, _fn in (
 #: the trace views, in the dashboard's order
 VIEWS = names()
 register("roofline", title="Roofline", live="nbprof.viz.roofline:roofline_view", static="nbprof.viz.roofline:static_view")
+register("distributed", title="Distributed", live="nbprof.viz.distributed:distributed_view", static="nbprof.viz.distributed:static_view")
 
 
 def call_entry(names_: tuple[str, ...], trace, *args: Any, **kwargs: Any) -> Any:

@@ -1,0 +1,188 @@
+"""Distributed view: per-rank wait vs transfer in collectives, the straggler, bus bandwidth against the link.
+
+Data: :func:`nbprof.analysis.distributed.wait_transfer` / ``wait_transfer_summary`` / ``stragglers`` /
+``busbw_vs_link`` (int64 ns, bytes/s); the figures plot milliseconds and GB/s (1e9 bytes/s, nccl-tests'
+unit). Takes one trace per rank (a list, a :class:`~nbprof.scale.MultiRankTrace`) or a single
+``Trace`` (bandwidth only: waiting needs at least two ranks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import distributed as D
+from ..results.format import fmt_ns
+from ._base import NbprofView
+from ._escape import escape_html
+from .theme import apply_theme, auto_theme_callback, style_widgets
+
+__all__ = ["distributed_tables", "distributed_view", "static_view"]
+
+
+def _traces(obj: Any) -> list:
+    from ..trace.model import Trace
+
+    if isinstance(obj, Trace):
+        return [obj]
+    if hasattr(obj, "traces") and callable(obj.traces):  # MultiRankTrace
+        return list(obj.traces())
+    return list(obj)
+
+
+def _gbps(x: float) -> str:
+    return "" if x != x else f"{x / 1e9:,.2f} GB/s"
+
+
+def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s: float | None = None) -> dict:
+    """The frames the view shows: ``wait_transfer``, ``summary`` (per rank and collective), ``stragglers``,
+    ``bandwidth`` (:func:`~nbprof.analysis.distributed.busbw_vs_link`) and ``ranks``."""
+    ts = _traces(traces)
+    wt = D.wait_transfer(ts)
+    bw = D.busbw_vs_link(ts, link, peak_bytes_per_s=peak_bytes_per_s)
+    return dict(wait_transfer=wt, summary=D.wait_transfer_summary(wt), stragglers=D.stragglers(wt),
+                bandwidth=bw, ranks=sorted(int(t.meta.rank) for t in ts))
+
+
+def _straggler_text(st: pd.DataFrame) -> str:
+    if st.empty:
+        return "Waiting needs matched collectives on at least two ranks with an absolute clock."
+    s = st[st["straggler"]]
+    if s.empty:
+        return "No straggler: no rank is the one the others wait for in most steps."
+    r = s.sort_values("caused_wait_ns", ascending=False).iloc[0]
+    return (f"Straggler: rank {int(r['rank'])}, the rank the others wait for in {int(r['straggler_steps'])} of "
+            f"{int(r['steps'])} steps (longest run {int(r['longest_run'])}); others waited "
+            f"{fmt_ns(float(r['caused_wait_ns']))} for it.")
+
+
+def _build(tables: dict, *, theme: str = "light", width: int = 1100):
+    from bokeh.layouts import column
+    from bokeh.models import ColumnDataSource, CustomJS, DataTable, Div, HoverTool, NumberFormatter, Span, TableColumn
+    from bokeh.plotting import figure
+
+    items: list = []
+    plots = []
+    summ = tables["summary"]
+    if len(summ):
+        x = [f"r{int(r)} {c}" for r, c in zip(summ["rank"], summ["collective"])]
+        data = {"key": x, "rank": summ["rank"].astype(int).tolist(), "collective": summ["collective"].astype(str).tolist(),
+                "count": summ["count"].astype(int).tolist(),
+                "wait_ms": summ["wait_ns"].to_numpy(np.float64) / 1e6,
+                "transfer_ms": summ["transfer_ns"].to_numpy(np.float64) / 1e6,
+                "wait_ratio": summ["wait_ratio"].to_numpy(np.float64)}
+        src = ColumnDataSource(data, name="nbprof_dist_wait")
+        p = figure(x_range=x, width=width, height=320, title="Collectives per rank: waiting for the last rank vs transfer",
+                   y_axis_label="ms", toolbar_location="right", tools="save,reset", name="nbprof_dist_wait_plot")
+        rs = p.vbar_stack(["wait_ms", "transfer_ms"], x="key", width=0.8, source=src, color=["#d62728", "#1f77b4"],
+                          legend_label=["waiting", "transfer"])
+        p.add_tools(HoverTool(renderers=rs, tooltips=[("rank", "@rank"), ("collective", "@collective"), ("calls", "@count"),
+                                                      ("waiting", "@wait_ms{0.000} ms"), ("transfer", "@transfer_ms{0.000} ms"),
+                                                      ("waiting share", "@wait_ratio{0.0%}")]))
+        p.xaxis.major_label_orientation = 0.6
+        p.legend.location = "top_left"
+        plots.append(p)
+        items.append(p)
+    items.append(Div(text=escape_html(_straggler_text(tables["stragglers"])), name="nbprof_dist_straggler", width=width))
+    st = tables["stragglers"]
+    if len(st):
+        sd = {"rank": st["rank"].astype(int).tolist(), "straggler_steps": st["straggler_steps"].astype(int).tolist(),
+              "steps": st["steps"].astype(int).tolist(), "recurrence": st["recurrence"].to_numpy(np.float64),
+              "caused_ms": st["caused_wait_ns"].to_numpy(np.float64) / 1e6,
+              "own_ms": st["own_wait_ns"].to_numpy(np.float64) / 1e6}
+        items.append(DataTable(
+            source=ColumnDataSource(sd, name="nbprof_dist_stragglers"),
+            columns=[TableColumn(field="rank", title="rank"), TableColumn(field="straggler_steps", title="straggler steps"),
+                     TableColumn(field="steps", title="steps"),
+                     TableColumn(field="recurrence", title="recurrence", formatter=NumberFormatter(format="0%")),
+                     TableColumn(field="caused_ms", title="others' wait caused (ms)", formatter=NumberFormatter(format="0,0.000")),
+                     TableColumn(field="own_ms", title="own wait (ms)", formatter=NumberFormatter(format="0,0.000"))],
+            width=int(width * 0.7), height=30 + 26 * len(st), index_position=None, name="nbprof_dist_stragglers_table"))
+    bw = tables["bandwidth"]
+    bw = bw[bw["busbw_bytes_per_s"].notna()] if len(bw) else bw
+    if len(bw):
+        y = [f"r{int(r)} {c}" for r, c in zip(bw["rank"], bw["collective"])]
+        bd = {"key": y, "busbw_gbps": bw["busbw_bytes_per_s"].to_numpy(np.float64) / 1e9,
+              "fraction": bw["busbw_link_fraction"].to_numpy(np.float64),
+              "achievable_fraction": bw["busbw_achievable_fraction"].to_numpy(np.float64)}
+        link = bw["link"].iloc[0]
+        q = figure(y_range=list(reversed(y)), width=width, height=60 + 24 * len(y),
+                   title=f"Bus bandwidth (nccl-tests busbw) vs link {link}" if link else "Bus bandwidth (nccl-tests busbw)",
+                   x_axis_label="GB/s", toolbar_location="right", tools="save,reset", name="nbprof_dist_busbw_plot")
+        q.hbar(y="key", right="busbw_gbps", height=0.7, source=ColumnDataSource(bd, name="nbprof_dist_busbw"),
+               color="#2ca02c")
+        q.add_tools(HoverTool(tooltips=[("", "@key"), ("busbw", "@busbw_gbps{0,0.00} GB/s"),
+                                        ("of link peak", "@fraction{0.0%}"),
+                                        ("of achievable", "@achievable_fraction{0.0%}")]))
+        peak = float(bw["link_peak_bytes_per_s"].iloc[0])
+        ach = float(bw["achievable_bytes_per_s"].iloc[0])
+        if peak == peak:
+            q.add_layout(Span(location=peak / 1e9, dimension="height", line_color="#7f7f7f", line_dash="dashed",
+                              name="nbprof_dist_link_peak"))
+        if ach == ach:
+            q.add_layout(Span(location=ach / 1e9, dimension="height", line_color="#ff7f0e", line_dash="dotted",
+                              name="nbprof_dist_link_achievable"))
+        plots.append(q)
+        items.append(q)
+        note = (f"Link {link}: peak {_gbps(peak)} per direction, achievable {_gbps(ach)} (NCCL guidance, see "
+                "nbprof.analysis.links)." if peak == peak else
+                "No link given or recognised: pass link= (e.g. 'nvlink4', 'ib_ndr') for the fraction of the link.")
+        items.append(Div(text=escape_html(note), name="nbprof_dist_link_note", width=width))
+    else:
+        items.append(Div(text="No collective with a message size: no bus bandwidth.", render_as_text=True))
+    apply_theme(plots, "dark" if theme == "dark" else "light")
+    lay = column(*items, name="nbprof_distributed")
+    style_widgets(lay, theme)
+    cb = auto_theme_callback(plots, lay) if theme == "auto" else CustomJS(code="""
+        if (typeof document !== 'undefined') {
+          document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }""")
+    if plots:
+        plots[0].js_on_change("inner_width", cb)
+    return lay
+
+
+def _text(tables: dict) -> str:
+    lines = [f"nbprof distributed ({len(tables['ranks'])} ranks):"]
+    for r in tables["summary"].itertuples(index=False):
+        lines.append(f"  rank {int(r.rank)} {r.collective}: {int(r.count)} calls, waiting {fmt_ns(float(r.wait_ns))}, "
+                     f"transfer {fmt_ns(float(r.transfer_ns))}")
+    lines.append("  " + _straggler_text(tables["stragglers"]))
+    bw = tables["bandwidth"]
+    for r in bw[bw["busbw_bytes_per_s"].notna()].itertuples(index=False) if len(bw) else []:
+        frac = "" if r.busbw_link_fraction != r.busbw_link_fraction else f" ({r.busbw_link_fraction:.0%} of {r.link})"
+        lines.append(f"  rank {int(r.rank)} {r.collective} busbw {_gbps(float(r.busbw_bytes_per_s))}{frac}")
+    return "\n".join(lines)
+
+
+def distributed_view(traces, *, theme: str = "auto", width: int = 1100, link: str | None = None,
+                     peak_bytes_per_s: float | None = None) -> NbprofView:
+    """The distributed view of a job (a widget).
+
+    Parameters
+    ----------
+    traces : Trace, sequence of Trace or MultiRankTrace
+        One trace per rank.
+    theme : {"auto", "light", "dark"}
+    width : int
+    link, peak_bytes_per_s
+        The link to compare bus bandwidth with (:func:`nbprof.analysis.distributed.busbw_vs_link`;
+        default guessed from the GPU name).
+
+    Returns
+    -------
+    NbprofView
+        Stacked bars of waiting vs transfer per rank and collective, the straggler (recurrence over
+        steps), bus bandwidth per rank and collective against the link's peak and achievable lines.
+    """
+    tables = distributed_tables(traces, link=link, peak_bytes_per_s=peak_bytes_per_s)
+    view = NbprofView(_build(tables, theme=theme, width=width), _text(tables), "distributed",
+                      static_builder=lambda theme="light": _build(tables, theme=theme, width=width))
+    view.tables = tables
+    return view
+
+
+def static_view(traces, *, theme: str = "light", width: int = 1100):
+    """The distributed view as a static Bokeh layout (browser-side interaction only)."""
+    return _build(distributed_tables(traces), theme=theme, width=width)
