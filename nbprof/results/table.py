@@ -192,22 +192,39 @@ def findings_table(findings: Sequence[Any], caption: str = "Findings") -> Table:
 
 
 def evidence_items(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """A finding's evidence as (label, human value) pairs: units from the key names, nested values summarised
-    (``{"a": 1, "b": 2}`` -> ``a: 1, b: 2``) instead of printed as Python."""
-    out = []
-    for k, v in evidence.items():
-        unit = column_unit(k)
-        label = _header(k, unit)
-        if isinstance(v, Mapping):
-            val = ", ".join(f"{kk}: {_cell(vv, 'count') if isinstance(vv, (int, float)) else vv}" for kk, vv in
-                            list(v.items())[:5]) + (", …" if len(v) > 5 else "")
-        elif isinstance(v, (list, tuple)):
-            val = ", ".join(str(x) for x in v[:10]) + (", …" if len(v) > 10 else "")
-        elif isinstance(v, bool):
-            val = "yes" if v else "no"
-        elif isinstance(v, (int, float, np.integer, np.floating)):
-            val = _cell(v, unit if unit != "text" else "count")
-        else:
-            val = str(v)
-        out.append((label, val))
-    return out
+    """A finding's evidence as (label, human value) pairs: units from the key names, nested values (dicts, lists of
+    dicts such as the ops an efficiency finding names) written out with the same rules (``{"time_ns": 295197}`` ->
+    ``time: 0.295 ms``) instead of printed as Python."""
+    return [(_header(k, column_unit(k)), _evidence_value(k, v)) for k, v in evidence.items()]
+
+
+def _evidence_value(key: str, v: Any, depth: int = 0) -> str:
+    """One evidence value in human units (``key`` gives the unit); containers at most 2 levels deep, 5/10 items."""
+    if isinstance(v, Mapping):
+        if depth >= 2:
+            return f"{len(v)} fields"
+        items = [f"{_evidence_label(kk)}: {_evidence_value(str(kk), vv, depth + 1)}" for kk, vv in list(v.items())[:5]]
+        return ", ".join(items) + (", …" if len(v) > 5 else "")
+    if isinstance(v, (list, tuple)):
+        if depth >= 2:
+            return f"{len(v)} items"
+        items = [_evidence_value(key, x, depth + 1) for x in v[:10]]
+        sep = "; " if any(isinstance(x, Mapping) for x in v[:10]) else ", "
+        return sep.join(items) + (sep + "…" if len(v) > 10 else "")
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        unit = column_unit(key)
+        if unit == "ms" and depth > 0 and not is_missing(v):  # nested: no header carries the unit
+            return f"{fmt_ms(v)} ms"
+        return _cell(v, unit if unit != "text" else "count")
+    return str(v)
+
+
+def _evidence_label(key: Any) -> str:
+    """A nested evidence key without its unit suffix (the value carries the unit)."""
+    k = str(key)
+    for suf in ("_bytes_per_s", "_ns", "_bytes", "_ratio", "_share"):
+        if k.endswith(suf):
+            k = k[: -len(suf)]
+    return k.replace("_", " ")
