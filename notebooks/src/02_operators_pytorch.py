@@ -92,6 +92,27 @@ if len(ks):
 else:
     print("No GPU kernels (CPU-only profile or no trace).")
 
+# %% [markdown] id="7e1f0a21"
+# ### Compute efficiency against the device's peak
+# FLOPs and bytes from the recorded shapes (the formulas of `torch.utils.flop_counter`), achieved TFLOP/s and GB/s
+# per kernel against the device's datasheet peak (`nbprof.analysis.efficiency.peaks`), the roofline, and the model
+# FLOPs utilisation (MFU) of each step. A big kernel far below its roof is where a better kernel, a better dtype
+# (Tensor Cores: bf16/fp16/tf32) or fusion pays.
+
+# %% id="5b3c9d47"
+from nbprof.analysis import efficiency
+if tr is not None and tr.has_device:
+    pk = efficiency.peaks(tr)
+    print(f"Device: {pk.device or 'unknown'} ({pk.note})")
+    display(table(efficiency.step_mfu(tr, peaks_=pk), {"mfu": "percent", "hfu": "percent"},
+                  caption="MFU per step: model (matrix) FLOPs / (step time x peak); HFU counts every modelled op"))
+    keff = efficiency.kernel_efficiency(tr, peaks_=pk).sort_values("total_ns", ascending=False)
+    display(table(keff, columns=["name", "instances", "total_ns", "achieved_tflops_per_s", "achieved_gb_per_s",
+                                 "peak_ratio", "bound"], max_rows=10, caption="Kernels against the roofline"))
+    show(tr, views=["roofline"], static=static_views)
+else:
+    print("No device kernels: efficiency against a device peak needs a GPU trace.")
+
 # %% [markdown] id="0c6e0e9c"
 # ### Memory
 # With `profile_memory=True` the trace holds every allocation: the peak, the operator active at the peak, the largest allocations.
