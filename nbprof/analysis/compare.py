@@ -5,7 +5,6 @@ Every delta is ``b - a`` (negative = the change saved time); ratios are ``b / a`
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,6 +13,7 @@ import pandas as pd
 from ..trace.model import Trace
 from .kernels import kernel_summary
 from .operators import operator_summary
+from .steps import breakdown_average, step_breakdown
 
 __all__ = ["Comparison", "compare", "step_times"]
 
@@ -130,15 +130,5 @@ def compare(a: Trace, b: Trace) -> Comparison:
     if not sa["steps"] or not sb["steps"]:
         notes.append("a trace has no ProfilerStep ranges: step statistics are NaN for it (total_ns still compared)")
     steps = _side_by_side(sa, sb)
-    breakdown = None
-    try:
-        steps_mod = importlib.import_module(f"{__package__}.steps")
-    except ModuleNotFoundError:
-        steps_mod = None
-    if steps_mod is None or not hasattr(steps_mod, "step_breakdown"):
-        notes.append("nbprof.analysis.steps is not available: no breakdown comparison")
-    else:
-        avg_a = steps_mod.breakdown_average(steps_mod.step_breakdown(a))
-        avg_b = steps_mod.breakdown_average(steps_mod.step_breakdown(b))
-        breakdown = _side_by_side(avg_a, avg_b)
+    breakdown = _side_by_side(breakdown_average(step_breakdown(a)), breakdown_average(step_breakdown(b)))
     return Comparison(operators=ops, kernels=kern, steps=steps, breakdown=breakdown, notes=notes)

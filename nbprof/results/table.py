@@ -216,7 +216,7 @@ def _evidence_value(key: str, v: Any, depth: int = 0) -> str:
     if isinstance(v, (int, float, np.integer, np.floating)):
         unit = column_unit(key)
         if unit == "ms" and depth > 0 and not is_missing(v):  # nested: no header carries the unit
-            return f"{fmt_ms(v)} ms"
+            return f"{fmt_ms(float(v))} ms"
         return _cell(v, unit if unit != "text" else "count")
     return str(v)
 
