@@ -279,6 +279,9 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
     assert cells.nth(4).get_by_text(re.compile(r"GPU 0 peak")).count() >= 1
     # the overview's stacked bars and the dashboard's selector
     assert cells.nth(6).get_by_text("overview", exact=True).count() >= 1
+    # the dashboard offers every registered trace view, the roofline (issue 22) and the critical path (issue 19) too
+    assert cells.nth(6).get_by_text("roofline", exact=True).count() >= 1
+    assert cells.nth(6).get_by_text("critical_path", exact=True).count() >= 1
 
     # screenshots of each view (light theme, before any interaction)
     for name in VIEW_SHOTS:

@@ -87,12 +87,12 @@ for _name, _title, _mod, _fn in (
     ("timeline", "Timeline", "timeline", "timeline"),
     ("memory", "Memory", "memory", "memory_view"),
     ("critical_path", "Critical path", "critical_path", "critical_path_view"),
+    ("roofline", "Roofline", "roofline", "roofline_view"),
 ):
     register(_name, title=_title, live=f"nbprof.viz.{_mod}:{_fn}", static=f"nbprof.viz.{_mod}:static_view")
 
 #: the trace views, in the dashboard's order
 VIEWS = names()
-register("roofline", title="Roofline", live="nbprof.viz.roofline:roofline_view", static="nbprof.viz.roofline:static_view")
 register("distributed", title="Distributed", live="nbprof.viz.distributed:distributed_view", static="nbprof.viz.distributed:static_view")
 
 
