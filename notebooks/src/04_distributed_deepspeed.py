@@ -61,6 +61,7 @@ def param(value, name):
 
 # %% id="eb132bb8"
 from nbprof.analysis import distributed
+from nbprof.viz.embed import show
 paths = [resolve(p) for p in ds_traces]
 if not paths and use_examples and (CORPUS / "facebookresearch__HolisticTraceAnalysis").is_dir():
     base = CORPUS / "facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter"
@@ -86,6 +87,11 @@ if traces:
     display(table(rep.overlap, caption="Compute / communication overlap"))
     if len(traces) > 1:
         display(table(rep.skew, caption="Skew across ranks"))
+        display(table(rep.wait_summary, caption="Wait vs transfer per rank and collective "
+                      "(wait: for the last rank to arrive; transfer: the rest)"))
+        display(table(rep.stragglers, caption="Stragglers: the rank the others wait for, step after step"))
+        from nbprof.viz import distributed as dist_view
+        show(dist_view.static_view(traces) if static_views else dist_view.distributed_view(traces), static=static_views)
     print("ZeRO pattern per rank:", rep.zero)
 else:
     print("No distributed traces and no collectives in the trace: this step applies to multi-rank jobs.")
