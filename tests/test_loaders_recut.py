@@ -440,6 +440,31 @@ def test_snapshot_huge_numbers_and_deeply_nested_frame_text(tmp_path):
     assert ev["addr"].iloc[5] == -1 and t.segments["device"].iloc[0] == 0
 
 
+def test_snapshot_deeply_nested_frames_are_described_not_repred(tmp_path):
+    # fuzz seed 18 snapshot:23: 'frames' nested past the recursion limit -> RecursionError in the
+    # bad_frame message (the first bad frame was repr'd whole)
+    import pickle
+    import sys
+
+    obj = _snapshot_obj()
+    ent = obj["device_traces"][0]
+    deep: list = []
+    for _ in range(sys.getrecursionlimit() + 100):
+        deep = [deep]
+    ent[3]["frames"] = deep  # frames[0] is a (deep) list, not a frame dict
+    ent[4]["frames"] = [{"name": "f", "filename": "x.py", "line": deep}]
+    lim = sys.getrecursionlimit()
+    sys.setrecursionlimit(lim * 4)  # only to write the test file
+    try:
+        data = pickle.dumps(obj, protocol=4)
+    finally:
+        sys.setrecursionlimit(lim)
+    t = nbprof.load(_write(tmp_path / "s.pickle", data))
+    it = t.report.get("bad_frame")
+    assert it.count == 2 and "(first: a list of 1 item)" in it.message
+    assert len(t.events) == 2941 and t.events["frames_id"].iloc[3] == -1
+
+
 def test_memory_timeline_deep_nesting_is_a_format_error(tmp_path):
     p = _write(tmp_path / "deep.raw.json", "[" * 100000 + "]" * 100000)
     with pytest.raises(TraceFormatError, match="not JSON"):
