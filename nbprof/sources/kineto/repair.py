@@ -161,11 +161,11 @@ def _tolerant_decode(
     decodable prefix, and the next one after it), repaired or dropped, and decoding resumes
     after it. Work stays linear in the file size.
     """
-    if "UTF-8" in first_error:
-        data, bad = _fix_utf8(data)
-        if bad:
-            report.add("invalid_utf8", "repaired", len(bad),
-                       f"{len(bad)} {_REPAIR_TEXT['invalid_utf8']}", offset=bad[0])
+    # always (not only when the first error names UTF-8): an invalid sequence after the first
+    # error would fail the bulk decode with no byte offset, and the rest would look truncated
+    data, bad = _fix_utf8(data)
+    if bad:
+        report.add("invalid_utf8", "repaired", len(bad), f"{len(bad)} {_REPAIR_TEXT['invalid_utf8']}", offset=bad[0])
     start = _events_array_start(data)
     if start < 0:
         raise TraceFormatError(path, 0, f"no 'traceEvents' array and not a JSON array of events ({first_error})")
