@@ -11,13 +11,25 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from test_kineto_bad_inputs import (
+    BASE_EVENTS,
+    FLOW_F,
+    FLOW_S,
+    KERNEL,
+    MEM,
+    OP,
+    RT,
+    STEP,
+    issue,
+    strict_error,
+    trace_text,
+    write,
+)
 
 import nbprof
 from nbprof.errors import NbprofError, TraceFormatError
 from nbprof.trace import steps
 from nbprof.trace.model import LoadReport
-from test_kineto_bad_inputs import (BASE_EVENTS, FLOW_F, FLOW_S, KERNEL, MEM, OP, RT, STEP, issue, strict_error,
-                                    trace_text, write)
 
 
 def _names(tr) -> list[str]:
@@ -180,7 +192,8 @@ def test_numbers_written_as_strings_are_read_and_noted(tmp_path):
 
 
 def test_kineto_span_lanes_have_no_process(tmp_path):
-    span = '{"ph": "X", "cat": "Trace", "ts": 100.000, "dur": 60.000, "pid": "Spans", "tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", "args": {"Op count": 0}}'
+    span = ('{"ph": "X", "cat": "Trace", "ts": 100.000, "dur": 60.000, "pid": "Spans", "tid": "PyTorch Profiler", '
+            '"name": "PyTorch Profiler (0)", "args": {"Op count": 0}}')
     tr = nbprof.load(write(tmp_path, trace_text([span, *BASE_EVENTS])))
     row = tr.events[tr.events["name"] == "PyTorch Profiler (0)"].iloc[0]
     assert (row["pid"], row["tid"]) == (-1, -1)
@@ -255,7 +268,8 @@ def test_strict_messages_carry_one_offset(tmp_path):
 # ---------------------------------------------------------------------------- steps, rank
 
 
-GPU_STEP = '{"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#4", "pid": 0, "tid": 7, "ts": 109.000, "dur": 8.000, "args": {"External id": 1, "device": 0, "stream": 7}}'
+GPU_STEP = ('{"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#4", "pid": 0, "tid": 7, "ts": 109.000, '
+            '"dur": 8.000, "args": {"External id": 1, "device": 0, "stream": 7}}')
 
 
 def test_profiler_step_only_on_the_device(tmp_path):

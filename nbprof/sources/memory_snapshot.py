@@ -126,7 +126,7 @@ def _brief(v: Any) -> str:
         return t + ("..." if len(v) > 40 else "")
     try:
         n = len(v)
-    except Exception:  # noqa: BLE001 -- an object without a length: the type name alone
+    except Exception:  # an object without a length: the type name alone
         return f"a {type(v).__name__}"
     return f"a {type(v).__name__} of {n} item{'s' if n != 1 else ''}"
 

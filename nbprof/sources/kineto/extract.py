@@ -243,5 +243,6 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
                         v.codes = v.codes[o]
                 elif v is not None:
                     events[k] = v[o]
-    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
-                 events=events, flows=flows, memory=memory, counters=counters, threads=threads, notes=notes)
+    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m,
+                 is_flow=is_flow, is_mem=is_mem, is_c=is_c, events=events, flows=flows, memory=memory,
+                 counters=counters, threads=threads, notes=notes)

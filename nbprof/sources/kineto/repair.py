@@ -295,8 +295,9 @@ def _tolerant_decode(
         report.add(kind, "repaired", len(offs), f"{len(offs)} {_REPAIR_TEXT[kind]}", offset=offs[0])
     if not_events:
         k = len(not_events)
+        eg = not_events[0][1].decode("utf-8", "replace")
         report.add("not_an_event", "dropped", k,
-                   f"{k} elements of traceEvents were not event objects (e.g. {not_events[0][1].decode('utf-8', 'replace')}) and were dropped",
+                   f"{k} elements of traceEvents were not event objects (e.g. {eg}) and were dropped",
                    offset=not_events[0][0])
     if dropped:
         dropped.sort()
@@ -401,6 +402,15 @@ def _walk_elements(buf: bytearray, mv: memoryview, seg: int, events: list[_Event
     if listed is None:
         return None
     raws, close, cut = listed
+    _decode_around_bad(buf, mv, seg, raws, close, events, not_events, dropped)
+    del raws  # the Raw views export ``buf``: release them before the caller edits it
+    return close, cut
+
+
+def _decode_around_bad(buf: bytearray, mv: memoryview, seg: int, raws: list[msgspec.Raw], close: int,
+                       events: list[_Event], not_events: list[tuple[int, bytes]], dropped: list[int]) -> None:
+    """``_walk_elements``'s loop over the listed elements ``raws`` (their array opens at ``seg`` and
+    closes at ``close``): each run of good events decoded in place, each bad element recorded."""
     total = len(raws)
 
     def off(j: int) -> int:
@@ -451,8 +461,6 @@ def _walk_elements(buf: bytearray, mv: memoryview, seg: int, events: list[_Event
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 dropped.append(off(j))
         i = j + 1
-    del raws
-    return close, cut
 
 
 def _nth_event_offset(buf: bytearray, seg: int, k: int) -> int | None:
