@@ -70,6 +70,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     ph_col = _CatColumn(n_all)
     ph_col.put(None, _col(evs, "ph"))
     ph_lut, ph_codes = ph_col.lut, ph_col.codes
+    assert ph_codes is not None  # put() over every row
 
     def is_ph(*phs: str) -> np.ndarray:
         lut = np.array([u in phs for u in ph_lut], dtype=bool)

@@ -254,12 +254,12 @@ def _tolerant_decode(
                 break
         # --- the bad event: up to the next boundary (or the array close) after err_at
         nxt = _CHUNK_END.search(buf, max(err_at, cstart + 1))
-        close = _CLOSE.search(buf, max(err_at, cstart + 1))
+        close_m = _CLOSE.search(buf, max(err_at, cstart + 1))
         chunk_end, is_last = None, False
-        if nxt is not None and (close is None or nxt.start() < close.start()):
+        if nxt is not None and (close_m is None or nxt.start() < close_m.start()):
             chunk_end = nxt.start() + 1
-        elif close is not None:
-            chunk_end, is_last = close.start() + 1, True
+        elif close_m is not None:
+            chunk_end, is_last = close_m.start() + 1, True
         if chunk_end is None:  # truncated file: the rest is the partial last event
             if strict:
                 raise TraceFormatError(path, n, f"file is truncated at byte {n}: the last event is incomplete "
@@ -285,8 +285,8 @@ def _tolerant_decode(
                 events.append(ev)
                 for u in used:
                     repairs.setdefault(u, []).append(cstart)
-        if is_last:
-            end = close.end()
+        if is_last and close_m is not None:
+            end = close_m.end()
             break
         comma = buf.index(b",", chunk_end)
         buf[comma : comma + 1] = b"["

@@ -30,7 +30,8 @@ def _us_to_ns(ts: np.ndarray) -> np.ndarray:
     written digits exactly; ``rint(ts * 1000)`` would not (the product rounds at ~1e15 ns).
     """
     ip = np.floor(ts)
-    return ip.astype(np.int64) * 1000 + np.rint((ts - ip) * 1000.0).astype(np.int64)
+    ns: np.ndarray = ip.astype(np.int64) * 1000 + np.rint((ts - ip) * 1000.0).astype(np.int64)
+    return ns
 
 
 def _exact_ts_ns(texts: list[str]) -> np.ndarray:
@@ -85,7 +86,7 @@ def _timeline(
     first ``ts``, or the first ``ts`` itself when it is absolute µs since the epoch; else None.
     """
     ok_all = np.isfinite(ts_all)
-    base_ns = meta.get("baseTimeNanoseconds")
+    base_ns: Any = meta.get("baseTimeNanoseconds")
     has_base = isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool)
     if exact_ts is not None:
         origin_exact = int(exact_ts[pool].min()) if pool.size else 0
