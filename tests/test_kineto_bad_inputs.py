@@ -260,6 +260,18 @@ def test_invalid_utf8_after_another_defect_keeps_the_events_after_it(tmp_path):
     assert tr.report.get("truncated") is None and issue(tr, "nonfinite").count == 1
 
 
+def test_bad_event_holding_an_array_of_objects_does_not_end_the_events(tmp_path):
+    # fuzz seed 3 kineto:34: the "}]" closing an array of objects inside a bad event was taken for the
+    # end of traceEvents: every later event vanished unreported
+    bad = STEP.replace('"ts": 100.000', '"ts": [[], {"ph": Infinity}]')
+    text = trace_text([OP, bad, RT, KERNEL])
+    tr = nbprof.load(write(tmp_path, text))
+    assert list(tr.events["name"]) == ["aten::mm", "cudaLaunchKernel", "gemm_kernel"]
+    it = issue(tr, "unparseable_event")
+    assert (it.action, it.count, it.offset) == ("dropped", 1, text.encode().index(bad.encode()))
+    assert tr.report.get("metadata_partial") is None and tr.report.get("truncated") is None
+
+
 # ---------------------------------------------------------------------------- type drift, durations
 
 

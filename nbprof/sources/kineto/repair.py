@@ -36,6 +36,12 @@ _MALFORMED_AT = re.compile(r"\(byte (\d+)\)")
 _VALIDATION_AT = re.compile(r"at `\$\[(\d+)\]")
 
 
+def _balanced(chunk: bytes) -> bool:
+    """Whether the brackets outside strings of ``chunk`` close as many as they open (linear)."""
+    s = _STRING.sub(b'""', chunk)
+    return s.count(b"{") + s.count(b"[") == s.count(b"}") + s.count(b"]")
+
+
 def _escape_ctrl_in_strings(chunk: bytes) -> bytes:
     def fix(m: re.Match[bytes]) -> bytes:
         return _CTRL.sub(lambda c: b"\\u%04x" % c.group(0)[0], m.group(0))
@@ -255,6 +261,9 @@ def _tolerant_decode(
         # --- the bad event: up to the next boundary (or the array close) after err_at
         nxt = _CHUNK_END.search(buf, max(err_at, cstart + 1))
         close_m = _CLOSE.search(buf, max(err_at, cstart + 1))
+        if (nxt is not None and close_m is not None and close_m.start() < nxt.start()
+                and not _balanced(bytes(buf[cstart : close_m.start() + 1]))):
+            close_m = None  # a "}]" inside the bad event (an array of objects in it), not the array's end
         chunk_end, is_last = None, False
         if nxt is not None and (close_m is None or nxt.start() < close_m.start()):
             chunk_end = nxt.start() + 1
