@@ -133,6 +133,23 @@ def _sql(path, *stmts):
     con.close()
 
 
+def test_nsys_steps_come_from_nvtx_ranges_through_trace_steps(saxpy):
+    # nsys's step assignment is nbprof.trace.steps.assign_steps with its NVTX ranges (per pid, the
+    # NVTX end inclusive); kernels take their launching runtime call's step
+    tid = 302119224788637  # the host thread of every runtime call
+    ins = "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES "
+    _sql(saxpy, ins + f"(900000000, 1000000000, 59, 'step 1', {tid}, 0)", ins + f"(1100000000, 1196025543, 59, 'step 2', {tid}, 0)")
+    ev = nbprof.load(saxpy).events
+    k = ev[ev["cat"] == "kernel"].sort_values("ts_ns")
+    assert k["step"].tolist() == [1, 2, -1, -1, -1]
+    rt = ev[(ev["correlation"] == 156) & (ev["device"] < 0)].sort_values("ts_ns")
+    assert rt["ts_ns"].diff().iloc[1] == 521 and rt["step"].tolist() == [2, 2]  # the second starts at the end
+    nv = ev[ev["cat"] == "nvtx"]
+    assert nv.loc[nv["name"].isin(["step 1", "step 2"]), "step"].tolist() == [1, 2]
+    assert (nv.loc[~nv["name"].isin(["step 1", "step 2"]), "step"] == -1).all()
+    assert sorted(set(ev["step"])) == [-1, 1, 2]
+
+
 def test_nsys_wal_mode_export_writes_nothing_next_to_it(saxpy):
     _sql(saxpy, "PRAGMA journal_mode=WAL")
     assert saxpy.read_bytes()[18:20] == b"\x02\x02"  # WAL mode in the file header
