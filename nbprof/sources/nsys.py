@@ -755,8 +755,11 @@ def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
     host = events["device"].to_numpy() < 0
     is_nvtx = cat == schema.NVTX
     # the step ranges' own rows: NVTX rows of their pid starting at their start
-    own = pd.MultiIndex.from_arrays([events["pid"].to_numpy(), events["ts_ns"].to_numpy()]).isin(
-        pd.MultiIndex.from_arrays([ranges["pid"].to_numpy(), ranges["start_ns"].to_numpy()])) & is_nvtx
+    own = np.zeros(len(events), dtype=bool)
+    nv = np.flatnonzero(is_nvtx)
+    if len(nv) and len(ranges):
+        own[nv] = pd.MultiIndex.from_arrays([events["pid"].to_numpy()[nv], events["ts_ns"].to_numpy()[nv]]).isin(
+            pd.MultiIndex.from_arrays([ranges["pid"].to_numpy(), ranges["start_ns"].to_numpy()]))
     correlated = ~host & (events["correlation"].to_numpy() >= 0)
     assign_steps(events, ranges, timed=host & (~is_nvtx | own), correlated=correlated)
 
