@@ -145,6 +145,22 @@ def test_kernel_with_ts_zero_in_an_absolute_trace(tmp_path):
     assert strict_error(p).offset == text.index(zero)
 
 
+def test_an_outlier_beyond_int64_ns_is_dropped_without_a_cast_warning(tmp_path):
+    # fuzz seed 18 kineto:179: a dropped outlier ts (2**64 µs) still went through the int64 ns cast
+    # ("RuntimeWarning: invalid value encountered in cast")
+    import warnings
+
+    huge = OP.replace('"ts": 101.000', '"ts": 18446744073709551616')
+    text = trace_text([STEP, huge, RT, KERNEL])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tr = nbprof.load(write(tmp_path, text))
+    assert tr.events["name"].tolist() == ["ProfilerStep#1", "cudaLaunchKernel", "gemm_kernel"]
+    assert tr.events["ts_ns"].tolist() == [0, 3000, 10000]
+    it = issue(tr, "ts_outlier")
+    assert (it.action, it.count, it.offset) == ("dropped", 1, text.index(huge))
+
+
 def test_flow_and_memory_with_ts_zero_leave_their_tables(tmp_path):
     evs = [_absolute(e) for e in BASE_EVENTS]
     evs[2] = evs[2].replace('"ts": 1712195495519102.000', '"ts": 0')  # the [memory] instant

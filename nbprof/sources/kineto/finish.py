@@ -68,7 +68,7 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     pool = rows_e[ok_e] if ok_e.any() else np.flatnonzero(ok_all & ~is_m)
     ns_list = [p.ns_abs for p in parts if p.ns_abs is not None]
     ns_parts = ns_list if len(ns_list) == len(parts) else None
-    t_all, origin_abs = _timeline(ts_all, ns_parts, exact_ts, pool, meta)
+    t_all, origin_abs = _timeline(ts_all, ns_parts, exact_ts, pool, meta, ok_all)
     del ns_parts
     del ts_all
 

@@ -74,7 +74,7 @@ def _maybe_exact_ts(data: bytes, raw_events: Any, events: list[_Event]) -> np.nd
 
 def _timeline(
     ts_all: np.ndarray, ns_parts: list[np.ndarray] | None, exact_ts: np.ndarray | None, pool: np.ndarray,
-    meta: dict[str, Any],
+    meta: dict[str, Any], ok_all: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int | None]:
     """Every event's time in int64 ns relative to the trace origin, and the origin's absolute ns.
 
@@ -84,8 +84,11 @@ def _timeline(
     the positions whose minimum is the origin (``ts_ns == 0``). Rows whose ``ts`` is unusable get
     an arbitrary value (callers drop them). The absolute origin is ``baseTimeNanoseconds`` plus the
     first ``ts``, or the first ``ts`` itself when it is absolute µs since the epoch; else None.
+    ``ok_all``: the usable rows (default: finite ``ts``); the others never enter a conversion (a
+    dropped outlier such as 2**64 µs would overflow the int64 cast).
     """
-    ok_all = np.isfinite(ts_all)
+    if ok_all is None:
+        ok_all = np.isfinite(ts_all)
     base_ns: Any = meta.get("baseTimeNanoseconds")
     has_base = isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool)
     if exact_ts is not None:
