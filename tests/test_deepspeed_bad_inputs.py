@@ -54,6 +54,19 @@ def test_aggregated_line_that_is_not_a_dict(bad):
     assert set(prof.aggregated["metric"]) == {"macs", "fwd_latency"}
 
 
+def test_numbers_of_thousands_of_digits_where_a_depth_rank_or_step_belongs():
+    # fuzz seed 101 deepspeed:195: int() of a 5,000-digit "depth N:" raised ValueError (int max str digits)
+    big = "9" * 5000
+    text = _text().replace("depth 0:", f"depth {big}:", 1).replace("at step 4:", f"at step {big}:", 1)
+    prof = P.parse_flops_profile(text)
+    q = prof.quirks[prof.quirks["kind"] == "unparsed_line"]
+    assert len(q) == 1 and "aggregated depth of 5000 digits" in q.iloc[0]["message"]
+    assert prof.reported_step == -1 and prof.get("world_size") == 2
+    assert "a step number of 5000 digits" in prof.quirks.loc[prof.quirks["kind"] == "bad_number", "message"].iloc[0]
+    log = P.parse_log(f"[{big}]: [Rank 0] time (ms) | fwd: 1.5 | bwd: 2.25\n")
+    assert log.timers["time_ns"].tolist() == [1.5e6, 2.25e6]
+
+
 def test_missing_log_is_file_not_found_naming_it(tmp_path):
     for src in ("missing.log", str(tmp_path / "nope.txt"), tmp_path / "gone.log"):
         with pytest.raises(FileNotFoundError) as ei:

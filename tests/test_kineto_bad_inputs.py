@@ -246,6 +246,32 @@ def test_invalid_utf8_in_a_name(tmp_path):
     assert strict_error(p).offset == data.index(b"\xff")
 
 
+def test_invalid_utf8_after_another_defect_keeps_the_events_after_it(tmp_path):
+    # fuzz seed 18 kineto:179: a NaN first (the first error names no UTF-8), then a surrogate in a
+    # later event: that bulk decode failed with no byte offset and every later event was lost as
+    # "truncated" (no drop reported)
+    op2 = OP.replace('"Sequence number": 3', '"Sequence number": 3, "flops": NaN')
+    text = trace_text([STEP, op2, RT.replace("cudaLaunchKernel", "cudaLaunch@"), KERNEL]).encode()
+    data = text.replace(b"cudaLaunch@", b"cudaLaunch\xed\xa0\x80")
+    tr = nbprof.load(write(tmp_path, data))
+    assert list(tr.events["name"]) == ["ProfilerStep#1", "aten::mm", "cudaLaunch\ufffd\ufffd\ufffd", "gemm_kernel"]
+    it = issue(tr, "invalid_utf8")
+    assert (it.action, it.count, it.offset) == ("repaired", 1, data.index(b"\xed"))
+    assert tr.report.get("truncated") is None and issue(tr, "nonfinite").count == 1
+
+
+def test_bad_event_holding_an_array_of_objects_does_not_end_the_events(tmp_path):
+    # fuzz seed 3 kineto:34: the "}]" closing an array of objects inside a bad event was taken for the
+    # end of traceEvents: every later event vanished unreported
+    bad = STEP.replace('"ts": 100.000', '"ts": [[], {"ph": Infinity}]')
+    text = trace_text([OP, bad, RT, KERNEL])
+    tr = nbprof.load(write(tmp_path, text))
+    assert list(tr.events["name"]) == ["aten::mm", "cudaLaunchKernel", "gemm_kernel"]
+    it = issue(tr, "unparseable_event")
+    assert (it.action, it.count, it.offset) == ("dropped", 1, text.encode().index(bad.encode()))
+    assert tr.report.get("metadata_partial") is None and tr.report.get("truncated") is None
+
+
 # ---------------------------------------------------------------------------- type drift, durations
 
 

@@ -11,13 +11,25 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from test_kineto_bad_inputs import (
+    BASE_EVENTS,
+    FLOW_F,
+    FLOW_S,
+    KERNEL,
+    MEM,
+    OP,
+    RT,
+    STEP,
+    issue,
+    strict_error,
+    trace_text,
+    write,
+)
 
 import nbprof
 from nbprof.errors import NbprofError, TraceFormatError
 from nbprof.trace import steps
 from nbprof.trace.model import LoadReport
-from test_kineto_bad_inputs import (BASE_EVENTS, FLOW_F, FLOW_S, KERNEL, MEM, OP, RT, STEP, issue, strict_error,
-                                    trace_text, write)
 
 
 def _names(tr) -> list[str]:
@@ -133,6 +145,22 @@ def test_kernel_with_ts_zero_in_an_absolute_trace(tmp_path):
     assert strict_error(p).offset == text.index(zero)
 
 
+def test_an_outlier_beyond_int64_ns_is_dropped_without_a_cast_warning(tmp_path):
+    # fuzz seed 18 kineto:179: a dropped outlier ts (2**64 µs) still went through the int64 ns cast
+    # ("RuntimeWarning: invalid value encountered in cast")
+    import warnings
+
+    huge = OP.replace('"ts": 101.000', '"ts": 18446744073709551616')
+    text = trace_text([STEP, huge, RT, KERNEL])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tr = nbprof.load(write(tmp_path, text))
+    assert tr.events["name"].tolist() == ["ProfilerStep#1", "cudaLaunchKernel", "gemm_kernel"]
+    assert tr.events["ts_ns"].tolist() == [0, 3000, 10000]
+    it = issue(tr, "ts_outlier")
+    assert (it.action, it.count, it.offset) == ("dropped", 1, text.index(huge))
+
+
 def test_flow_and_memory_with_ts_zero_leave_their_tables(tmp_path):
     evs = [_absolute(e) for e in BASE_EVENTS]
     evs[2] = evs[2].replace('"ts": 1712195495519102.000', '"ts": 0')  # the [memory] instant
@@ -180,7 +208,8 @@ def test_numbers_written_as_strings_are_read_and_noted(tmp_path):
 
 
 def test_kineto_span_lanes_have_no_process(tmp_path):
-    span = '{"ph": "X", "cat": "Trace", "ts": 100.000, "dur": 60.000, "pid": "Spans", "tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", "args": {"Op count": 0}}'
+    span = ('{"ph": "X", "cat": "Trace", "ts": 100.000, "dur": 60.000, "pid": "Spans", "tid": "PyTorch Profiler", '
+            '"name": "PyTorch Profiler (0)", "args": {"Op count": 0}}')
     tr = nbprof.load(write(tmp_path, trace_text([span, *BASE_EVENTS])))
     row = tr.events[tr.events["name"] == "PyTorch Profiler (0)"].iloc[0]
     assert (row["pid"], row["tid"]) == (-1, -1)
@@ -255,7 +284,8 @@ def test_strict_messages_carry_one_offset(tmp_path):
 # ---------------------------------------------------------------------------- steps, rank
 
 
-GPU_STEP = '{"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#4", "pid": 0, "tid": 7, "ts": 109.000, "dur": 8.000, "args": {"External id": 1, "device": 0, "stream": 7}}'
+GPU_STEP = ('{"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#4", "pid": 0, "tid": 7, "ts": 109.000, '
+            '"dur": 8.000, "args": {"External id": 1, "device": 0, "stream": 7}}')
 
 
 def test_profiler_step_only_on_the_device(tmp_path):

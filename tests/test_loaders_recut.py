@@ -133,6 +133,23 @@ def _sql(path, *stmts):
     con.close()
 
 
+def test_nsys_steps_come_from_nvtx_ranges_through_trace_steps(saxpy):
+    # nsys's step assignment is nbprof.trace.steps.assign_steps with its NVTX ranges (per pid, the
+    # NVTX end inclusive); kernels take their launching runtime call's step
+    tid = 302119224788637  # the host thread of every runtime call
+    ins = "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES "
+    _sql(saxpy, ins + f"(900000000, 1000000000, 59, 'step 1', {tid}, 0)", ins + f"(1100000000, 1196025543, 59, 'step 2', {tid}, 0)")
+    ev = nbprof.load(saxpy).events
+    k = ev[ev["cat"] == "kernel"].sort_values("ts_ns")
+    assert k["step"].tolist() == [1, 2, -1, -1, -1]
+    rt = ev[(ev["correlation"] == 156) & (ev["device"] < 0)].sort_values("ts_ns")
+    assert rt["ts_ns"].diff().iloc[1] == 521 and rt["step"].tolist() == [2, 2]  # the second starts at the end
+    nv = ev[ev["cat"] == "nvtx"]
+    assert nv.loc[nv["name"].isin(["step 1", "step 2"]), "step"].tolist() == [1, 2]
+    assert (nv.loc[~nv["name"].isin(["step 1", "step 2"]), "step"] == -1).all()
+    assert sorted(set(ev["step"])) == [-1, 1, 2]
+
+
 def test_nsys_wal_mode_export_writes_nothing_next_to_it(saxpy):
     _sql(saxpy, "PRAGMA journal_mode=WAL")
     assert saxpy.read_bytes()[18:20] == b"\x02\x02"  # WAL mode in the file header
@@ -438,6 +455,31 @@ def test_snapshot_huge_numbers_and_deeply_nested_frame_text(tmp_path):
     assert ev["size_bytes"].iloc[0] == 0 and ev["addr"].iloc[1] == -1 and ev["ts_ns"].iloc[2] == -1 and ev["action"].iloc[4] == "unknown"
     assert t.report.get("bad_frame").count == 1 and len(ev) == 2941
     assert ev["addr"].iloc[5] == -1 and t.segments["device"].iloc[0] == 0
+
+
+def test_snapshot_deeply_nested_frames_are_described_not_repred(tmp_path):
+    # fuzz seed 18 snapshot:23: 'frames' nested past the recursion limit -> RecursionError in the
+    # bad_frame message (the first bad frame was repr'd whole)
+    import pickle
+    import sys
+
+    obj = _snapshot_obj()
+    ent = obj["device_traces"][0]
+    deep: list = []
+    for _ in range(sys.getrecursionlimit() + 100):
+        deep = [deep]
+    ent[3]["frames"] = deep  # frames[0] is a (deep) list, not a frame dict
+    ent[4]["frames"] = [{"name": "f", "filename": "x.py", "line": deep}]
+    lim = sys.getrecursionlimit()
+    sys.setrecursionlimit(lim * 4)  # only to write the test file
+    try:
+        data = pickle.dumps(obj, protocol=4)
+    finally:
+        sys.setrecursionlimit(lim)
+    t = nbprof.load(_write(tmp_path / "s.pickle", data))
+    it = t.report.get("bad_frame")
+    assert it.count == 2 and "(first: a list of 1 item)" in it.message
+    assert len(t.events) == 2941 and t.events["frames_id"].iloc[3] == -1
 
 
 def test_memory_timeline_deep_nesting_is_a_format_error(tmp_path):

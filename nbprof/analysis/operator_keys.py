@@ -1,9 +1,10 @@
 """Operator-table keys and the sum of per-cycle operator summaries.
 
 ``resolve_sort_key`` reads torch's ``key_averages().table(sort_by=...)`` keys as ``operator_summary``
-columns; ``GROUP_BY`` lists the ``group_by`` values; ``combine_summaries`` sums the summaries of several
-profiling cycles into one frame (same columns, same units: ns, bytes, FLOPs); ``summed_operator_summary``
-does both steps for a list of traces.
+columns; ``GROUP_BY`` lists the ``group_by`` values; ``summed_operator_summary`` sums the
+``operator_summary`` of several profiling cycles (a list of traces) into one frame (same columns, same
+units: ns, bytes, FLOPs). The sum of already-computed frames is a private helper: the public
+DataFrame functions of ``nbprof.analysis`` take a trace (or traces, findings, a snapshot).
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ import pandas as pd
 from ..trace.model import Trace
 from .operators import SORT_KEYS, SUMMARY_COLUMNS
 
-__all__ = ["GROUP_BY", "resolve_sort_key", "sum_columns", "group_keys", "combine_summaries",
-           "summed_operator_summary"]
+__all__ = ["GROUP_BY", "resolve_sort_key", "sum_columns", "group_keys", "summed_operator_summary"]
 
 #: ``group_by`` values of ``operator_summary``.
 GROUP_BY = ("name", "shapes", "stack")
@@ -65,7 +65,7 @@ def resolve_sort_key(key: str) -> str:
     raise ValueError(msg)
 
 
-def combine_summaries(frames: list[pd.DataFrame], keys: list[str]) -> pd.DataFrame:
+def _combine_summaries(frames: list[pd.DataFrame], keys: list[str]) -> pd.DataFrame:
     """Sum per-cycle ``operator_summary`` frames into one (counts, times and bytes add; flops add).
 
     Returns the ``operator_summary`` columns (``keys``, ``cat``, the summed columns, ``avg_host_ns``,
@@ -111,4 +111,4 @@ def summed_operator_summary(traces: list[Trace], group_by: str = "name", stack_d
     if not traces:
         return pd.DataFrame(columns=["name", *sum_columns(), "flops", "avg_host_ns", "avg_device_ns"])
     frames = [operator_summary(t, group_by=group_by, stack_depth=stack_depth) for t in traces]
-    return combine_summaries(frames, group_keys(group_by))
+    return _combine_summaries(frames, group_keys(group_by))

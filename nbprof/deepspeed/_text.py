@@ -46,7 +46,7 @@ QUIRKS = {
 }
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
-_RANK_PREFIX = re.compile(r"^\[(?:rank|default)?(\d+)\]:\s?")
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)?(\d{1,9})\]:\s?")  # digits bounded: int() of 4300+ digits raises
 _LOG_PREFIX = re.compile(
     r"^\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\]\s+\[(?P<level>[A-Z]+)\]\s+\[(?P<where>[^\]]*)\]\s*"
 )

@@ -46,7 +46,7 @@ _SUMMARY_KEYS = {
 _BANNER_TEXT = "DeepSpeed Flops Profiler"
 #: anchored (one start position) and only tried on lines holding the text: linear in the line length
 _BANNER = re.compile(r"-+\s*DeepSpeed Flops Profiler\s*-+$")
-_AT_STEP = re.compile(r"Profile Summary at step\s+(\d+)")
+_AT_STEP = re.compile(r"Profile Summary at step\s+(\d{1,18})(?!\d)")  # bounded: int() of 4300+ digits raises
 
 
 def _is_banner(s: str) -> bool:
@@ -228,6 +228,8 @@ def _parse_one_flops(lines: list[tuple[int, int, str]], q: _Quirks, zero_stage: 
         if _is_banner(s):
             continue
         m = _AT_STEP.search(s)
+        if m is None and (mb := re.search(r"Profile Summary at step\s+(\d{19,})", s)):
+            q.add("bad_number", ln, f"a step number of {len(mb.group(1))} digits: step not known")
         if m:
             prof.reported_step = int(m.group(1))
             prof.step = prof.reported_step - 1
@@ -268,7 +270,10 @@ def _parse_one_flops(lines: list[tuple[int, int, str]], q: _Quirks, zero_stage: 
         elif section == "aggregated":
             md = re.match(r"^depth (\d+):", s)
             if md:
-                depth = int(md.group(1))
+                if len(md.group(1)) > 9:  # not a module depth (and int() of 4300+ digits raises)
+                    q.add("unparsed_line", ln, f"aggregated depth of {len(md.group(1))} digits: {s[:80]!r}")
+                else:
+                    depth = int(md.group(1))
                 continue
             ma = re.match(r"^(params|MACs|fwd latency)\s*-\s*(\{.*\})\s*$", s)
             if not ma and re.match(r"^(params|MACs|fwd latency)\s*-", s):

@@ -29,7 +29,7 @@ from .parsers import CommsLog, DeepSpeedLog, FlopsProfile, parse_flops_profile, 
 
 __all__ = ["DeepSpeedRun", "run_example", "run_examples", "free_port"]
 
-_MARK = re.compile(r"^=== nbprof zero stage (\d+) ===\s*$", re.M)
+_MARK = re.compile(r"^=== nbprof zero stage (\d{1,9}) ===\s*$", re.M)
 
 
 def free_port() -> int:
@@ -90,7 +90,7 @@ def _package_root() -> str:
 
 
 def _rank_of(path: Path) -> int:
-    m = re.match(r"rank(\d+)", path.name)
+    m = re.match(r"rank(\d{1,9})(?!\d)", path.name)
     return int(m.group(1)) if m else -1
 
 

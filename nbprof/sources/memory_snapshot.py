@@ -97,13 +97,13 @@ def _frames_key(frames: Any, bad: list[Any]) -> tuple[Any, ...] | None:
         if not isinstance(fr, dict):
             bad[0] += 1
             if len(bad) == 1:
-                bad.append(fr)
+                bad.append(_brief(fr))
             continue
         ln = _line(fr.get("line", 0))
         if ln is None:
             bad[0] += 1
             if len(bad) == 1:
-                bad.append(fr.get("line"))
+                bad.append(_brief(fr.get("line")))
             ln = 0
         name, fn = _label(fr.get("name", "?")), _label(fr.get("filename", "?"))
         if name is None or fn is None:
@@ -112,6 +112,23 @@ def _frames_key(frames: Any, bad: list[Any]) -> tuple[Any, ...] | None:
                 bad.append(f"a {type(fr.get('name') if name is None else fr.get('filename')).__name__} as frame text")
         out.append((name or "?", fn or "?", ln))
     return tuple(out) if out else None
+
+
+def _brief(v: Any) -> str:
+    """A short, safe description of an untrusted value for a report message: a scalar written out
+    (cut at 40 characters), a container by its type name and length -- never repr'd as a whole
+    (a deeply nested one would recurse, a huge one would flood the message)."""
+    if v is None or isinstance(v, (bool, int, float)):
+        t = repr(v) if not isinstance(v, int) or abs(v) < 10**40 else f"an int of {v.bit_length()} bits"
+        return t
+    if isinstance(v, (str, bytes)):
+        t = repr(v[:40])
+        return t + ("..." if len(v) > 40 else "")
+    try:
+        n = len(v)
+    except Exception:  # an object without a length: the type name alone
+        return f"a {type(v).__name__}"
+    return f"a {type(v).__name__} of {n} item{'s' if n != 1 else ''}"
 
 
 def _label(v: Any) -> str | None:
@@ -380,7 +397,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
                    "negative, beyond 2**53 or not numbers: set to 0")
     if bad_frames[0]:
         report.add("bad_frame", "repaired", bad_frames[0], f"{bad_frames[0]} stack frames are not dicts or have a line "
-                   f"that is not an integer (first: {bad_frames[1]!r}): skipped / line set to 0")
+                   f"that is not an integer (first: {bad_frames[1]}): skipped / line set to 0")
     if not len(events):
         report.add("no_history", "assumed", 0, "no allocator trace entries (history was not recorded): only the final state")
     else:

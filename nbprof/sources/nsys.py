@@ -63,6 +63,7 @@ import pandas as pd
 from ..errors import TraceFormatError
 from ..trace import schema
 from ..trace.model import LoadReport, Trace, TraceMeta
+from ..trace.steps import assign_steps
 
 __all__ = ["load_nsys", "nsys_tables", "decode_global_id", "MEMCPY_KIND_NAMES", "MEM_KIND_NAMES"]
 
@@ -716,15 +717,14 @@ def _cpu_samples(db: _Db, strings: dict[int, str | None]) -> pd.DataFrame | None
     return out
 
 
-def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
-    """``step`` from NVTX ranges named ``step N``/``ProfilerStep#N`` (or ``step`` with an integer payload).
-
-    Host events of the same process inside the range get its number; device rows get the step of the
-    runtime call that launched them (by correlation id).
-    """
-    events["step"] = -1
+def _step_ranges(nvtx: pd.DataFrame | None) -> pd.DataFrame:
+    """The NVTX ranges named ``step N``/``ProfilerStep#N`` (or ``step`` with an integer payload) as a
+    ``steps.assign_steps`` ranges frame with ``pid``. An NVTX end is inclusive (an event starting at
+    it is inside), ``end_ns`` exclusive: it is the NVTX end + 1 ns."""
+    cols = {"step": np.zeros(0, np.int32), "start_ns": np.zeros(0, np.int64), "end_ns": np.zeros(0, np.int64),
+            "pid": np.zeros(0, np.int64)}
     if nvtx is None or not len(nvtx):
-        return
+        return pd.DataFrame(cols)
     rng = nvtx[nvtx["style"].isin(["PushPop", "StartEnd"]) & (nvtx["end_ns"] >= 0)]
     nums = []
     for text, pl in zip(rng["text"], rng["payload"]):
@@ -735,33 +735,33 @@ def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
             nums.append(k)
         else:
             nums.append(-1)
-    rng = rng.assign(step=nums)
-    rng = rng[rng["step"] >= 0]
-    if not len(rng):
-        return
-    step = events["step"].to_numpy().copy()
-    host = (events["device"].to_numpy() < 0) & (events["cat"].astype(str).to_numpy() != schema.NVTX)
-    ts = events["ts_ns"].to_numpy()
-    pids = events["pid"].to_numpy()
-    for p, g in rng.sort_values("ts_ns").groupby("pid"):
-        starts, ends, nums = g["ts_ns"].to_numpy(), g["end_ns"].to_numpy(), g["step"].to_numpy()
-        sel = host & (pids == p)
-        idx = np.searchsorted(starts, ts[sel], side="right") - 1
-        ok = (idx >= 0) & (ts[sel] <= ends[np.clip(idx, 0, None)])
-        sub = np.where(ok, nums[np.clip(idx, 0, None)], -1)
-        step[np.flatnonzero(sel)] = sub
-    # the step ranges themselves
-    for p, g in rng.groupby("pid"):
-        for t0, n in zip(g["ts_ns"], g["step"]):
-            hit = (pids == p) & (ts == t0) & (events["cat"].astype(str).to_numpy() == schema.NVTX)
-            step[hit] = n
-    events["step"] = step
-    corr = events["correlation"].to_numpy()
-    rt = (events["cat"].astype(str).isin(list(schema.RUNTIME_CATEGORIES))).to_numpy() & (corr >= 0)
-    step_of = dict(zip(corr[rt], step[rt]))
-    dev = (events["device"].to_numpy() >= 0) & (corr >= 0)
-    if dev.any() and step_of:
-        events.loc[dev, "step"] = [step_of.get(c, -1) for c in corr[dev]]
+    num = np.array(nums, dtype=np.int64)
+    ok = num >= 0
+    return pd.DataFrame({
+        "step": num[ok].astype(np.int32),
+        "start_ns": rng["ts_ns"].to_numpy()[ok].astype(np.int64),
+        "end_ns": rng["end_ns"].to_numpy()[ok].astype(np.int64) + 1,
+        "pid": rng["pid"].to_numpy()[ok].astype(np.int64),
+    })
+
+
+def _assign_steps(events: pd.DataFrame, nvtx: pd.DataFrame | None) -> None:
+    """``step`` by ``nbprof.trace.steps.assign_steps`` from the NVTX step ranges (``_step_ranges``),
+    per process: host events (NVTX ranges aside, but the step ranges themselves) of the same pid
+    inside a range get its number; device rows get the step of the runtime call that launched them
+    (by correlation id), else -1."""
+    ranges = _step_ranges(nvtx)
+    cat = events["cat"].astype(str).to_numpy()
+    host = events["device"].to_numpy() < 0
+    is_nvtx = cat == schema.NVTX
+    # the step ranges' own rows: NVTX rows of their pid starting at their start
+    own = np.zeros(len(events), dtype=bool)
+    nv = np.flatnonzero(is_nvtx)
+    if len(nv) and len(ranges):
+        own[nv] = pd.MultiIndex.from_arrays([events["pid"].to_numpy()[nv], events["ts_ns"].to_numpy()[nv]]).isin(
+            pd.MultiIndex.from_arrays([ranges["pid"].to_numpy(), ranges["start_ns"].to_numpy()]))
+    correlated = ~host & (events["correlation"].to_numpy() >= 0)
+    assign_steps(events, ranges, timed=host & (~is_nvtx | own), correlated=correlated)
 
 
 def _int_payload(pl: Any) -> int | None:

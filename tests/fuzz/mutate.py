@@ -127,7 +127,8 @@ def byte_mutation(rng: random.Random, data: bytes) -> tuple[bytes, str]:
         return bytes(b[:i] + ins + b[i:]), f"insert {ins!r} at {i}"
     if k == 6:
         i = rng.randrange(n)
-        tok = rng.choice([b"NaN", b"Infinity", b"-Infinity", b"1e999", b"99999999999999999999999", b"-", b"\"", b",", b"]", b"}", b"{", b"["])
+        tok = rng.choice([b"NaN", b"Infinity", b"-Infinity", b"1e999", b"99999999999999999999999",
+                          b"-", b"\"", b",", b"]", b"}", b"{", b"["])
         return bytes(b[:i] + tok + b[i:]), f"insert token {tok!r} at {i}"
     if k == 7:
         i = rng.randrange(n)
@@ -355,8 +356,11 @@ def snapshot_mutation(rng: random.Random, snap: dict) -> tuple[bytes, str]:
             if isinstance(traces, list) and traces and isinstance(traces[0], list):
                 tr = traces[0]
                 tr.insert(rng.randrange(len(tr) + 1), rng.choice([
-                    None, 1, "alloc", [], {"action": rng.choice(["alloc", "free_requested", "free_completed", "oom", "snapshot", "segment_alloc", "x", None, 3])},
-                    {"action": "alloc", "addr": rng.choice(HUGE_INTS), "size": rng.choice([-1, 2**70, "5", None]), "time_us": rng.choice([-5, 2**64, 1.5, "t", None])},
+                    None, 1, "alloc", [],
+                    {"action": rng.choice(["alloc", "free_requested", "free_completed", "oom", "snapshot",
+                                           "segment_alloc", "x", None, 3])},
+                    {"action": "alloc", "addr": rng.choice(HUGE_INTS), "size": rng.choice([-1, 2**70, "5", None]),
+                     "time_us": rng.choice([-5, 2**64, 1.5, "t", None])},
                 ]))
                 descs.append("odd trace entry")
         elif k == 5:  # numbers odd
@@ -366,7 +370,8 @@ def snapshot_mutation(rng: random.Random, snap: dict) -> tuple[bytes, str]:
                 par[key] = rng.choice(HUGE_INTS + ODD_FLOATS + [-1, 0, True])
                 descs.append(f"{key} = {par[key]!r}")
         elif k == 6:  # top level odd
-            s = rng.choice([[s], "snapshot", None, {"segments": s.get("segments") if isinstance(s, dict) else []}, {}, list(s.items()) if isinstance(s, dict) else s])
+            segs = s.get("segments") if isinstance(s, dict) else []
+            s = rng.choice([[s], "snapshot", None, {"segments": segs}, {}, list(s.items()) if isinstance(s, dict) else s])
             descs.append("top level odd")
             break
         elif k == 7:  # deep nesting (the pickler is iterative on load; pickling needs headroom)
@@ -438,7 +443,7 @@ def nsys_mutation(rng: random.Random, path: str) -> str:
                 con.execute(f"DROP TABLE {_q(t)}")
                 con.execute(f"ALTER TABLE __fz RENAME TO {_q(t)}")
             if k in (0, 1, 2, 3, 4, 5):  # values
-                if t == "StringIds" and c == "value" or rng.random() < 0.2:
+                if (t == "StringIds" and c == "value") or rng.random() < 0.2:
                     c = "value" if t == "StringIds" else c
                 v = rng.choice(SQL_VALUES)
                 frac = rng.choice([1.0, 0.5, 0.1])
@@ -510,7 +515,8 @@ def deepspeed_mutation(rng: random.Random, text: str) -> tuple[bytes, str]:
             nums = [m for m in re.finditer(r"\d+(?:\.\d+)?", lines[i])] if n else []
             if nums:
                 m = rng.choice(nums)
-                v = rng.choice(["1.2.3", "nan", "inf", "-inf", "1e999", "-", "", "9" * 5000, "0x1f", "1,234", "\u0661\u0662", "1e-400", "--1"])
+                v = rng.choice(["1.2.3", "nan", "inf", "-inf", "1e999", "-", "", "9" * 5000, "0x1f", "1,234",
+                                "\u0661\u0662", "1e-400", "--1"])
                 lines[i] = lines[i][: m.start()] + v + lines[i][m.end():]
                 descs.append(f"number -> {v[:10]!r}")
         elif k == 2:

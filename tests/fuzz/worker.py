@@ -79,10 +79,7 @@ def where_of(tb) -> str:
         return "(no frame below the worker: a blocking system call)"
     fn = pick.filename
     i = fn.rfind(f"{os.sep}nbprof{os.sep}")
-    if i >= 0:
-        fn = fn[i + 1:]
-    else:
-        fn = os.path.basename(fn)
+    fn = fn[i + 1:] if i >= 0 else os.path.basename(fn)
     return f"{fn}:{pick.lineno} in {pick.name}"
 
 
@@ -118,10 +115,7 @@ def kineto_expected(path: str) -> dict | None:
         doc = json.loads(raw)
     except (ValueError, RecursionError, MemoryError):
         return None
-    if isinstance(doc, dict):
-        evs = doc.get("traceEvents")
-    else:
-        evs = doc
+    evs = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(evs, list):
         return None
     c = {"total": len(evs), "main": 0, "flow": 0, "side": 0, "other": 0}
@@ -206,7 +200,7 @@ def run_case(req: dict) -> dict:
                             result = r
                     except CaseTimeout:
                         raise
-                    except BaseException as exc:  # noqa: BLE001 -- classified
+                    except BaseException as exc:  # classified
                         problems.append(_problem(_classify(exc), f"deepspeed.{name}", exc))
                 if result is not None:
                     q = getattr(result, "quirks", None)
@@ -218,7 +212,7 @@ def run_case(req: dict) -> dict:
                     result = nbprof.load(path, **kw)
                 except CaseTimeout:
                     raise
-                except BaseException as exc:  # noqa: BLE001 -- classified
+                except BaseException as exc:  # classified
                     problems.append(_problem(_classify(exc), "load", exc))
                 if result is not None:
                     rep = getattr(result, "report", None)
@@ -257,7 +251,7 @@ def _check_loaded(result, req: dict) -> list[dict]:
                         findings_frame(r)
                 except CaseTimeout:
                     raise
-                except BaseException as exc:  # noqa: BLE001 -- classified
+                except BaseException as exc:  # classified
                     problems.append(_problem(_classify(exc), f"analysis.{fn}", exc))
         if req.get("html"):
             problems += _html(result, req)
@@ -272,7 +266,7 @@ def _check_loaded(result, req: dict) -> list[dict]:
                 getattr(MS, fn)(result)
             except CaseTimeout:
                 raise
-            except BaseException as exc:  # noqa: BLE001 -- classified
+            except BaseException as exc:  # classified
                 problems.append(_problem(_classify(exc), f"analysis.{fn}", exc))
         if req.get("html") and isinstance(result, MemorySnapshot):
             problems += _html(result, req)
@@ -298,7 +292,7 @@ def _html(result, req: dict) -> list[dict]:
         return []
     except CaseTimeout:
         raise
-    except BaseException as exc:  # noqa: BLE001 -- classified
+    except BaseException as exc:  # classified
         return [_problem(_classify(exc), "viz.to_html", exc)]
 
 
@@ -338,7 +332,7 @@ def main() -> None:
         c0 = time.process_time()
         try:
             res = run_case(req)
-        except BaseException as exc:  # noqa: BLE001 -- the worker itself must survive a case
+        except BaseException as exc:  # the worker itself must survive a case
             res = {"outcome": "ok-clean", "problems": [_problem("FOREIGN", "worker", exc)]}
         res["id"] = req["id"]
         res["cpu_s"] = time.process_time() - c0

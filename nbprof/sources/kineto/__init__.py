@@ -149,22 +149,21 @@ def load_kineto(
     """
     spath = os.fspath(path)
     report = LoadReport(path=spath)
-    if data is None:
-        data = _read_buffer(spath, report)
+    buf: bytes | bytearray | mmap.mmap = _read_buffer(spath, report) if data is None else data
     if strict and not report.clean:
         raise TraceFormatError(spath, report.issues[0].offset, report.issues[0].message)
-    if data[:3] == _BOM:  # read as whitespace: every byte offset stays the file's
+    if buf[:3] == _BOM:  # read as whitespace: every byte offset stays the file's
         if strict:
             raise TraceFormatError(spath, 0, "the file starts with a UTF-8 byte order mark (EF BB BF), which JSON does not allow")
-        if not isinstance(data, (bytearray, mmap.mmap)):
-            data = bytearray(data)
-        data[:3] = b"   "
+        if not isinstance(buf, (bytearray, mmap.mmap)):
+            buf = bytearray(buf)
+        buf[:3] = b"   "
         report.add("utf8_bom", "repaired", 1,
                    "1 UTF-8 byte order mark (EF BB BF) at the start of the file: read as whitespace", offset=0)
-    if not _first_char(data):
+    if not _first_char(buf):
         raise TraceFormatError(spath, 0, "file is empty (0 bytes of JSON): no trace was written")
     try:
-        return _load(spath, data, report, strict, rank)
+        return _load(spath, buf, report, strict, rank)
     except RecursionError as exc:  # a decode this module does not guard: never let it escape
         raise TraceFormatError(spath, None, f"JSON nested too deeply to decode ({exc})") from exc
 
@@ -180,7 +179,7 @@ def _load(spath: str, data: Any, report: LoadReport, strict: bool, rank: int | N
         parts = None
         if quick is not None and not strict and _parallel_ok(data, quick):
             parts = _parallel_extract(data, ctx, quick[0], quick[1])
-        if parts is not None:
+        if parts is not None and quick is not None:  # (parts only come from a located span)
             ctx.array_start, meta, exact_ts = quick[0], dict(quick[2]), None
         else:
             events, meta, exact_ts = _decode(data, ctx, quick)

@@ -105,8 +105,11 @@ def _args_struct(group: str) -> type:
 
 
 _ARG_STRUCTS = {g: _args_struct(g) for g in _FIELDS}
-_ARG_LIST_DECODERS = {g: msgspec.json.Decoder(list[t]) for g, t in _ARG_STRUCTS.items()}
-_ARG_ONE_DECODERS = {g: msgspec.json.Decoder(t) for g, t in _ARG_STRUCTS.items()}
+# the Structs are built at import (msgspec.defstruct): mypy cannot use a runtime class as a type argument
+_ARG_LIST_DECODERS: dict[str, msgspec.json.Decoder[list[Any]]] = {
+    g: msgspec.json.Decoder(list[t]) for g, t in _ARG_STRUCTS.items()  # type: ignore[valid-type]
+}
+_ARG_ONE_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {g: msgspec.json.Decoder(t) for g, t in _ARG_STRUCTS.items()}
 
 
 _ARG_COLUMNS = {
@@ -145,7 +148,7 @@ def _decode_args(raws: list[msgspec.Raw], group: str, ctx: _Ctx, rows: np.ndarra
     return out
 
 
-class _ArgColumns(dict):
+class _ArgColumns(dict[str, Any]):
     """Args columns of ``n`` rows by name; a numeric one appears (-1 or NaN in every row) when first written."""
 
     DEFAULTS: ClassVar[dict[str, Any]] = {"int": -1, "float": np.nan}

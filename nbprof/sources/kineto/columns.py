@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from itertools import compress, repeat
 from operator import attrgetter, index, is_, pos
 from typing import Any
@@ -256,8 +257,10 @@ def _pid_tid(pids: list[Any] | None, tids: list[Any] | None, ctx: _Ctx, rows: np
             tids = _col(objs, "tid")
     lane: list[int] = []
     if pid is None:
+        assert pids is not None  # the typed read failed: the values were listed
         pid = _to_int_array(pids, "pid", ctx, rows, tried=objs is not None, lanes=_LANE_PIDS, lane_out=lane)
     if tid is None:
+        assert tids is not None  # the typed read failed: the values were listed
         if lane:  # a span lane's tid is the span's name
             tids = list(tids)
             for i in lane:
@@ -274,7 +277,7 @@ def _raw_texts(values: list[msgspec.Raw]) -> list[str]:
     return b"\x00".join(values).decode("utf-8", "replace").split("\x00")
 
 
-def _compact_json_text(s: Any) -> str | None:
+def _compact_json_text(s: str | None) -> str | None:
     if not s:
         return None
     if "\n" in s or "  " in s:
@@ -290,7 +293,7 @@ def _select(objs: list[Any], mask: np.ndarray) -> list[Any]:
     return list(compress(objs, mask.tolist()))
 
 
-_GETTERS: dict[str, Any] = {}
+_GETTERS: dict[str, Callable[[list[Any]], list[Any]]] = {}
 
 
 def _col(objs: list[Any], attr: str) -> list[Any]:
@@ -311,7 +314,7 @@ def _col(objs: list[Any], attr: str) -> list[Any]:
 _NO_CATEGORIES = pd.Index([], dtype="float64")
 
 
-class _Codes(dict):
+class _Codes(dict[Any, int]):
     """value -> code, a new value taking the next code on first lookup (codes in order of first appearance)."""
 
     def __missing__(self, value: Any) -> int:

@@ -36,11 +36,11 @@ def _gc_paused() -> Iterator[None]:
 class _Ctx:
     """Per-load state: path, report, strict flag and what is needed to locate an event's bytes."""
 
-    def __init__(self, path: str, report: LoadReport, strict: bool, data: bytes) -> None:
+    def __init__(self, path: str, report: LoadReport, strict: bool, data: bytes | None) -> None:
         self.path = path
         self.report = report
         self.strict = strict
-        self.data = data
+        self.data: bytes | None = data
         self.fast = True  # events decoded in one pass: event index == position in traceEvents
         self.loose = False  # events are _LooseEvent: ts/dur may be strings
         self.array_start: int | None = None

@@ -9,7 +9,7 @@ raises ``TraceFormatError`` at the error's byte offset.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -36,7 +36,7 @@ def _decode_span(span: Any, ctx: _Ctx) -> list[_Event]:
         return _EVENT_DECODER.decode(span)
     except msgspec.ValidationError:
         ctx.loose = True
-        return _LOOSE_EVENT_DECODER.decode(span)
+        return cast("list[_Event]", _LOOSE_EVENT_DECODER.decode(span))  # _LooseEvent is an _Event
 
 
 def _decode(
@@ -157,7 +157,8 @@ def _trailing_bytes(data: Any, end: int, ctx: _Ctx) -> None:
     """Report (strict mode: raise) bytes after the end of the JSON document whose events array ends
     at ``end``: they are ignored (kind ``trailing_bytes``, count = bytes, offset = the first one)."""
     if _first_char(data) == b"[":
-        tail_at = _WS_END.match(data, end).end()
+        ws = _WS_END.match(data, end)  # ``\s*`` always matches
+        tail_at = ws.end() if ws is not None else end
         at = tail_at if tail_at < len(data) else None
     else:
         head = data[: _events_array_start(data) - 1]

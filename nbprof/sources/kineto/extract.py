@@ -70,6 +70,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     ph_col = _CatColumn(n_all)
     ph_col.put(None, _col(evs, "ph"))
     ph_lut, ph_codes = ph_col.lut, ph_col.codes
+    assert ph_codes is not None  # put() over every row
 
     def is_ph(*phs: str) -> np.ndarray:
         lut = np.array([u in phs for u in ph_lut], dtype=bool)
@@ -243,5 +244,6 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
                         v.codes = v.codes[o]
                 elif v is not None:
                     events[k] = v[o]
-    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m, is_flow=is_flow, is_mem=is_mem, is_c=is_c,
-                 events=events, flows=flows, memory=memory, counters=counters, threads=threads, notes=notes)
+    return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m,
+                 is_flow=is_flow, is_mem=is_mem, is_c=is_c, events=events, flows=flows, memory=memory,
+                 counters=counters, threads=threads, notes=notes)

@@ -28,16 +28,18 @@ _CAT_TRANSFORMS: dict[str, Any] = {
 def _join(parts: list[_Part], table: str, take: np.ndarray | None = None) -> dict[str, Any]:
     """One table's columns over all parts (categoricals merged, not finished): one after the other,
     then the rows at positions ``take`` of that, when given."""
-    out = {}
+    out: dict[str, Any] = {}
     for k in getattr(parts[0], table):
         vs = [getattr(p, table)[k] for p in parts]
         if table == "events" and any(v is None for v in vs):  # constant in some parts (``const``)
-            c = [p.const.get(k) for p in parts]
-            if all(x is not None for x in c) and all(np.array_equal(x, c[0], equal_nan=True) for x in c):
+            c = [p.const[k] for p in parts if p.const.get(k) is not None]
+            if len(c) == len(parts) and all(np.array_equal(x, c[0], equal_nan=True) for x in c):
                 rows = sum(len(p.e_rows) for p in parts) if take is None else len(take)
                 out[k] = np.full(rows, c[0][0], dtype=c[0].dtype)
                 continue
-            vs = [np.full(len(p.e_rows), x[0], dtype=x.dtype) if v is None else v for v, x, p in zip(vs, c, parts)]
+            # a part without the column holds it as a constant
+            vs = [np.full(len(p.e_rows), p.const[k][0], dtype=p.const[k].dtype) if v is None else v
+                  for v, p in zip(vs, parts)]
         if isinstance(vs[0], _CatColumn):
             out[k] = vs[0] if len(vs) == 1 and take is None else _CatColumn.concat(vs, take)
         else:
@@ -64,8 +66,9 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
 
     # --- time: float64 µs (exact ns below 2**43 µs) or exact integer ns for big fractional ts
     pool = rows_e[ok_e] if ok_e.any() else np.flatnonzero(ok_all & ~is_m)
-    ns_parts = [p.ns_abs for p in parts] if all(p.ns_abs is not None for p in parts) else None
-    t_all, origin_abs = _timeline(ts_all, ns_parts, exact_ts, pool, meta)
+    ns_list = [p.ns_abs for p in parts if p.ns_abs is not None]
+    ns_parts = ns_list if len(ns_list) == len(parts) else None
+    t_all, origin_abs = _timeline(ts_all, ns_parts, exact_ts, pool, meta, ok_all)
     del ns_parts
     del ts_all
 
@@ -145,7 +148,7 @@ def _far_outside(ts_all: np.ndarray, ok_all: np.ndarray, rows_e: np.ndarray, is_
     ts_e = ts_all[rows_e]
     ts_e = ts_e[np.isfinite(ts_e)]
     med = float(np.median(ts_e if ts_e.size else timed))
-    far = ok_all & ~is_m & (np.abs(ts_all - med) > _OUTLIER_US)
+    far: np.ndarray = ok_all & ~is_m & (np.abs(ts_all - med) > _OUTLIER_US)
     k = int(np.count_nonzero(far))
     if not k:
         return None

@@ -140,9 +140,9 @@ def _parallel_extract(data: bytearray | mmap.mmap, ctx: _Ctx, start: int, end: i
             mine = work(None)
         finally:
             os.close(qr)
-        with os.fdopen(rfd, "rb") as f:
+        with os.fdopen(rfd, "rb") as fr:
             rfd = -1
-            theirs = _recv_part(f, shm)
+            theirs = _recv_part(fr, shm)
         done = True
     finally:
         if rfd >= 0:
@@ -169,7 +169,8 @@ def _send_part(part: Any, f: Any, shm: mmap.mmap) -> None:
     through the pipe when the arrays do not fit."""
     bufs: list[pickle.PickleBuffer] = []
     payload = pickle.dumps(part, protocol=5, buffer_callback=bufs.append)
-    places: list[tuple[int, int]] | None = []
+    placed: list[tuple[int, int]] = []
+    places: list[tuple[int, int]] | None = placed
     pos = 0
     try:
         for b in bufs:
@@ -178,7 +179,7 @@ def _send_part(part: Any, f: Any, shm: mmap.mmap) -> None:
             if pos + n > len(shm):
                 raise BufferError("shared buffer full")
             shm[pos : pos + n] = raw
-            places.append((pos, n))
+            placed.append((pos, n))
             pos = (pos + n + 63) & ~63
     except BufferError:  # too large or not contiguous
         payload, places = pickle.dumps(part, protocol=5), None

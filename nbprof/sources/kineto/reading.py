@@ -84,7 +84,8 @@ def _read_buffer(path: str, report: LoadReport) -> bytearray | mmap.mmap:
 _WS = re.compile(rb"\s*")
 
 
-def _first_char(data: bytes) -> bytes:
+def _first_char(data: bytes | bytearray | memoryview | mmap.mmap) -> bytes:
     """The first non-whitespace byte (b"" if none), without copying the data."""
-    i = _WS.match(data).end()
-    return data[i : i + 1]
+    m = _WS.match(data)  # ``\s*`` always matches
+    i = m.end() if m is not None else 0
+    return bytes(data[i : i + 1])

@@ -36,6 +36,12 @@ _MALFORMED_AT = re.compile(r"\(byte (\d+)\)")
 _VALIDATION_AT = re.compile(r"at `\$\[(\d+)\]")
 
 
+def _balanced(chunk: bytes) -> bool:
+    """Whether the brackets outside strings of ``chunk`` close as many as they open (linear)."""
+    s = _STRING.sub(b'""', chunk)
+    return s.count(b"{") + s.count(b"[") == s.count(b"}") + s.count(b"]")
+
+
 def _escape_ctrl_in_strings(chunk: bytes) -> bytes:
     def fix(m: re.Match[bytes]) -> bytes:
         return _CTRL.sub(lambda c: b"\\u%04x" % c.group(0)[0], m.group(0))
@@ -161,11 +167,11 @@ def _tolerant_decode(
     decodable prefix, and the next one after it), repaired or dropped, and decoding resumes
     after it. Work stays linear in the file size.
     """
-    if "UTF-8" in first_error:
-        data, bad = _fix_utf8(data)
-        if bad:
-            report.add("invalid_utf8", "repaired", len(bad),
-                       f"{len(bad)} {_REPAIR_TEXT['invalid_utf8']}", offset=bad[0])
+    # always (not only when the first error names UTF-8): an invalid sequence after the first
+    # error would fail the bulk decode with no byte offset, and the rest would look truncated
+    data, bad = _fix_utf8(data)
+    if bad:
+        report.add("invalid_utf8", "repaired", len(bad), f"{len(bad)} {_REPAIR_TEXT['invalid_utf8']}", offset=bad[0])
     start = _events_array_start(data)
     if start < 0:
         raise TraceFormatError(path, 0, f"no 'traceEvents' array and not a JSON array of events ({first_error})")
@@ -254,12 +260,15 @@ def _tolerant_decode(
                 break
         # --- the bad event: up to the next boundary (or the array close) after err_at
         nxt = _CHUNK_END.search(buf, max(err_at, cstart + 1))
-        close = _CLOSE.search(buf, max(err_at, cstart + 1))
+        close_m = _CLOSE.search(buf, max(err_at, cstart + 1))
+        if (nxt is not None and close_m is not None and close_m.start() < nxt.start()
+                and not _balanced(bytes(buf[cstart : close_m.start() + 1]))):
+            close_m = None  # a "}]" inside the bad event (an array of objects in it), not the array's end
         chunk_end, is_last = None, False
-        if nxt is not None and (close is None or nxt.start() < close.start()):
+        if nxt is not None and (close_m is None or nxt.start() < close_m.start()):
             chunk_end = nxt.start() + 1
-        elif close is not None:
-            chunk_end, is_last = close.start() + 1, True
+        elif close_m is not None:
+            chunk_end, is_last = close_m.start() + 1, True
         if chunk_end is None:  # truncated file: the rest is the partial last event
             if strict:
                 raise TraceFormatError(path, n, f"file is truncated at byte {n}: the last event is incomplete "
@@ -285,8 +294,8 @@ def _tolerant_decode(
                 events.append(ev)
                 for u in used:
                     repairs.setdefault(u, []).append(cstart)
-        if is_last:
-            end = close.end()
+        if is_last and close_m is not None:
+            end = close_m.end()
             break
         comma = buf.index(b",", chunk_end)
         buf[comma : comma + 1] = b"["
@@ -295,8 +304,9 @@ def _tolerant_decode(
         report.add(kind, "repaired", len(offs), f"{len(offs)} {_REPAIR_TEXT[kind]}", offset=offs[0])
     if not_events:
         k = len(not_events)
+        eg = not_events[0][1].decode("utf-8", "replace")
         report.add("not_an_event", "dropped", k,
-                   f"{k} elements of traceEvents were not event objects (e.g. {not_events[0][1].decode('utf-8', 'replace')}) and were dropped",
+                   f"{k} elements of traceEvents were not event objects (e.g. {eg}) and were dropped",
                    offset=not_events[0][0])
     if dropped:
         dropped.sort()
@@ -401,6 +411,15 @@ def _walk_elements(buf: bytearray, mv: memoryview, seg: int, events: list[_Event
     if listed is None:
         return None
     raws, close, cut = listed
+    _decode_around_bad(buf, mv, seg, raws, close, events, not_events, dropped)
+    del raws  # the Raw views export ``buf``: release them before the caller edits it
+    return close, cut
+
+
+def _decode_around_bad(buf: bytearray, mv: memoryview, seg: int, raws: list[msgspec.Raw], close: int,
+                       events: list[_Event], not_events: list[tuple[int, bytes]], dropped: list[int]) -> None:
+    """``_walk_elements``'s loop over the listed elements ``raws`` (their array opens at ``seg`` and
+    closes at ``close``): each run of good events decoded in place, each bad element recorded."""
     total = len(raws)
 
     def off(j: int) -> int:
@@ -451,8 +470,6 @@ def _walk_elements(buf: bytearray, mv: memoryview, seg: int, events: list[_Event
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 dropped.append(off(j))
         i = j + 1
-    del raws
-    return close, cut
 
 
 def _nth_event_offset(buf: bytearray, seg: int, k: int) -> int | None:

@@ -164,7 +164,7 @@ def _thread_rows(Mv: list[_Event], ctx: _Ctx) -> list[tuple[Any, ...]]:
     rows = []
     for e, a in zip(keep, args):
         val = a.labels if e.name == "process_labels" else a.mname
-        rows.append((e.pid, e.tid, "" if val is None else str(val), _THREAD_KINDS[e.name]))
+        rows.append((e.pid, e.tid, "" if val is None else str(val), _THREAD_KINDS[str(e.name)]))
     return rows
 
 

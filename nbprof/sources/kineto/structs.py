@@ -44,9 +44,11 @@ class _LooseEvent(_Event, gc=False):
     """The same event with any phase string and string-typed ``ts``/``dur`` allowed (reported and
     converted by ``_to_float``)."""
 
-    ph: str = ""
-    ts: float | str | None = None
-    dur: float | str | None = None
+    # msgspec lets a Struct subclass redefine a field's type (here: wider, for the loose fallback
+    # decode); mypy reads it as an incompatible override
+    ph: str = ""  # type: ignore[assignment]
+    ts: float | str | None = None  # type: ignore[assignment]
+    dur: float | str | None = None  # type: ignore[assignment]
 
 
 class _TsOnly(msgspec.Struct, gc=False):

@@ -30,7 +30,8 @@ def _us_to_ns(ts: np.ndarray) -> np.ndarray:
     written digits exactly; ``rint(ts * 1000)`` would not (the product rounds at ~1e15 ns).
     """
     ip = np.floor(ts)
-    return ip.astype(np.int64) * 1000 + np.rint((ts - ip) * 1000.0).astype(np.int64)
+    ns: np.ndarray = ip.astype(np.int64) * 1000 + np.rint((ts - ip) * 1000.0).astype(np.int64)
+    return ns
 
 
 def _exact_ts_ns(texts: list[str]) -> np.ndarray:
@@ -73,7 +74,7 @@ def _maybe_exact_ts(data: bytes, raw_events: Any, events: list[_Event]) -> np.nd
 
 def _timeline(
     ts_all: np.ndarray, ns_parts: list[np.ndarray] | None, exact_ts: np.ndarray | None, pool: np.ndarray,
-    meta: dict[str, Any],
+    meta: dict[str, Any], ok_all: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int | None]:
     """Every event's time in int64 ns relative to the trace origin, and the origin's absolute ns.
 
@@ -83,9 +84,12 @@ def _timeline(
     the positions whose minimum is the origin (``ts_ns == 0``). Rows whose ``ts`` is unusable get
     an arbitrary value (callers drop them). The absolute origin is ``baseTimeNanoseconds`` plus the
     first ``ts``, or the first ``ts`` itself when it is absolute µs since the epoch; else None.
+    ``ok_all``: the usable rows (default: finite ``ts``); the others never enter a conversion (a
+    dropped outlier such as 2**64 µs would overflow the int64 cast).
     """
-    ok_all = np.isfinite(ts_all)
-    base_ns = meta.get("baseTimeNanoseconds")
+    if ok_all is None:
+        ok_all = np.isfinite(ts_all)
+    base_ns: Any = meta.get("baseTimeNanoseconds")
     has_base = isinstance(base_ns, (int, float)) and not isinstance(base_ns, bool)
     if exact_ts is not None:
         origin_exact = int(exact_ts[pool].min()) if pool.size else 0
