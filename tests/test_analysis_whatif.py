@@ -171,3 +171,39 @@ def test_cpu_predict_preprocess_half_and_zero(cpu_runs):
     # 0 ms run still pays (-7 % by construction). The bound for it is therefore looser.
     assert abs(err_half) <= 0.15, (pred_half, meas_half)
     assert abs(err_zero) <= 0.35, (pred_zero, meas_zero)
+
+
+# ---------------------------------------------------------------- a change with a known effect (CPU)
+def _sleep_run(out: Path, sleep_s: float) -> nbprof.Trace:
+    """Five profiled steps of a small CPU step: 2 matmuls + ``record_function("injected_sleep")`` sleeping ``sleep_s``."""
+    import time
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    torch.set_num_threads(1)  # no intra-op spinning against other processes on a shared machine
+    a = torch.randn(128, 128)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=5, repeat=1),
+                 on_trace_ready=lambda prof: prof.export_chrome_trace(str(out))) as prof:
+        for _ in range(7):
+            b = a @ a
+            with record_function("injected_sleep"):
+                time.sleep(sleep_s)
+            (b @ a).sum()
+            prof.step()
+    return nbprof.load(out)
+
+
+def test_cpu_injected_sleep_doubled_is_predicted(tmp_path):
+    # the issue's "change with a known effect" on CPU: an op with an injected sleep, made 2x longer. From the
+    # 10 ms run, scale("injected_sleep", 2) must predict the measured step of the 20 ms run (target +-15 %).
+    pytest.importorskip("torch")
+    before = _sleep_run(tmp_path / "sleep10.pt.trace.json", 0.010)
+    after = _sleep_run(tmp_path / "sleep20.pt.trace.json", 0.020)
+    pred = whatif.predict(before, whatif.scale("^injected_sleep$", 2.0))
+    measured = whatif.predict(after, []).baseline_step_ns
+    err = pred.predicted_step_ns / measured - 1
+    print(f"sleep x2: baseline {pred.baseline_step_ns / 1e6:.2f} ms, predicted {pred.predicted_step_ns / 1e6:.2f} ms, "
+          f"measured {measured / 1e6:.2f} ms, {err:+.1%}")
+    assert pred.predicted_step_ns > pred.baseline_step_ns + 8e6  # the replay added ~10 ms per step, not 0
+    assert abs(err) <= 0.15, (pred.predicted_step_ns, measured)
