@@ -12,9 +12,6 @@ the scheduling.
 
 from __future__ import annotations
 
-import glob as _glob
-import hashlib
-import json
 import os
 import re
 import signal
@@ -25,299 +22,23 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from .errors import NbprofError, SchemaError, TraceFormatError
-from .trace import schema
-from .trace.model import LoadReport, Trace, TraceMeta
+from .errors import NbprofError
+from .rank_inputs import _archive_members, _expand, _extract_members, _is_archive
+from .trace.model import LoadReport, Trace
 from .trace.predicates import is_step_row
+from .trace_cache import (
+    CACHE_FORMAT_VERSION,
+    TraceCache,
+    _get_summary,
+    _put_summary,
+    _RankResult,
+    default_cache_dir,
+    reducer_key,
+)
 
 __all__ = ["load_ranks", "MultiRankTrace", "rank_summary", "reducer_key", "TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION"]
-
-CACHE_FORMAT_VERSION = 2  # 2: side tables (Trace.tables) as Parquet, metadata JSON with types kept
-_TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
-
-
-def default_cache_dir() -> str:
-    """``$NBPROF_CACHE_DIR``, else ``$XDG_CACHE_HOME/nbprof/traces``, else ``~/.cache/nbprof/traces``."""
-    env = os.environ.get("NBPROF_CACHE_DIR")
-    if env:
-        return env
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "nbprof", "traces")
-
-
-# --------------------------------------------------------------------------- cache
-
-
-_TAGS = ("__tuple__", "__items__", "__np__")
-_TABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
-
-
-def _plain(v: Any, where: str) -> Any:
-    """``v`` as JSON values that :func:`_unplain` turns back into the same types.
-
-    Kept exactly: None, bool, int (any size), float (NaN/inf too), str, list, tuple, dict (any plain
-    keys), numpy scalars. Anything else raises ``SchemaError`` naming where it sits (nothing is str()-ed).
-    """
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if isinstance(v, np.generic) and v.dtype.kind in "biufU":
-        return {"__np__": v.dtype.str, "v": v.item()}
-    if isinstance(v, list):
-        return [_plain(x, f"{where}[{i}]") for i, x in enumerate(v)]
-    if isinstance(v, tuple):
-        return {"__tuple__": [_plain(x, f"{where}[{i}]") for i, x in enumerate(v)]}
-    if isinstance(v, dict):
-        if all(type(k) is str for k in v) and not any(k in _TAGS for k in v):
-            return {k: _plain(x, f"{where}[{k!r}]") for k, x in v.items()}
-        return {"__items__": [[_plain(k, f"{where} key"), _plain(x, f"{where}[{k!r}]")] for k, x in v.items()]}
-    raise SchemaError(f"cannot cache {where}: a {type(v).__module__}.{type(v).__name__} is not plain data "
-                      "(metadata may hold None, bool, int, float, str, lists, tuples, dicts and numpy scalars)")
-
-
-def _unplain(v: Any) -> Any:
-    if isinstance(v, list):
-        return [_unplain(x) for x in v]
-    if isinstance(v, dict):
-        if len(v) == 1 and "__tuple__" in v:
-            return tuple(_unplain(x) for x in v["__tuple__"])
-        if len(v) == 1 and "__items__" in v:
-            return {_unplain(k): _unplain(x) for k, x in v["__items__"]}
-        if set(v) == {"__np__", "v"}:
-            return np.dtype(v["__np__"]).type(v["v"])
-        return {k: _unplain(x) for k, x in v.items()}
-    return v
-
-
-def _dump_json(obj: Any, path: str, where: str) -> None:
-    with open(path, "w") as f:
-        json.dump(_plain(obj, where), f)
-
-
-def _side_table_to_parquet(df: pd.DataFrame, path: str, where: str) -> dict[str, list[str]]:
-    """Write a side table. Object columns: all str/None -> Parquet strings, read back as object with
-    None; anything else -> JSON text per cell (exact types). Returns ``{"json": [...], "object": [...]}``."""
-    out, json_cols, obj_cols = df, [], []
-    for c in df.columns:
-        if df[c].dtype != object:
-            continue
-        if all(x is None or isinstance(x, str) for x in df[c]):
-            obj_cols.append(str(c))
-            continue
-        if out is df:
-            out = df.copy()
-        out[c] = [json.dumps(_plain(x, f"{where}.{c}")) for x in df[c]]
-        json_cols.append(str(c))
-    out.to_parquet(path)
-    return {"json": json_cols, "object": obj_cols}
-
-
-def _side_table_from_parquet(path: str, cols: dict[str, list[str]]) -> pd.DataFrame:
-    df = pd.read_parquet(path)
-    for c in cols.get("json", []):
-        df[c] = pd.Series([_unplain(json.loads(x)) for x in df[c]], index=df.index, dtype=object)
-    for c in cols.get("object", []):
-        s = df[c].astype(object)
-        df[c] = s.where(df[c].notna(), None)
-    return df
-
-
-class TraceCache:
-    """Parquet cache of parsed ``Trace`` tables, keyed by the BLAKE2b digest of the file's bytes.
-
-    Layout: ``<dir>/<digest>/{events,flows,memory,counters,threads}.parquet``, the side tables
-    ``tables/<name>.parquet`` and ``meta.json`` (with ``nbprof_cache_format``): metadata and load
-    report round-trip with their types (ints, None, nested dicts/lists/tuples), and something that is not
-    plain data raises ``SchemaError`` instead of being stored as its ``str()``. A small index maps
-    (path, size, mtime_ns) to the digest so an unchanged file is not re-hashed. A cache entry written by
-    a newer nbprof (higher format) is rejected, naming both versions; an older one is rebuilt.
-    """
-
-    def __init__(self, directory: str | None = None) -> None:
-        self.dir = os.path.abspath(directory or default_cache_dir())
-
-    # -- keys
-    def _index_path(self) -> str:
-        return os.path.join(self.dir, "index.json")
-
-    def _read_index(self) -> dict[str, str]:
-        try:
-            with open(self._index_path()) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return {}
-
-    def digest(self, path: str) -> str:
-        """Content digest of ``path`` (memoised by path, size and mtime)."""
-        st = os.stat(path)
-        key = f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
-        idx = self._read_index()
-        if key in idx:
-            return idx[key]
-        h = hashlib.blake2b(digest_size=20)
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 22), b""):
-                h.update(chunk)
-        d = h.hexdigest()
-        self._remember(key, d)
-        return d
-
-    def _remember(self, key: str, digest: str) -> None:
-        os.makedirs(self.dir, exist_ok=True)
-        idx = self._read_index()
-        idx[key] = digest
-        tmp = self._index_path() + f".{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(idx, f)
-        os.replace(tmp, self._index_path())
-
-    # -- entries
-    def entry(self, digest: str) -> str:
-        """Directory of the cache entry for the content digest ``digest`` (it may not exist yet)."""
-        return os.path.join(self.dir, digest)
-
-    def _format(self, digest: str) -> Any:
-        try:
-            with open(os.path.join(self.entry(digest), "meta.json")) as f:
-                return json.load(f).get("nbprof_cache_format")
-        except (OSError, ValueError, AttributeError):
-            return None
-
-    def has(self, digest: str) -> bool:
-        """True when a current-format entry for ``digest`` exists (``put`` renames a finished folder).
-
-        An entry of a newer format also answers True, so that ``get`` names the versions.
-        """
-        fmt = self._format(digest)
-        return isinstance(fmt, int) and fmt >= CACHE_FORMAT_VERSION
-
-    def put(self, digest: str, trace: Trace) -> None:
-        """Write ``trace``'s tables, side tables, metadata and report (atomically: a temp folder renamed
-        into place; an entry of an older format is replaced).
-
-        Raises
-        ------
-        SchemaError
-            When metadata, report or a side table holds something that is not plain data (nothing is
-            written then).
-        """
-        import shutil
-
-        final = self.entry(digest)
-        if self.has(digest):
-            return
-        tmp = final + f".{os.getpid()}.tmp"
-        os.makedirs(os.path.join(tmp, "tables"), exist_ok=True)
-        try:
-            for name in ("events", "flows", "memory", "counters", "threads"):
-                getattr(trace, name).to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
-            side: dict[str, dict[str, list[str]]] = {}
-            for name, df in (trace.tables or {}).items():
-                if not isinstance(name, str) or not _TABLE_NAME.match(name) or not isinstance(df, pd.DataFrame):
-                    raise SchemaError(f"cannot cache side table {name!r}: names are [A-Za-z0-9_.-] and values DataFrames")
-                side[name] = _side_table_to_parquet(df, os.path.join(tmp, "tables", f"{name}.parquet"), f"tables[{name!r}]")
-            meta = {
-                "nbprof_cache_format": CACHE_FORMAT_VERSION,
-                "meta": dict(trace.meta.__dict__),
-                "report": {"path": trace.report.path, "issues": [dict(i.__dict__) for i in trace.report.issues]},
-                "tables": side,
-            }
-            _dump_json(meta, os.path.join(tmp, "meta.json"), "trace")
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        if os.path.isdir(final):  # an older format's entry
-            shutil.rmtree(final, ignore_errors=True)
-        try:
-            os.replace(tmp, final)
-        except OSError:  # another process won the race
-            shutil.rmtree(tmp, ignore_errors=True)
-
-    def get(self, digest: str) -> Trace:
-        """Read a cached Trace (tables, side tables, metadata and report as they were put).
-
-        Raises
-        ------
-        TraceFormatError
-            When the entry was written by a newer cache format.
-        """
-        d = self.entry(digest)
-        with open(os.path.join(d, "meta.json")) as f:
-            meta = json.load(f)
-        fmt = meta.get("nbprof_cache_format")
-        if not isinstance(fmt, int) or fmt > CACHE_FORMAT_VERSION:
-            msg = f"cache entry has format {fmt}, this nbprof reads up to {CACHE_FORMAT_VERSION}; clear the cache or upgrade nbprof"
-            raise TraceFormatError(d, None, msg)
-        meta = _unplain(meta)
-        tabs = {n: pd.read_parquet(os.path.join(d, f"{n}.parquet")) for n in ("events", "flows", "memory", "counters", "threads")}
-        for n, cols in (("events", schema.EVENT_COLUMNS), ("flows", schema.FLOW_COLUMNS), ("memory", schema.MEMORY_COLUMNS),
-                        ("counters", schema.COUNTER_COLUMNS)):
-            tabs[n] = schema.coerce(tabs[n], cols)
-        side = {n: _side_table_from_parquet(os.path.join(d, "tables", f"{n}.parquet"), jc)
-                for n, jc in (meta.get("tables") or {}).items()}
-        from .trace.model import LoadIssue
-
-        rep = LoadReport(path=meta["report"]["path"], issues=[LoadIssue(**i) for i in meta["report"]["issues"]])
-        m = meta["meta"]
-        tm = TraceMeta(**{k: v for k, v in m.items() if k in TraceMeta.__dataclass_fields__})
-        return Trace(meta=tm, report=rep, tables=side, **tabs)
-
-
-# --------------------------------------------------------------------------- summary cache
-
-
-def reducer_key(reducer: Callable[..., Any]) -> str:
-    """Cache key of a reducer: its ``cache_key`` attribute if it has one, else ``module.qualname``.
-
-    Give a reducer a new ``cache_key`` when its output changes, so cached summaries are recomputed.
-    """
-    key = getattr(reducer, "cache_key", None) or f"{reducer.__module__}.{reducer.__qualname__}"
-    return hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
-
-
-def _summary_dir(cache: TraceCache, digest: str, reducer: Callable[..., Any]) -> str:
-    return os.path.join(cache.entry(digest), f"summary-{reducer_key(reducer)}")
-
-
-def _put_summary(cache: TraceCache, digest: str, reducer: Callable[..., Any], res: _RankResult) -> None:
-    final = _summary_dir(cache, digest, reducer)
-    if os.path.exists(os.path.join(final, "result.json")):
-        return
-    tmp = final + f".{os.getpid()}.tmp"
-    os.makedirs(tmp, exist_ok=True)
-    for name, df in res.tables.items():
-        df.to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
-    meta = {"nbprof_cache_format": CACHE_FORMAT_VERSION, "rank": res.rank, "rank_source": res.rank_source,
-            "world_size": res.world_size, "distributed_info": res.distributed_info, "issues": res.issues,
-            "tables": sorted(res.tables)}
-    _dump_json(meta, os.path.join(tmp, "result.json"), "rank summary")
-    try:
-        os.replace(tmp, final)
-    except OSError:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _get_summary(cache: TraceCache, path: str, reducer: Callable[..., Any]) -> _RankResult | None:
-    """The cached reducer output for ``path`` (no trace is read), or None."""
-    t0 = time.perf_counter()
-    try:
-        digest = cache.digest(path)
-        d = _summary_dir(cache, digest, reducer)
-        with open(os.path.join(d, "result.json")) as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
-        return None
-    if meta.get("nbprof_cache_format") != CACHE_FORMAT_VERSION:
-        return None
-    meta = _unplain(meta)
-    tables = {n: pd.read_parquet(os.path.join(d, f"{n}.parquet")) for n in meta["tables"]}
-    return _RankResult(path=path, rank=meta["rank"], rank_source=meta["rank_source"], world_size=meta["world_size"],
-                       distributed_info=meta["distributed_info"], digest=digest, tables=tables, issues=meta["issues"],
-                       from_cache=True, seconds=time.perf_counter() - t0)
 
 
 # --------------------------------------------------------------------------- per-rank work
@@ -381,19 +102,6 @@ def rank_summary(trace: Trace) -> dict[str, pd.DataFrame]:
     )
     return {"overview": overview, "steps": steps, "kernels": kernels, "collectives": collectives}
 
-
-@dataclass
-class _RankResult:
-    path: str
-    rank: int
-    rank_source: str
-    world_size: int
-    distributed_info: dict[str, Any]
-    digest: str | None
-    tables: dict[str, pd.DataFrame]
-    issues: list[dict[str, Any]]
-    from_cache: bool
-    seconds: float
 
 
 def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[Trace], dict[str, pd.DataFrame]],
@@ -514,74 +222,6 @@ class MultiRankTrace:
 
     def __repr__(self) -> str:
         return f"<nbprof.MultiRankTrace {len(self)} ranks {self.ranks[:8]}{'...' if len(self) > 8 else ''}, loaded in {self.seconds:.2f} s>"
-
-
-_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz", ".zip")
-
-
-def _is_archive(spec: Any) -> bool:
-    if not isinstance(spec, (str, os.PathLike)):
-        return False
-    s = os.fspath(spec)
-    return os.path.isfile(s) and s.lower().endswith(_ARCHIVE_SUFFIXES)
-
-
-def _archive_members(archive: str) -> list[str]:
-    """Trace members (``*.json[.gz]``, regular files) of a tar or zip archive, in archive order."""
-    import tarfile
-    import zipfile
-
-    if archive.lower().endswith(".zip"):
-        with zipfile.ZipFile(archive) as z:
-            return [i.filename for i in z.infolist() if not i.is_dir() and i.filename.endswith(_TRACE_SUFFIXES)]
-    with tarfile.open(archive) as t:
-        return [m.name for m in t if m.isfile() and m.name.endswith(_TRACE_SUFFIXES)]
-
-
-def _extract_members(archive: str, members: list[str], into: str) -> list[str]:
-    """Stream ``members`` of ``archive`` into ``into`` (a private temporary folder), one file each.
-
-    Member names never become paths: member i is written as ``into/i/<basename>`` (no traversal out of
-    ``into``; the base name keeps a ``rank3`` in the name for the rank fallback). Returns the paths."""
-    import shutil
-    import tarfile
-    import zipfile
-
-    out = []
-    wanted = {m: i for i, m in enumerate(members)}
-    dests = {m: os.path.join(into, str(i), os.path.basename(m)) for m, i in wanted.items()}
-    for d in dests.values():
-        os.makedirs(os.path.dirname(d), exist_ok=True)
-    if archive.lower().endswith(".zip"):
-        with zipfile.ZipFile(archive) as z:
-            for m in members:
-                with z.open(m) as src, open(dests[m], "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 22)
-                out.append(dests[m])
-        return out
-    with tarfile.open(archive) as t:  # one pass, members streamed (gzip is sequential)
-        for ti in t:
-            if ti.name in wanted and ti.isfile():
-                fobj = t.extractfile(ti)
-                if fobj is None:
-                    continue
-                with fobj, open(dests[ti.name], "wb") as dst:
-                    shutil.copyfileobj(fobj, dst, 1 << 22)
-    return [dests[m] for m in members if os.path.exists(dests[m])]
-
-
-def _expand(spec: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
-    if isinstance(spec, (str, os.PathLike)):
-        s = os.fspath(spec)
-        if os.path.isdir(s):
-            out = []
-            for root, _dirs, files in os.walk(s):
-                out += [os.path.join(root, f) for f in files if f.endswith(_TRACE_SUFFIXES)]
-            return sorted(out)
-        if any(ch in s for ch in "*?["):
-            return sorted(_glob.glob(s, recursive=True))
-        return [s]
-    return [os.fspath(p) for p in spec]
 
 
 def _default_workers(paths: list[str]) -> int:

@@ -140,7 +140,8 @@ def test_no_import_cycles():
     assert not cycles, "import cycles in nbprof:\n" + "\n".join(detail)
 
 
-READERS = ("nbprof.sources", "nbprof.tensorboard.read", "nbprof.deepspeed.parsers", "nbprof.scale")
+READERS = ("nbprof.sources", "nbprof.tensorboard.read", "nbprof.deepspeed.parsers", "nbprof.scale", "nbprof.trace_cache",
+           "nbprof.rank_inputs")
 PRESENTERS = ("nbprof.viz", "nbprof.result", "nbprof.results", "nbprof.report", "nbprof.tensorboard.write")
 # deepspeed.run runs the DeepSpeed examples end to end (launch, load, analyse): glue like the cli
 GLUE = ("nbprof.magics", "nbprof.cli", "nbprof.deepspeed.run")
