@@ -1,96 +1,22 @@
-"""Compute efficiency: FLOPs and bytes moved per operator and kernel, against the device's peaks.
+"""Work models: FLOPs and minimum bytes moved per operator call and per kernel.
 
-Work models (per call, from the recorded ``input_dims`` / ``input_types``; ``M N K`` etc. are the
-recorded sizes; ``e(t)`` is the element size of dtype ``t`` in bytes; bytes moved is the *minimum*
-traffic of the roofline model (Williams, Waterman, Patterson, "Roofline", CACM 2009): every operand
-read once and the result written once):
-
-- ``aten::mm`` [n,m]x[m,p]: 2·n·m·p. Source: torch profiler ``computeFlops``
-  (``torch/csrc/profiler/util.cpp``), ``torch.utils.flop_counter.mm_flop``.
-- ``aten::addmm`` bias,[n,m],[m,p]: 2·n·m·p, the bias add not counted (same sources, ``addmm_flop``).
-- ``aten::bmm`` [b,n,m]x[b,m,p] and ``aten::baddbmm`` c,[b,n,m],[b,m,p]: 2·b·n·m·p (same sources,
-  ``bmm_flop`` / ``baddbmm_flop``).
-- ``aten::linear`` x[..., k], w[o, k]: 2·prod(x[:-1])·k·o (= the addmm/mm it calls); ``aten::matmul``:
-  mm/bmm after broadcasting the batch dims (``flop_counter``'s decomposition of matmul).
-- convolution forward: 2·N·C_out·prod(out spatial)·(C_in/groups)·prod(kernel)
-  (``flop_counter.conv_flop_count``; torch profiler's conv2d rule).
-- ``aten::convolution_backward``: 2 × forward (grad input + grad weight; ``flop_counter.conv_backward_flop``).
-- scaled-dot-product / flash attention, q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev]: forward
-  2·B·H·L·S·E + 2·B·H·L·S·Ev (``flop_counter.sdpa_flop_count``), backward 2 × forward
-  (``sdpa_backward_flop_count``); causal halves both (FlashAttention, Dao et al. 2022, §4 benchmarks).
-- ``aten::mul`` / ``aten::add``: numel of the *first* argument (exactly torch profiler's
-  ``computeFlops`` rule: broadcasting is not counted); other elementwise ops: numel of the broadcast
-  output (1 FLOP per output element, the roofline convention); ``copy_``/``fill_``/dropout: 0.
-- reductions (sum, mean, amax, ...): numel of the input.
-- softmax / log_softmax (forward and backward): 5·numel (max, sub, exp, sum, div per element:
-  Ivanov et al., "Data Movement Is All You Need", MLSys 2021).
-- layer / batch / group norm: 5·numel forward (mean, var, sub, mul, affine), 8·numel backward; RMS norm
-  4·numel (square, mean, rsqrt-mul, weight-mul) (same paper's operator counts).
-- embedding: 0 FLOPs (a gather); bytes = indices + output read and written.
-- optimizer steps: ``_fused_adam(w)_`` 14·numel(params) (the ``torch.optim.Adam`` algorithm: two
-  moments 7, bias corrections 2, sqrt, eps, div, lr, update), bytes 7·numel (reads w, g, m, v;
-  writes w, m, v; TensorList dtypes are not recorded: 4 bytes assumed); ``_fused_sgd_`` 2·numel;
-  ``_foreach_*``: numel of the first list.
-
-Where torch counts FLOPs itself (``with_flops=True``: ``FunctionEvent.flops`` / ``key_averages``,
-the Kineto ``flops`` argument of older exporters) the rows above reproduce its number exactly (the
-``aten::mul``/``add`` rule included); ``tests/test_analysis_efficiency.py`` checks it on CPU
-profiles and on the recorded shapes of real GPU traces. torch's conv2d rule needs the ``stride``/
-``padding`` that only Kineto's ``Concrete Inputs`` hold, which the loader drops; nbprof takes the
-output's spatial size from the first op whose first input is the output (``[N, C_out, ...]``):
-a descendant (the output's ``resize_``/``add_``/...), else one of the next few ops of the thread
-(its consumer: batch_norm, relu; 2021 traces have no output op inside the conv). The result is
-torch's number (groups included); a conv whose output is not found has no model (and no row).
-Causality, the backward ``output_mask`` and optimizer flags are concrete inputs too: attention is
-counted non-causal and conv backward with both gradients, as ``torch.utils.flop_counter`` does.
-
-Totals (steps, MFU) count each event's work once: an event whose ancestor in the host call tree
-already has a model (``aten::linear`` over ``aten::addmm``) is not counted again (``counted``).
-
-Per kernel, the work of the *launching* op (the nearest modelled ancestor of the op whose
-``External id`` the kernel carries) is shared out across that op's kernels in proportion to their
-durations; FLOPs go only to the kernels whose name identifies the op's kind (GEMM: ``gemm``,
-``cutlass``, ``xmma``, ``Cijk``; convolution: ``conv``, ``cudnn``, ``winograd``; attention:
-``flash``, ``fmha``, ``attention``) when there are such kernels (a split-K reduce or a memset gets
-no FLOPs), bytes to all by duration.
-
-Peaks: ``nbprof/analysis/data/device_peaks.json`` (dense Tensor Core numbers, vendor datasheets
-cited per row), matched from ``deviceProperties`` by name and SM count; see :func:`peaks`.
+The formulas and their sources are listed in :mod:`nbprof.analysis.efficiency`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..trace import predicates as pred
-from ..trace.model import Trace
-from .kernels import kernel_summary
-from .operators import _torch_shapes_key, host_call_tree, operator_summary
-
-__all__ = [
-    "DTYPE_BYTES",
-    "EFFICIENCY_COLUMNS",
-    "Peaks",
-    "Work",
-    "device_table",
-    "kernel_efficiency",
-    "kernel_work",
-    "op_work",
-    "operator_efficiency",
-    "peaks",
-    "step_mfu",
-    "work",
-]
+from ...trace import predicates as pred
+from ...trace.model import Trace
+from ..operators import _torch_shapes_key, host_call_tree
 
 #: Element size in bytes per ``Input type`` spelling (torch's ``c10::ScalarType`` names).
 DTYPE_BYTES: dict[str, int] = {
@@ -99,16 +25,14 @@ DTYPE_BYTES: dict[str, int] = {
     "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1,
     "c10::complex<c10::Half>": 4, "unsigned short": 2, "unsigned int": 4,
 }
+
+
 #: ``Input type`` -> the peak-table column of its compute.
 _DTYPE_PEAK = {
     "double": "fp64", "float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16",
     "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
     "c10::Float8_e5m2fnuz": "fp8",
 }
-
-#: Columns :func:`operator_efficiency` / :func:`kernel_efficiency` add.
-EFFICIENCY_COLUMNS = ["flops", "bytes", "achieved_tflops_per_s", "achieved_gb_per_s", "arithmetic_intensity",
-                      "peak_tflops_per_s", "peak_gb_per_s", "peak_ratio", "bound"]
 
 
 @dataclass(frozen=True)
@@ -164,14 +88,21 @@ _ELEMENTWISE = frozenset([
     "minimum", "reciprocal", "erf", "hardtanh", "leaky_relu", "elu", "masked_fill", "addcmul", "addcdiv", "lerp",
     "mish", "sign", "floor", "ceil", "round", "fill", "copy", "dropout", "native_dropout", "native_dropout_backward",
 ])
+
+
 _REDUCTIONS = frozenset(["sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "var", "std", "argmax", "argmin", "logsumexp"])
+
+
 _SDPA_FWD = ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
              "_flash_attention_forward", "_efficient_attention_forward",
              "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math")
+
+
 _SDPA_BWD = ("_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
              "_scaled_dot_product_cudnn_attention_backward", "_flash_attention_backward",
              "_efficient_attention_backward", "_scaled_dot_product_flash_attention_for_cpu_backward")
+
 
 #: kernels-level entry points whose q/k/v are laid out [B, L, H, E] (``aten/src/ATen/native/transformers``)
 _BLHE = frozenset({"_flash_attention_forward", "_flash_attention_backward", "_efficient_attention_forward",
@@ -503,251 +434,6 @@ def op_work(trace: Trace) -> pd.DataFrame:
     })
 
 
-# --------------------------------------------------------------------------------------------- peaks
-
-_PEAK_DTYPES = ("fp64", "fp64_tensor", "fp32", "fp32_tensor", "tf32", "bf16", "fp16", "fp8")
-
-
-@lru_cache(maxsize=1)
-def _table() -> tuple[dict[str, Any], ...]:
-    text = resources.files("nbprof.analysis").joinpath("data/device_peaks.json").read_text(encoding="utf-8")
-    rows = json.loads(text)["devices"]
-    return tuple(rows)
-
-
-def device_table(trace: Trace | None = None) -> pd.DataFrame:
-    """The peak table (``nbprof/analysis/data/device_peaks.json``): one row per device variant with
-    ``key``, ``match`` (name regex), ``sms``, ``boost_mhz``, dense peaks in TFLOP/s (``fp64``,
-    ``fp64_tensor``, ``fp32``, ``fp32_tensor``, ``tf32``, ``bf16``, ``fp16``, ``fp8``; NaN = no such mode),
-    ``bandwidth_gbs`` (GB/s = 10^9 bytes/s), ``source`` (the datasheet) and ``matched`` (True on the
-    row :func:`peaks` matches for ``trace``'s device 0; all False without a trace)."""
-    df = pd.DataFrame(list(_table())).astype({c: "float64" for c in _PEAK_DTYPES})
-    key = peaks(trace).key if trace is not None else None
-    df["matched"] = df["key"] == key
-    return df
-
-
-@dataclass
-class Peaks:
-    """Peaks of one device.
-
-    Attributes
-    ----------
-    device : str
-        Device name as recorded (``deviceProperties`` ``name``), or ``"custom"``.
-    key : str or None
-        The matched row of the peak table, None when unknown.
-    flops_per_s : dict
-        Dense peak FLOP/s per dtype column (``fp64``, ``fp32``, ``tf32``, ``bf16``, ``fp16``, ``fp8``,
-        ``fp64_tensor``); a dtype without a mode is absent.
-    bytes_per_s : float
-        Memory bandwidth in bytes/s (NaN when unknown).
-    source : str
-    note : str
-        How the row was matched, or why none was (unknown device, SM count differs).
-    """
-
-    device: str
-    key: str | None
-    flops_per_s: dict[str, float] = field(default_factory=dict)
-    bytes_per_s: float = math.nan
-    source: str = ""
-    note: str = ""
-
-    @property
-    def known(self) -> bool:
-        """Whether peaks are available."""
-        return bool(self.flops_per_s) and not math.isnan(self.bytes_per_s)
-
-    def compute_peak(self, dtype: str, kind: str = "gemm") -> float:
-        """Peak FLOP/s for work of ``kind`` in ``dtype``: matrix kinds (gemm, conv, attention) use the
-        Tensor Core column (``fp64_tensor`` for fp64; fp32 GEMMs use the FP32 column, as torch's
-        default ``allow_tf32=False`` does, or ``fp32_tensor`` where matrix cores run fp32 faster: AMD
-        CDNA2), other kinds the FP32 vector peak. NaN when unknown."""
-        f = self.flops_per_s
-        if kind in ("gemm", "conv", "attention"):
-            col = f"{dtype}_tensor" if dtype in ("fp64", "fp32") and f"{dtype}_tensor" in f else dtype
-            return f.get(col, f.get("fp32", math.nan))
-        return f.get("fp64" if dtype == "fp64" else "fp32", math.nan)
-
-
-def _row_peaks(row: Mapping[str, Any], device: str, note: str) -> Peaks:
-    fl = {c: float(row[c]) * 1e12 for c in _PEAK_DTYPES if row.get(c) is not None}
-    return Peaks(device, str(row["key"]), fl, float(row["bandwidth_gbs"]) * 1e9, str(row["source"]), note)
-
-
-def _clock_mhz(v: Any) -> float | None:
-    """A recorded clock rate in MHz: nsys writes Hz, CUDA's ``cudaDeviceProp.clockRate`` kHz."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    if not f > 0:
-        return None
-    return f / 1e6 if f > 1e7 else (f / 1e3 if f > 1e4 else f)
-
-
-def peaks(trace: Trace | None = None, *, device: int = 0, custom: Mapping[str, Any] | None = None) -> Peaks:
-    """The dense peaks of ``trace``'s device ``device``, matched from ``deviceProperties``.
-
-    Parameters
-    ----------
-    trace : Trace, optional
-    device : int, default 0
-        Index into ``trace.meta.device_properties`` (by ``id`` when present).
-    custom : mapping, optional
-        Override or supply peaks: a table ``key`` (``{"key": "H100-SXM5"}``) and/or values in
-        TFLOP/s per dtype (``{"bf16": 989.4, ...}``) and ``bandwidth_gbs`` (GB/s). Given values
-        replace the matched row's.
-
-    Returns
-    -------
-    Peaks
-        ``known`` is False (and ``note`` says why) when the device is not in the table and no
-        ``custom`` values were given: efficiency frames then have NaN peaks and ``bound``.
-
-    Notes
-    -----
-    Matching: rows whose ``match`` regex finds the device name (case-insensitive); the most
-    specific (longest regex) wins, so "H100 PCIe" takes the PCIe row and "A100-SXM4-40GB" the
-    40 GB row. A mismatch of the SM count (``numSms``/``multiProcessorCount``) with the row's is
-    reported in ``note`` (a MIG slice or a variant not in the table), as is a recorded clock
-    (``clockRate``: nsys, in Hz; CUDA's kHz) more than 5 % from the row's boost clock.
-
-    >>> p = peaks(custom={"key": "H200-SXM"})
-    >>> p.flops_per_s["bf16"], p.bytes_per_s
-    (989400000000000.0, 4800000000000.0)
-    """
-    rows = _table()
-    props: dict[str, Any] = {}
-    if trace is not None:
-        dp = trace.meta.device_properties
-        by_id = [d for d in dp if d.get("id") == device]
-        props = by_id[0] if by_id else (dp[device] if 0 <= device < len(dp) else {})
-    name = str(props.get("name", ""))
-    result = Peaks(name or "unknown", None, note="")
-    custom = dict(custom or {})
-    if "key" in custom:
-        hit = [r for r in rows if r["key"] == custom["key"]]
-        if not hit:
-            msg = f"unknown peak-table key {custom['key']!r}; choose from {[r['key'] for r in rows]}"
-            raise ValueError(msg)
-        result = _row_peaks(hit[0], name or "custom", f"custom key {custom['key']}")
-    elif name:
-        cand = [r for r in rows if re.search(str(r["match"]), name, re.IGNORECASE)]
-        if cand:
-            best = max(cand, key=lambda r: len(str(r["match"])))
-            sms = props.get("numSms", props.get("multiProcessorCount"))
-            note = f"matched {best['key']} by name {name!r}"
-            if sms is not None and best.get("sms") is not None and int(sms) != int(best["sms"]):
-                note += f"; SM count {sms} differs from the row's {best['sms']} (MIG slice or unlisted variant)"
-            mhz = _clock_mhz(props.get("clockRate"))
-            if mhz and best.get("boost_mhz") and abs(mhz / float(best["boost_mhz"]) - 1) > 0.05:
-                note += (f"; recorded clock {mhz:.0f} MHz differs from the datasheet boost {best['boost_mhz']} MHz "
-                         "(peaks are at the datasheet clock)")
-            result = _row_peaks(best, name, note)
-        else:
-            result.note = (f"device {name!r} is not in the peak table; pass peaks(custom={{'key': ...}}) or "
-                           "custom TFLOP/s and bandwidth_gbs")
-    else:
-        result.note = "the trace records no deviceProperties (a CPU-only trace?): peaks unknown"
-    for c in _PEAK_DTYPES:
-        if c in custom:
-            result.flops_per_s[c] = float(custom[c]) * 1e12
-    if "bandwidth_gbs" in custom:
-        result.bytes_per_s = float(custom["bandwidth_gbs"]) * 1e9
-    if any(c in custom for c in (*_PEAK_DTYPES, "bandwidth_gbs")):
-        result.note = (result.note + "; " if result.note else "") + "custom values applied"
-        if result.key is None:
-            result.key = "custom"
-    return result
-
-
-# ------------------------------------------------------------------------------------------- frames
-
-def _add_rates(df: pd.DataFrame, time_ns: np.ndarray, kinds: np.ndarray, dtypes: np.ndarray, pk: Peaks) -> None:
-    """Add the rate / roofline columns in place (flops, bytes already present)."""
-    fl = df["flops"].to_numpy(dtype=np.float64)
-    by = df["bytes"].to_numpy(dtype=np.float64)
-    t = np.where(time_ns > 0, time_ns.astype(np.float64), np.nan)
-    df["achieved_tflops_per_s"] = fl / t / 1e3  # FLOP/ns = GFLOP/s
-    df["achieved_gb_per_s"] = by / t  # bytes/ns = GB/s
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df["arithmetic_intensity"] = np.where(by > 0, fl / by, np.nan)
-    peak = np.array([pk.compute_peak(str(d), str(k)) if isinstance(d, str) else np.nan
-                     for d, k in zip(dtypes, kinds, strict=True)], dtype=np.float64)
-    bw = pk.bytes_per_s
-    df["peak_tflops_per_s"] = peak / 1e12
-    df["peak_gb_per_s"] = bw / 1e9
-    ai = df["arithmetic_intensity"].to_numpy()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        roof = np.minimum(peak, ai * bw)  # FLOP/s the roofline allows at this intensity
-        ratio_c = (fl / (t * 1e-9)) / roof
-        ratio_m = (by / (t * 1e-9)) / bw
-    df["peak_ratio"] = np.where(fl > 0, ratio_c, ratio_m)
-    ridge = peak / bw
-    bound = np.where(np.isnan(ai) | np.isnan(ridge), np.array(None, dtype=object),
-                     np.where(ai >= ridge, "compute", "memory").astype(object))
-    bound = np.where((fl <= 0) & (by > 0) & ~np.isnan(ridge), "memory", bound)
-    df["bound"] = pd.Series(bound, index=df.index, dtype=object)
-
-
-def _time_column(trace: Trace, frame: pd.DataFrame) -> tuple[np.ndarray, str]:
-    if trace.has_device and "total_device_ns" in frame and int(frame["total_device_ns"].sum()) > 0:
-        return frame["total_device_ns"].to_numpy(), "total_device_ns"
-    return frame["total_host_ns"].to_numpy(), "total_host_ns"
-
-
-def operator_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_only: bool = True) -> pd.DataFrame:
-    """``operator_summary(trace, group_by="shapes")`` rows with the efficiency columns added.
-
-    Parameters
-    ----------
-    trace : Trace
-        Recorded with ``record_shapes=True`` (without shapes no row has a model).
-    peaks_ : Peaks, optional
-        Default :func:`peaks` of device 0.
-    modelled_only : bool, default True
-        Keep only rows with a work model.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The summary's columns (:func:`nbprof.analysis.operators.operator_summary`: ``name``,
-        ``input_dims``, ``cat``, ``count``, ``self_host_ns``, ``total_host_ns``, ``self_device_ns``,
-        ``total_device_ns``, ``host_mem_bytes``, ``self_host_mem_bytes``, ``device_mem_bytes``,
-        ``self_device_mem_bytes``, ``avg_host_ns``, ``avg_device_ns``; its ``flops`` renamed
-        ``recorded_flops``: torch's own count, NaN where not recorded), then ``flops`` (FLOP over all
-        calls, float64: torch's where recorded, else the model),
-        ``bytes`` (bytes moved over all calls), ``kind``, ``dtype``, ``time_ns`` (the time the rates use:
-        ``total_device_ns`` on a device trace, else ``total_host_ns``), ``achieved_tflops_per_s``
-        (10^12 FLOP/s), ``achieved_gb_per_s`` (10^9 bytes/s), ``arithmetic_intensity`` (FLOP/byte),
-        ``peak_tflops_per_s``, ``peak_gb_per_s``, ``peak_ratio`` (achieved / roofline at this
-        intensity, 0..1; the bandwidth ratio for zero-FLOP ops), ``bound`` (``compute`` when the
-        intensity is at or above the ridge point peak/bandwidth, else ``memory``; None when the peaks
-        are unknown). Sorted by ``time_ns`` descending.
-    """
-    pk = peaks_ if peaks_ is not None else peaks(trace)
-    summ = operator_summary(trace, group_by="shapes").rename(columns={"flops": "recorded_flops"})
-    w = op_work(trace)
-    w = w[~w["merged"].astype(bool)] if len(w) else w
-    if len(w):
-        g = w.groupby(["name", "input_dims"], sort=False).agg(
-            model_flops=("flops", "sum"), bytes=("bytes", "sum"), kind=("kind", "first"), dtype=("dtype", "first"))
-        out = summ.merge(g.reset_index(), on=["name", "input_dims"], how="left")
-    else:
-        out = summ.assign(model_flops=np.nan, bytes=np.nan, kind=None, dtype=None)
-    rec = out["recorded_flops"].to_numpy(dtype=np.float64)
-    out["flops"] = np.where(np.isnan(rec), out["model_flops"].to_numpy(dtype=np.float64), rec)
-    out = out.drop(columns=["model_flops"])
-    if modelled_only:
-        out = out[out["kind"].notna()].reset_index(drop=True)
-    time_ns, _ = _time_column(trace, out)
-    out["time_ns"] = time_ns.astype(np.int64)
-    _add_rates(out, time_ns, out["kind"].to_numpy(), out["dtype"].to_numpy(), pk)
-    return out.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
-
-
 _KIND_KERNEL_RE = {
     "gemm": re.compile(r"gemm|cutlass|xmma|Cijk|matmul|nvjet|wgmma", re.IGNORECASE),
     "conv": re.compile(r"conv|cudnn|winograd|implicit|dgrad|wgrad|fprop|miopen", re.IGNORECASE),
@@ -825,80 +511,3 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
         "flops": op_fl * fl_share_w / tot_f, "bytes": op_by * frame["dur"].to_numpy() / tot_d,
         "kind": wk, "dtype": w["dtype"].to_numpy()[own], "step": steps,
     })
-
-
-def kernel_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_only: bool = True) -> pd.DataFrame:
-    """``kernel_summary(trace)`` rows (by kernel name) with the efficiency columns added.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The summary's columns (:func:`nbprof.analysis.kernels.kernel_summary`: ``name``, ``instances``,
-        ``total_ns``, ``avg_ns``, ``med_ns``, ``min_ns``, ``max_ns``, ``std_ns``, ``gpu_time_ratio``), then
-        ``flops`` / ``bytes`` (FLOP / bytes over all instances, from :func:`kernel_work`), ``kind``,
-        ``dtype``, ``op_name`` and ``input_dims`` (of the launching op that contributed most), and the
-        rate columns of :func:`operator_efficiency` computed over ``total_ns``: ``achieved_tflops_per_s``,
-        ``achieved_gb_per_s``, ``arithmetic_intensity``, ``peak_tflops_per_s``, ``peak_gb_per_s``,
-        ``peak_ratio``, ``bound``. Sorted by ``total_ns`` descending.
-    """
-    pk = peaks_ if peaks_ is not None else peaks(trace)
-    summ = kernel_summary(trace)
-    kw = kernel_work(trace)
-    if len(kw):
-        kw = kw.sort_values("flops", ascending=False, kind="stable")
-        g = kw.groupby("name", sort=False).agg(
-            flops=("flops", "sum"), bytes=("bytes", "sum"), kind=("kind", "first"), dtype=("dtype", "first"),
-            op_name=("op_name", "first"), input_dims=("input_dims", "first"))
-        out = summ.merge(g.reset_index(), on="name", how="left")
-    else:
-        out = summ.assign(flops=np.nan, bytes=np.nan, kind=None, dtype=None, op_name=None, input_dims=None)
-    if modelled_only:
-        out = out[out["kind"].notna()].reset_index(drop=True)
-    _add_rates(out, out["total_ns"].to_numpy(), out["kind"].to_numpy(), out["dtype"].to_numpy(), pk)
-    return out
-
-
-def step_mfu(trace: Trace, *, peaks_: Peaks | None = None, dtype: str | None = None) -> pd.DataFrame:
-    """Model and hardware FLOPs utilisation per ``ProfilerStep``.
-
-    ``model_flops`` counts the matrix work (GEMM, convolution, attention: the FLOPs of the model's
-    layers, forward and backward, as PaLM's MFU does, Chowdhery et al. 2022 App. B);
-    ``hardware_flops`` counts every modelled op (elementwise, norms, optimizer too; recomputed
-    activations count again because they execute again). Each event counts once (``counted``).
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per step: ``step``, ``step_ns`` (the ``ProfilerStep#N`` duration), ``model_flops``,
-        ``hardware_flops`` (FLOP), ``dtype`` (the peak column: ``dtype`` if given, else the dtype of
-        most matrix FLOPs), ``peak_tflops_per_s``, ``mfu`` (model_flops / (step_ns·1e-9 · peak)),
-        ``hfu`` (hardware_flops / (step_ns·1e-9 · peak)). NaN ratios when the peaks are unknown.
-    """
-    pk = peaks_ if peaks_ is not None else peaks(trace)
-    ev = trace.events
-    srow = np.flatnonzero(pred.is_step_row(ev))
-    cols = ["step", "step_ns", "model_flops", "hardware_flops", "dtype", "peak_tflops_per_s", "mfu", "hfu"]
-    if not len(srow):
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    snum = np.array([pred.step_number(str(x)) for x in ev["name"].astype(object).to_numpy()[srow]])
-    sdur = ev["dur_ns"].to_numpy()[srow]
-    w = op_work(trace)
-    w = w[w["counted"].astype(bool)] if len(w) else w
-    matrix = w["kind"].isin(["gemm", "conv", "attention"]) if len(w) else pd.Series(dtype=bool)
-    if dtype is None:
-        by_dt = w[matrix].groupby("dtype")["flops"].sum() if len(w) else pd.Series(dtype=float)
-        dtype = str(by_dt.idxmax()) if len(by_dt) else "fp32"
-    peak = pk.compute_peak(dtype, "gemm")
-    mf = w[matrix].groupby("step")["flops"].sum() if len(w) else pd.Series(dtype=float)
-    hf = w.groupby("step")["flops"].sum() if len(w) else pd.Series(dtype=float)
-    out = pd.DataFrame({"step": snum.astype(np.int64), "step_ns": sdur.astype(np.int64)})
-    out = out.groupby("step", as_index=False)["step_ns"].max()
-    out["model_flops"] = out["step"].map(mf).fillna(0.0).astype(np.float64)
-    out["hardware_flops"] = out["step"].map(hf).fillna(0.0).astype(np.float64)
-    out["dtype"] = dtype
-    out["peak_tflops_per_s"] = peak / 1e12
-    secs = out["step_ns"].to_numpy(dtype=np.float64) * 1e-9
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["mfu"] = out["model_flops"].to_numpy() / (secs * peak)
-        out["hfu"] = out["hardware_flops"].to_numpy() / (secs * peak)
-    return out[cols]

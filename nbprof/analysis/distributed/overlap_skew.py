@@ -1,0 +1,272 @@
+"""Compute/communication overlap, collective skew across ranks, the ZeRO-stage guess and memory per rank."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...trace import predicates as pred
+from ...trace.model import Trace
+from .. import _intervals as iv
+from .comms import _as_list, collectives
+
+
+def _before_last_step(trace: Trace) -> tuple[int | None, set[int] | None]:
+    """HTA's default window: (last ProfilerStep start, correlations launched before it).
+
+    HTA (``hta/common/trace.py`` ``_filter_irrelevant_gpu_kernels``, ``include_last_profiler_step=False``)
+    keeps GPU kernels whose launching host event starts before the last ``ProfilerStep``; with fewer
+    than two steps it keeps everything.
+    """
+    ev = trace.events
+    st = ev[pred.is_step_row(ev)]
+    if len(st) < 2:
+        return None, None
+    last = int(st["ts_ns"].max())
+    host = ev[(ev["device"] < 0) & (ev["correlation"] >= 0) & (ev["ts_ns"] < last)]
+    return last, set(host["correlation"].tolist())
+
+
+def _compute_intervals(trace: Trace, comm_tids: set[int], keep_corr: set[int] | None = None,
+                       before_ns: int | None = None) -> iv.Intervals:
+    ev = trace.events
+    if trace.has_device:
+        is_kernel = pred.is_kernel(ev)
+        k = ev[is_kernel & ~pred.is_communication(ev, where="device")]
+        # HTA's NCCL_COMPUTE_KERNEL_RE exclusion, kept verbatim for parity with get_comm_comp_overlap
+        memlike = k["name"].astype(str).str.match(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+        k = k[~memlike]
+        if keep_corr is not None:
+            k = k[k["correlation"].isin(keep_corr)]
+        return iv.merge(k["ts_ns"].to_numpy(), (k["ts_ns"] + k["dur_ns"]).to_numpy())
+    host = ev[pred.is_host_op(ev, annotations=False)]
+    host = host[~host["tid"].isin(comm_tids)]
+    if before_ns is not None:
+        host = host[host["ts_ns"] < before_ns]
+    hn = host["name"].astype(str)
+    is_comm = hn.str.startswith("c10d::") | (hn == "record_param_comms")
+    comm_ops = host[is_comm]
+    cand = host[~is_comm]
+    if len(comm_ops) and len(cand):
+        cs = np.sort(comm_ops["ts_ns"].to_numpy())
+        st = cand["ts_ns"].to_numpy()
+        en = st + cand["dur_ns"].to_numpy()
+        contains = np.searchsorted(cs, en, side="left") - np.searchsorted(cs, st, side="left") > 0
+        cand = cand[~contains]
+    comp = iv.merge(cand["ts_ns"].to_numpy(), (cand["ts_ns"] + cand["dur_ns"]).to_numpy())
+    if len(comm_ops):
+        comp = iv.subtract(comp, iv.merge(comm_ops["ts_ns"].to_numpy(),
+                                          (comm_ops["ts_ns"] + comm_ops["dur_ns"]).to_numpy()))
+    return comp
+
+
+def overlap(traces: Trace | Iterable[Trace], *, until_last_step: bool = False) -> pd.DataFrame:
+    """Compute/communication overlap and exposed communication per rank.
+
+    Parameters
+    ----------
+    traces : Trace or iterable of Trace
+    until_last_step : bool, default False
+        Keep only what was launched before the last ``ProfilerStep`` starts -- HTA's default
+        (``TraceAnalysis(include_last_profiler_step=False)``), for like-for-like comparisons with
+        HTA's ``get_comm_comp_overlap``. No effect with fewer than two steps.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, comm_ns`` (union of collective execution intervals), ``compute_ns`` (union of computation,
+        see module docstring), ``overlap_ns`` (their intersection), ``exposed_comm_ns = comm_ns -
+        overlap_ns``, ``comm_comp_overlap_ratio = overlap_ns / comm_ns`` (HTA's
+        ``comp_comm_overlap_ratio``; NaN without communication), ``exposed_comm_ratio`` (exposed over
+        the trace span), ``span_ns``, ``basis`` ("gpu_kernels" or "cpu_ops").
+    """
+    rows = []
+    for t in _as_list(traces):
+        c = collectives(t)
+        last, keep = _before_last_step(t) if until_last_step else (None, None)
+        if len(c) and last is not None:
+            gpu_rows = c["device"] >= 0
+            c = c[(gpu_rows & c["correlation"].isin(keep)) | (~gpu_rows & (c["ts_ns"] < last))]
+        comm = iv.merge(c["ts_ns"].to_numpy(np.int64), (c["ts_ns"] + c["dur_ns"]).to_numpy(np.int64)) if len(c) else iv.empty()
+        comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
+        comp = _compute_intervals(t, comm_tids, keep, last)
+        ov = iv.total_ns(iv.intersect(comm, comp))
+        cn = iv.total_ns(comm)
+        span = t.duration_ns
+        rows.append(dict(rank=t.meta.rank, comm_ns=cn, compute_ns=iv.total_ns(comp), overlap_ns=ov,
+                         exposed_comm_ns=cn - ov, comm_comp_overlap_ratio=ov / cn if cn else float("nan"),
+                         exposed_comm_ratio=(cn - ov) / span if span else float("nan"), span_ns=span,
+                         basis="gpu_kernels" if t.has_device else "cpu_ops"))
+    return pd.DataFrame(rows, columns=["rank", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns",
+                                       "comm_comp_overlap_ratio", "exposed_comm_ratio", "span_ns", "basis"])
+
+
+def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
+    """Arrival skew of matched collectives across ranks.
+
+    The k-th call of a collective on one rank is matched with the k-th call of the same collective on
+    the others (collectives are issued in the same order on every rank of a group). Arrival is when
+    the rank *called* it (``api_start_abs_ns``; the execution start when the call is unknown), on the
+    absolute clock (``meta.origin_ns``, Kineto ``baseTimeNanoseconds``; clocks of different hosts are
+    assumed synchronised).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``collective, k, ranks, first_rank, last_rank, spread_ns`` (last minus first arrival) and one
+        ``lag_ns_r{R}`` column per rank (arrival minus the first arrival). Empty when fewer than two
+        ranks have an absolute origin.
+    """
+    frames = []
+    for t in traces:
+        if t.meta.origin_ns is None:
+            continue
+        c = collectives(t)
+        if c.empty:
+            continue
+        arr = np.where(c["api_start_abs_ns"] >= 0, c["api_start_abs_ns"], c["start_abs_ns"])
+        c = c.assign(arrival_ns=arr)
+        c["k"] = c.groupby("collective").cumcount()
+        frames.append(c[["rank", "collective", "k", "arrival_ns"]])
+    if len(frames) < 2:
+        return pd.DataFrame(columns=["collective", "k", "ranks", "first_rank", "last_rank", "spread_ns"])
+    a = pd.concat(frames, ignore_index=True)
+    piv = a.pivot_table(index=["collective", "k"], columns="rank", values="arrival_ns", aggfunc="first")
+    piv = piv.dropna()
+    if piv.empty:
+        return pd.DataFrame(columns=["collective", "k", "ranks", "first_rank", "last_rank", "spread_ns"])
+    vals = piv.to_numpy(dtype=np.float64)
+    first = vals.min(axis=1)
+    out = pd.DataFrame({
+        "collective": piv.index.get_level_values(0),
+        "k": piv.index.get_level_values(1).astype(int),
+        "ranks": vals.shape[1],
+        "first_rank": piv.columns.to_numpy()[vals.argmin(axis=1)],
+        "last_rank": piv.columns.to_numpy()[vals.argmax(axis=1)],
+        "spread_ns": (vals.max(axis=1) - first).astype(np.int64),
+    })
+    for j, r in enumerate(piv.columns):
+        out[f"lag_ns_r{int(r)}"] = (vals[:, j] - first).astype(np.int64)
+    return out.sort_values(["collective", "k"]).reset_index(drop=True)
+
+
+def skew(traces: Sequence[Trace], *, straggler_ratio: float = 0.5) -> pd.DataFrame:
+    """Per-rank skew and straggler ranks.
+
+    Parameters
+    ----------
+    traces : sequence of Trace
+        One per rank.
+    straggler_ratio : float
+        A rank is a straggler when it arrives last at more than this fraction of the matched collectives
+        and more than one rank is compared.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, steps, step_mean_ns`` (ProfilerStep durations), ``step_mean_skew_ns`` (its mean step
+        minus the fastest rank's), ``comm_ns, exposed_comm_ns`` (from :func:`overlap`),
+        ``matched_collectives``, ``last_arrival_count``, ``last_arrival_ratio``, ``mean_lag_ns``
+        (mean arrival lag behind the first rank, see :func:`collective_skew`), ``straggler`` (bool).
+    """
+    traces = list(traces)
+    ov = overlap(traces).set_index("rank")
+    cs = collective_skew(traces)
+    rows = []
+    for t in traces:
+        ev = t.events
+        st = ev[pred.is_step_row(ev)]
+        r = t.meta.rank
+        lagcol = f"lag_ns_r{r}"
+        nmatch = len(cs) if lagcol in cs else 0
+        last = int((cs["last_rank"] == r).sum()) if nmatch else 0
+        rows.append(dict(
+            rank=r, steps=len(st), step_mean_ns=float(st["dur_ns"].mean()) if len(st) else float("nan"),
+            comm_ns=int(ov.loc[r, "comm_ns"]) if r in ov.index else 0,
+            exposed_comm_ns=int(ov.loc[r, "exposed_comm_ns"]) if r in ov.index else 0,
+            matched_collectives=nmatch, last_arrival_count=last,
+            last_arrival_ratio=last / nmatch if nmatch else float("nan"),
+            mean_lag_ns=float(cs[lagcol].mean()) if nmatch else float("nan"),
+        ))
+    df = pd.DataFrame(rows, columns=["rank", "steps", "step_mean_ns", "comm_ns", "exposed_comm_ns",
+                                     "matched_collectives", "last_arrival_count", "last_arrival_ratio",
+                                     "mean_lag_ns"])
+    df.insert(3, "step_mean_skew_ns", df["step_mean_ns"] - df["step_mean_ns"].min())
+    df["straggler"] = (len(df) > 1) & (df["last_arrival_ratio"] > straggler_ratio)
+    return df
+
+
+@dataclass
+class ZeroPattern:
+    """Result of :func:`zero_stage_pattern`.
+
+    Attributes
+    ----------
+    stage : str
+        ``"zero3"`` (parameters all-gathered per module every step + gradients reduce-scattered),
+        ``"zero1_or_2"`` (gradients all-reduced or reduce-scattered, then the updated partitions
+        all-gathered once per step), ``"ddp_or_zero0"`` (only all-reduce), ``"unknown"``.
+    per_step : pandas.DataFrame
+        Calls per step of each collective (``step`` index, one column per collective).
+    evidence : dict
+        Mean calls per step of all_gather / reduce_scatter / all_reduce families.
+    """
+
+    stage: str
+    per_step: pd.DataFrame
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def zero_stage_pattern(trace: Trace) -> ZeroPattern:
+    """Guess the ZeRO stage from the collectives issued per ProfilerStep.
+
+    DeepSpeed's patterns (DeepSpeed 0.19.8 on 2 ranks, the comms-logger samples in
+    ../shared/notes/samples): stages 1 and 2 issue per step one gradient ``all_reduce`` (bucketed), a
+    scalar ``all_reduce`` (grad norm) and one ``all_gather_into_tensor`` of the updated partitions;
+    stage 3 gathers parameters per module (several ``all_gather_into_tensor`` per step, forward and
+    backward) and ``reduce_scatter_tensor``\\ s the gradients. Stages 1 and 2 differ in when gradients
+    are reduced, not in which collectives, so they are reported together.
+    """
+    c = collectives(trace)
+    c = c[c["step"] >= 0] if len(c) else c
+    if c.empty:
+        return ZeroPattern("unknown", pd.DataFrame(), {})
+    per = c.groupby(["step", "collective"]).size().unstack(fill_value=0)
+    fam = c.groupby(["step", "family"]).size().unstack(fill_value=0)
+    mean = {f: float(fam[f].mean()) if f in fam else 0.0 for f in ("all_gather", "reduce_scatter", "all_reduce")}
+    rs_api = any("reduce_scatter" in str(x) for x in per.columns)
+    ag = mean["all_gather"]
+    if ag >= 2 and (rs_api or mean["reduce_scatter"] > 0):
+        stage = "zero3"
+    elif ag >= 1 and (mean["all_reduce"] > 0 or mean["reduce_scatter"] > 0):
+        stage = "zero1_or_2"
+    elif mean["all_reduce"] > 0 and ag == 0:
+        stage = "ddp_or_zero0"
+    else:
+        stage = "unknown"
+    return ZeroPattern(stage, per, dict(mean_calls_per_step=mean, reduce_scatter_called=rs_api))
+
+
+def memory_per_rank(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
+    """Peak memory per rank and device from each trace's ``[memory]`` events (``profile_memory=True``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``rank, device_type, device, peak_allocated_bytes, peak_reserved_bytes`` (from
+        :func:`nbprof.analysis.memory.memory_peak`); ranks without memory events are absent.
+    """
+    from ..memory import memory_peak
+
+    rows = []
+    for t in _as_list(traces):
+        mp = memory_peak(t)
+        for _, r in mp.iterrows():
+            rows.append(dict(rank=t.meta.rank, device_type=int(r["device_type"]), device=int(r["device"]),
+                             peak_allocated_bytes=int(r["peak_allocated_bytes"]),
+                             peak_reserved_bytes=int(r["peak_reserved_bytes"])))
+    return pd.DataFrame(rows, columns=["rank", "device_type", "device", "peak_allocated_bytes", "peak_reserved_bytes"])

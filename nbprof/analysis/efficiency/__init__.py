@@ -1,0 +1,108 @@
+"""Compute efficiency: FLOPs and bytes moved per operator and kernel, against the device's peaks.
+
+Work models (per call, from the recorded ``input_dims`` / ``input_types``; ``M N K`` etc. are the
+recorded sizes; ``e(t)`` is the element size of dtype ``t`` in bytes; bytes moved is the *minimum*
+traffic of the roofline model (Williams, Waterman, Patterson, "Roofline", CACM 2009): every operand
+read once and the result written once):
+
+- ``aten::mm`` [n,m]x[m,p]: 2·n·m·p. Source: torch profiler ``computeFlops``
+  (``torch/csrc/profiler/util.cpp``), ``torch.utils.flop_counter.mm_flop``.
+- ``aten::addmm`` bias,[n,m],[m,p]: 2·n·m·p, the bias add not counted (same sources, ``addmm_flop``).
+- ``aten::bmm`` [b,n,m]x[b,m,p] and ``aten::baddbmm`` c,[b,n,m],[b,m,p]: 2·b·n·m·p (same sources,
+  ``bmm_flop`` / ``baddbmm_flop``).
+- ``aten::linear`` x[..., k], w[o, k]: 2·prod(x[:-1])·k·o (= the addmm/mm it calls); ``aten::matmul``:
+  mm/bmm after broadcasting the batch dims (``flop_counter``'s decomposition of matmul).
+- convolution forward: 2·N·C_out·prod(out spatial)·(C_in/groups)·prod(kernel)
+  (``flop_counter.conv_flop_count``; torch profiler's conv2d rule).
+- ``aten::convolution_backward``: 2 × forward (grad input + grad weight; ``flop_counter.conv_backward_flop``).
+- scaled-dot-product / flash attention, q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev]: forward
+  2·B·H·L·S·E + 2·B·H·L·S·Ev (``flop_counter.sdpa_flop_count``), backward 2 × forward
+  (``sdpa_backward_flop_count``); causal halves both (FlashAttention, Dao et al. 2022, §4 benchmarks).
+- ``aten::mul`` / ``aten::add``: numel of the *first* argument (exactly torch profiler's
+  ``computeFlops`` rule: broadcasting is not counted); other elementwise ops: numel of the broadcast
+  output (1 FLOP per output element, the roofline convention); ``copy_``/``fill_``/dropout: 0.
+- reductions (sum, mean, amax, ...): numel of the input.
+- softmax / log_softmax (forward and backward): 5·numel (max, sub, exp, sum, div per element:
+  Ivanov et al., "Data Movement Is All You Need", MLSys 2021).
+- layer / batch / group norm: 5·numel forward (mean, var, sub, mul, affine), 8·numel backward; RMS norm
+  4·numel (square, mean, rsqrt-mul, weight-mul) (same paper's operator counts).
+- embedding: 0 FLOPs (a gather); bytes = indices + output read and written.
+- optimizer steps: ``_fused_adam(w)_`` 14·numel(params) (the ``torch.optim.Adam`` algorithm: two
+  moments 7, bias corrections 2, sqrt, eps, div, lr, update), bytes 7·numel (reads w, g, m, v;
+  writes w, m, v; TensorList dtypes are not recorded: 4 bytes assumed); ``_fused_sgd_`` 2·numel;
+  ``_foreach_*``: numel of the first list.
+
+Where torch counts FLOPs itself (``with_flops=True``: ``FunctionEvent.flops`` / ``key_averages``,
+the Kineto ``flops`` argument of older exporters) the rows above reproduce its number exactly (the
+``aten::mul``/``add`` rule included); ``tests/test_analysis_efficiency.py`` checks it on CPU
+profiles and on the recorded shapes of real GPU traces. torch's conv2d rule needs the ``stride``/
+``padding`` that only Kineto's ``Concrete Inputs`` hold, which the loader drops; nbprof takes the
+output's spatial size from the first op whose first input is the output (``[N, C_out, ...]``):
+a descendant (the output's ``resize_``/``add_``/...), else one of the next few ops of the thread
+(its consumer: batch_norm, relu; 2021 traces have no output op inside the conv). The result is
+torch's number (groups included); a conv whose output is not found has no model (and no row).
+Causality, the backward ``output_mask`` and optimizer flags are concrete inputs too: attention is
+counted non-causal and conv backward with both gradients, as ``torch.utils.flop_counter`` does.
+
+Totals (steps, MFU) count each event's work once: an event whose ancestor in the host call tree
+already has a model (``aten::linear`` over ``aten::addmm``) is not counted again (``counted``).
+
+Per kernel, the work of the *launching* op (the nearest modelled ancestor of the op whose
+``External id`` the kernel carries) is shared out across that op's kernels in proportion to their
+durations; FLOPs go only to the kernels whose name identifies the op's kind (GEMM: ``gemm``,
+``cutlass``, ``xmma``, ``Cijk``; convolution: ``conv``, ``cudnn``, ``winograd``; attention:
+``flash``, ``fmha``, ``attention``) when there are such kernels (a split-K reduce or a memset gets
+no FLOPs), bytes to all by duration.
+
+Peaks: ``nbprof/analysis/data/device_peaks.json`` (dense Tensor Core numbers, vendor datasheets
+cited per row), matched from ``deviceProperties`` by name and SM count; see :func:`peaks`.
+"""
+
+from .device_peaks import (
+    Peaks,
+    device_table,
+    peaks,
+)
+from .frames import (
+    EFFICIENCY_COLUMNS,
+    kernel_efficiency,
+    operator_efficiency,
+    step_mfu,
+)
+from .work_models import (
+    DTYPE_BYTES,
+    Work,
+    kernel_work,
+    op_work,
+    work,
+)
+from .work_models import (
+    _optimizer_work as _optimizer_work,
+)
+from .work_models import (
+    conv_flops as conv_flops,
+)
+from .work_models import (
+    conv_out_spatial as conv_out_spatial,
+)
+from .work_models import (
+    gemm_flops as gemm_flops,
+)
+from .work_models import (
+    sdpa_flops as sdpa_flops,
+)
+
+__all__ = [
+    "DTYPE_BYTES",
+    "EFFICIENCY_COLUMNS",
+    "Peaks",
+    "Work",
+    "device_table",
+    "kernel_efficiency",
+    "kernel_work",
+    "op_work",
+    "operator_efficiency",
+    "peaks",
+    "step_mfu",
+    "work",
+]
