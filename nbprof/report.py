@@ -24,7 +24,8 @@ from typing import Any
 
 from .errors import NbprofError
 
-__all__ = ["NOTEBOOKS", "ReportError", "Artefacts", "notebooks_dir", "bundled_example", "run_workload", "build_report",
+__all__ = ["NOTEBOOKS", "EXAMPLES", "NotebookInputs",
+           "ReportError", "Artefacts", "notebooks_dir", "bundled_example", "run_workload", "build_report",
            "combine_html", "validate_inputs", "load_input", "report_has_collectives"]
 
 #: The workflow notebooks, in order, with the artefact each one reads.
@@ -35,6 +36,46 @@ NOTEBOOKS = (
     ("04_distributed_deepspeed.ipynb", "Step 4 - Distributed (DeepSpeed)"),
 )
 
+
+
+#: the teaching examples a workflow notebook falls back to (real traces: an H200 run of examples/train_cnn.py in
+#: data/gpu, public corpus files), by parameter name; paths relative to the repository root
+EXAMPLES: dict[str, str] = {
+    "trace": "data/gpu/cnn_nw0_prep.pt.trace.json.gz",
+    "compare_trace": "data/gpu/cnn_nw4_prep.pt.trace.json.gz",
+    "nsys_report": "../shared/corpus/hpcgroup__pipit/pipit/tests/data/saxpy-mpi-cuda_nsys_perlmutter0.sqlite",
+    "ds_log": "../shared/notes/samples/ds_launcher_stage2.log",
+}
+
+
+class NotebookInputs:
+    """How a workflow notebook turns its papermill path parameters into paths (one home for every notebook).
+
+    ``root`` is the repository root (the working directory when it holds ``data/``, else its parent: papermill
+    runs a notebook in ``notebooks/``); ``corpus`` is ``<root>/../shared/corpus``.
+
+    >>> NotebookInputs(False, cwd="/repo/notebooks").resolve("data/x.json")
+    '/repo/data/x.json'
+    >>> NotebookInputs(False, cwd="/repo/notebooks").param("", "trace")  # no example without use_examples
+    ''
+    """
+
+    def __init__(self, use_examples: bool, cwd: str | os.PathLike[str] | None = None) -> None:
+        here = Path(cwd) if cwd is not None else Path.cwd()
+        self.root = here if (here / "data").is_dir() else here.parent
+        self.corpus = self.root.parent / "shared" / "corpus"
+        self.use_examples = use_examples
+
+    def resolve(self, p: str | os.PathLike[str]) -> str:
+        """A parameter path, relative to the repository root unless absolute; ``""`` stays ``""``."""
+        return str(p if not p or Path(p).is_absolute() else self.root / p)
+
+    def param(self, value: str, name: str) -> str:
+        """The parameter's path, or (``use_examples``) the example's (:data:`EXAMPLES`), or ``""`` when neither exists."""
+        if value:
+            return self.resolve(value)
+        ex = EXAMPLES.get(name, "") if self.use_examples else ""
+        return self.resolve(ex) if ex and Path(self.resolve(ex)).exists() else ""
 
 class ReportError(NbprofError, RuntimeError):
     """Raised when a report notebook (or the profiled workload) fails.

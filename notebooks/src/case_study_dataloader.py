@@ -23,19 +23,10 @@ sweep_preprocess_ms = [0.0, 0.3]
 from pathlib import Path
 import pandas as pd
 import nbprof
-ROOT = Path.cwd() if (Path.cwd() / "data").is_dir() else Path.cwd().parent
-CORPUS = ROOT.parent / "shared" / "corpus"
-def resolve(p):
-    """A parameter path, relative to the repository root unless absolute; '' stays ''."""
-    return str(p if not p or Path(p).is_absolute() else ROOT / p)
+from nbprof.report import NotebookInputs
+inputs = NotebookInputs(False)  # paths of the parameters (one helper for every notebook)
+ROOT, CORPUS, resolve, param = inputs.root, inputs.corpus, inputs.resolve, inputs.param
 pd.set_option("display.max_colwidth", 80)
-EXAMPLES = {  # real traces: an H200 run of examples/train_cnn.py (data/gpu) and public corpus files
-    "trace": "data/gpu/cnn_nw0_prep.pt.trace.json.gz",
-    "compare_trace": "data/gpu/cnn_nw4_prep.pt.trace.json.gz",
-    "nsys_report": str(CORPUS / "hpcgroup__pipit/pipit/tests/data/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"),
-    "ds_log": str(ROOT.parent / "shared/notes/samples/ds_launcher_stage2.log"),
-}
-
 # %% id="3a759130"
 from nbprof.analysis import steps, utilization, advisor
 def side_by_side(a, b, labels):
