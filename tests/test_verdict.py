@@ -5,6 +5,7 @@ Each expectation was checked against the step breakdown's numbers (see the comme
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from conftest import DATA, corpus_path
@@ -97,7 +98,7 @@ def test_cpu_only_gloo_rank_is_communication_bound():
     v = verdict(tr)
     assert v.bound == "communication" and v.bound_ratio > 0.8 and not v.has_device
     assert v.contributors[0].name.startswith("gloo:")
-    assert verdict_sentence(v).endswith("the trace has no GPU activity.")
+    assert verdict_sentence(v).endswith("; CPU-only profile (no device activity).")
 
 
 @dataclass
@@ -124,3 +125,14 @@ def test_verdict_html_states_bound_and_next_steps():
     assert "{" not in html and "_ns" not in html  # no evidence dicts, no raw ns names
     html = verdict_html(verdict(tr), [_F("r", "<script>x</script>")])
     assert "<script>x" not in html
+
+
+def test_cpu_only_host_bound_sentence_does_not_speak_of_an_idle_gpu():
+    # the CPU profile of examples/train_transformer.py (data/cpu/lm): host-bound (aten::mm the largest, 92 % of each
+    # step), and the sentence must not claim that a GPU idles
+    tr = nbprof.load(Path(__file__).resolve().parents[1] / "data/cpu/lm.pt.trace.json.gz")
+    v = verdict(tr)
+    s = verdict_sentence(v)
+    assert v.bound == "host" and not v.has_device and v.bound_ratio > 0.8
+    assert s.startswith("Host-bound: CPU-side work (operators, Python, runtime) (largest: aten::mm), ")
+    assert "GPU idles" not in s and s.endswith("; CPU-only profile (no device activity).")

@@ -52,7 +52,8 @@ def verdict_sentence(v: Any) -> str:
         return "No steps: the trace has no host events to measure a step from."
     head, what = BOUND_LABELS.get(v.bound, (v.bound, v.bound))
     if v.bound == "host" and v.contributors:
-        what = f"CPU-side work while the GPU idles (largest: {_short_name(v.contributors[0].name, 40)})"
+        work = "CPU-side work while the GPU idles" if v.has_device else "CPU-side work (operators, Python, runtime)"
+        what = f"{work} (largest: {_short_name(v.contributors[0].name, 40)})"
     elif v.bound == "communication" and v.contributors:
         what = f"exposed communication ({_short_name(v.contributors[0].name, 40)})"
     s = f"{head}: {what}, {_pct(v.bound_ratio)} of each step ({_ms_pair(v.bound_ns, v.step_ns)}"
@@ -64,7 +65,7 @@ def verdict_sentence(v: Any) -> str:
     if v.has_device and not is_missing(v.gpu_busy_ratio):
         s += f"; the GPU is busy {_pct(v.gpu_busy_ratio)} of the time"
     elif not v.has_device:
-        s += "; the trace has no GPU activity"
+        s += "; CPU-only profile (no device activity)"
     return s + "."
 
 
