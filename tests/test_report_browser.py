@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
@@ -48,6 +49,16 @@ def test_report_renders_offline(tmp_path):
             fix = page.get_by_text("What to fix first").first
             fb = fix.bounding_box()
             assert fb and fb["y"] < 1000
+            # step 2 has the compute-efficiency section (issue 22): MFU per step and the roofline, drawn
+            page.wait_for_function("() => Bokeh.documents.length >= 3", timeout=60_000)
+            assert page.get_by_text(re.compile(r"MFU per step")).count() >= 1
+            eff = page.get_by_text("Compute efficiency against the device's peak").first
+            eff.scroll_into_view_if_needed()
+            ey = eff.bounding_box()["y"]
+            my = page.get_by_role("heading", name="Memory", exact=True).first.bounding_box()["y"]  # the next section
+            roof = [b for b in (canv.nth(i).bounding_box() for i in range(canv.count()))
+                    if b and ey < b["y"] < my and b["width"] > 100 and b["height"] > 50]
+            assert roof, "no drawn canvas between the compute-efficiency and memory headings (the roofline)"
             page.screenshot(path=str(tmp_path / "report.png"))
             if os.environ.get("NBPROF_UPDATE_DOCS") == "1":
                 page.screenshot(path=str(ROOT / "docs" / "report_first_screen.png"))
