@@ -42,6 +42,7 @@ def test_module_view_rows_are_the_module_tree(cpu):
     full = _one(v.bokeh_layout, ColumnDataSource, "nbprof_modules_full").data
     shown = _one(v.bokeh_layout, ColumnDataSource, "nbprof_modules_shown").data
     assert list(full["name"]) == tree["name"].tolist()
+    assert full["module"][:2] == ["TinyLM", "Embedding"] and list(full["operators"][:2]) == [12, 3]
     # every module open at first: all rows shown, indented by depth, durations in human units
     assert len(shown["label"]) == len(tree)
     assert shown["label"][0] == "\u25be TinyLM_0"

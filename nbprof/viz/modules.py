@@ -115,7 +115,8 @@ def _tree_table(df: pd.DataFrame, *, kind: str, base: str, extra_cols: list[tupl
     data = _tree_source_data(df, open_depth, tuple(c for c, _t in time_cols))
     for field, _title, _w in extra_cols:
         if field not in data:
-            data[field] = [str(x) for x in df[field]] if df[field].dtype == object else df[field].to_numpy()
+            numeric = pd.api.types.is_numeric_dtype(df[field])
+            data[field] = df[field].to_numpy(np.int64) if numeric else [truncate(str(x), 200) for x in df[field]]
     full = ColumnDataSource(data, name=f"nbprof_{kind}_full")
     shown = ColumnDataSource({**{k: [] for k in data}, "label": []}, name=f"nbprof_{kind}_shown")
     cols = [TableColumn(field="label", title="name", width=380, formatter=StringFormatter(), sortable=False)]
