@@ -75,8 +75,9 @@ def _load(path):
 
 def _compare(path):
     """nbprof's module tree against the plugin's: the same places (parent, instance), and per instance the same
-    calls and times (places compared as sets). The plugin keys statistics by instance and repeats them at every place of a shared instance
-    (one rotary embedding under 36 attention layers); nbprof has one node per place, whose sum is the plugin's."""
+    calls and times (places compared as sets). The plugin keys statistics by instance and repeats them at every
+    place of a shared instance (one rotary embedding under 36 attention layers); nbprof has one node per place,
+    whose sum is the plugin's."""
     ours = modules.module_tree(_load(path))
     places, oracle = _oracle(path)
     by_id = dict(zip(ours["node_id"], ours["name"], strict=True))

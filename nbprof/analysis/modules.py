@@ -27,18 +27,22 @@ its hierarchy; nbprof keys a node by its path of instances from the root, so an 
 gives two nodes, each with its own calls, whose sum is the plugin's (B200 GPT-OSS trace: one rotary embedding
 under 36 attention layers); a child called twice in one parent call (ResNet's ``ReLU``) is one node with both calls
 where the plugin lists it twice. Cross-checked against the plugin on ``data/`` and five public corpus traces
-(``tests/test_analysis_modules.py``). Backward passes are not module calls (the plugin's view shows the forward calls only).
+(``tests/test_analysis_modules.py``). Backward passes are not module calls (the plugin's view shows the
+forward calls only).
 
 **Call tree** (:func:`call_stack`): one node per path of Python frames (parent = innermost enclosing
-``python_function`` frame on the same thread), with calls, total host time and self host time = total minus
-the direct child frames' totals, clamped at 0 (a child frame that overruns its parent after rounding); the
-clamped calls and ns are counted in ``self_clamped_calls`` and in the frame's ``attrs``. ``device_total_ns``
-is the device time launched by operators inside the frame.
+``python_function`` frame on the same thread; the object address in a built-in's name, ``<built-in method
+append of list object at 0x7f..>``, is dropped so that one method is one node), with calls, total host time
+and self host time = total minus the direct child frames' totals, clamped at 0 (a child frame that overruns
+its parent after rounding); the clamped calls and ns are counted in ``self_clamped_calls`` and in the frame's
+``attrs``. ``device_total_ns`` is the device time launched by operators inside the frame.
 
 All times int64 ns.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
@@ -61,6 +65,9 @@ MODULE_COLUMNS = ["node_id", "parent_id", "depth", "module", "name", "path", "ca
                   "host_self_ns", "device_total_ns", "device_self_ns"]
 CALL_STACK_COLUMNS = ["node_id", "parent_id", "depth", "name", "calls", "host_total_ns", "host_self_ns",
                       "self_clamped_calls", "device_total_ns"]
+
+# CPython's repr of a bound built-in: "<built-in method append of list object at 0x7f..>": one node per method
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>$")
 
 # torch_tb_profiler/profiler/node.py ExcludeOpName and is_operator_node / create_operator_node
 _NOT_OPERATORS = ("DataParallel.forward", "DistributedDataParallel.forward")
@@ -305,7 +312,7 @@ def call_stack(trace: Trace, *, max_nodes: int | None = None) -> pd.DataFrame:
     s = _sweep(trace, np.flatnonzero(py))
     event, dur, parent = s["event"], s["dur"], s["parent"]
     n = len(event)
-    names = _names(ev, event)
+    names = np.array([_ADDRESS.sub(">", x) for x in _names(ev, event)], dtype=object)
     has_p = parent >= 0
     child_dur = np.zeros(n, dtype=np.int64)
     np.add.at(child_dur, parent[has_p], dur[has_p])
