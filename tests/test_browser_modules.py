@@ -10,11 +10,13 @@ import gzip
 import json
 import re
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
 from conftest import DATA
+from test_browser import lab  # noqa: F401 - the JupyterLab server fixture, reused
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -122,3 +124,53 @@ def test_hostile_names_render_as_text(browser, tmp_path):
     assert page.locator("b").count() == 0  # CSS locators pierce Bokeh's shadow roots
     assert not errors, errors
     ctx.close()
+
+
+LIVE_CELLS = [
+    """import nbprof
+from nbprof import viz
+T = nbprof.load({trace!r})
+NONE = nbprof.load({none!r})""",
+    "viz.registry.live('modules', T)",
+    "viz.registry.live('call_stack', T)",
+    "viz.dashboard(NONE, start='modules')",
+    "print('ALL CELLS ' + 'DONE')",
+]
+
+
+def test_live_views_in_jupyterlab(lab, browser):  # noqa: F811 - the imported fixture
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c.format(trace=str(LM_MODULES), none=str(DATA / "cpu" / "lm.pt.trace.json.gz"))
+                                          if "{" in c else c) for c in LIVE_CELLS]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = lab["root"] / "modules_views.ipynb"
+    nbformat.write(nb, path)
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors: list[str] = []
+    benign = (*BENIGN, "Widget model not found", "translations", "npm")
+    page.on("console", lambda m: errors.append(f"console: {m.text}")
+            if m.type == "error" and not any(s in m.text for s in benign) else None)
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    ws = uuid.uuid4().hex[:8]
+    page.goto(f"{lab['url']}/lab/workspaces/{ws}/tree/{path.name}?token={lab['token']}", timeout=90_000)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
+    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_selector("text=ALL CELLS DONE", timeout=300_000)
+    cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")
+    mods, stack, none = cells.nth(1), cells.nth(2), cells.nth(3)
+    mods.get_by_text("\u25be TinyLM_0").first.wait_for(timeout=60_000)
+    assert mods.get_by_text("MultiheadAttention_0").count() >= 1
+    stack.get_by_text(re.compile(r"showing \d+ of \d+ Python call paths")).first.wait_for(timeout=60_000)
+    # the browser-side toggle works inside the widget too
+    mods.get_by_text("\u25be TinyLM_0").first.click()
+    mods.get_by_text("\u25b8 TinyLM_0").first.wait_for(timeout=10_000)
+    assert mods.get_by_text("MultiheadAttention_0").count() == 0
+    # a trace without frames: the dashboard's module view says how to record them
+    none.get_by_text(re.compile(r"No nn.Module frames in this trace")).first.wait_for(timeout=60_000)
+    assert none.get_by_text(re.compile(r"--with-modules")).count() >= 1
+    assert not errors, errors
+    page.close()
