@@ -222,3 +222,43 @@ def test_operator_table_does_not_open_on_python_frames():
     assert not host["cat"].astype(str).eq("python_function").any()
     for df, _n in operator_tables(t).values():
         assert not df["cat"].astype(str).eq("python_function").any()
+
+
+def _overrun_trace(tmp_path):
+    """data/cpu/lm_modules with one Python frame's second child moved earlier so that the children overrun their
+    parent by 3 µs (as a clock glitch between frames does): the parent's self time would be -3 µs."""
+    with gzip.open(LM_MODULES, "rb") as f:
+        raw = json.loads(f.read())
+    py = [e for e in raw["traceEvents"] if e.get("cat") == "python_function"]
+    kids: dict = {}
+    for e in py:
+        kids.setdefault(e["args"].get("Python parent id"), []).append(e)
+    for p in py:
+        ch = sorted(kids.get(p["args"]["Python id"], []), key=lambda e: e["ts"])
+        if len(ch) < 2:
+            continue
+        self_us = p["dur"] - sum(c["dur"] for c in ch)
+        c1, c2 = ch[0], ch[1]
+        shift = self_us + 3.0
+        if self_us > 0 and c2["ts"] - shift > c1["ts"] + 1 and c2["ts"] - shift < c1["ts"] + c1["dur"]:
+            c2["ts"] = round(c2["ts"] - shift, 3)
+            c2["dur"] = round(c2["dur"] + shift, 3)
+            break
+    else:
+        raise AssertionError("no frame to perturb")
+    out = tmp_path / "overrun.pt.trace.json"
+    out.write_text(json.dumps(raw))
+    return out, p["name"]
+
+
+def test_call_stack_clamps_and_counts_an_overrun(tmp_path):
+    path, parent_name = _overrun_trace(tmp_path)
+    cs = modules.call_stack(nbprof.load(path))
+    assert cs.attrs["clamped_calls"] == 1
+    assert cs.attrs["clamped_ns"] == pytest.approx(3000, abs=3)  # µs with 3 decimals -> ns, each end rounds
+    assert (cs["host_self_ns"] >= 0).all()
+    row = cs[cs["self_clamped_calls"] > 0]
+    assert len(row) == 1 and row["name"].iloc[0] == parent_name and row["host_self_ns"].iloc[0] == 0
+    # the identity of the tree holds once the clamp is counted back
+    kids_total = cs.groupby("parent_id")["host_total_ns"].sum().drop(-1, errors="ignore").sum()
+    assert (cs["host_total_ns"] - cs["host_self_ns"]).sum() - kids_total == -cs.attrs["clamped_ns"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from bokeh.models import ColumnDataSource, Div
 from conftest import DATA
@@ -85,3 +87,13 @@ def test_static_page_has_both_views(cpu, tmp_path):
     html = out.read_text(encoding="utf-8")
     assert "nbprof_modules_full" in html and "nbprof_call_stack_full" in html
     assert "MultiheadAttention_0" in html
+
+
+def test_call_stack_status_says_what_was_clamped(tmp_path):
+    from test_analysis_modules import _overrun_trace
+
+    path, _name = _overrun_trace(tmp_path)
+    v = registry.live("call_stack", nbprof.load(path), theme="light")
+    status = _one(v.bokeh_layout, Div, "nbprof_call_stack_status")
+    assert re.search(r"; 1 self time below zero \(a child frame overruns its parent by 3\.\d\d us in total\) shown as 0$",
+                     status.text), status.text

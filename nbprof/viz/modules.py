@@ -198,7 +198,7 @@ def _build_call_stack(tables: dict[str, Any], *, theme: str = "light", width: in
         times += (("device_total_ns", "device total"),)
     clamped = int(df.attrs.get("clamped_calls", 0))
     base = (f"showing {len(df)} of {tables['total']} Python call paths"
-            + (f"; {clamped} self times below zero (a child frame overruns its parent by "
+            + (f"; {clamped} self time{'s' if clamped != 1 else ''} below zero (a child frame overruns its parent by "
                f"{fmt_ns(float(df.attrs.get('clamped_ns', 0)))} in total) shown as 0" if clamped else ""))
     return _tree_table(df, kind="call_stack", base=base, extra_cols=[], time_cols=times, open_depth=3,
                        theme=theme, width=width)
