@@ -82,7 +82,8 @@ def test_one_view_registry():
 
     dashboard = importlib.import_module("nbprof.viz.dashboard")
     static = importlib.import_module("nbprof.viz.static")
-    assert registry.VIEWS == ("overview", "operators", "timeline", "memory", "critical_path", "roofline")  # dashboard
+    assert registry.VIEWS == ("overview", "operators", "timeline", "memory", "critical_path", "roofline", "modules",
+                              "call_stack")  # dashboard
     assert registry.names() == (*registry.VIEWS, "distributed")  # multi-rank, registered beyond the dashboard
     assert dashboard.VIEWS == static.VIEWS == registry.VIEWS
     for name in registry.names():

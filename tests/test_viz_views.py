@@ -34,7 +34,8 @@ def _source(layout, name):
 
 def test_operators_view_shows_operator_summary(gpu):
     v = viz.operators_view(gpu, max_rows=100)
-    expected = operators_analysis.operator_summary(gpu, group_by="name")
+    # host operators: the view leaves Python frames to the call_stack view (issue 20)
+    expected = operators_analysis.operator_summary(gpu, group_by="name", python_functions=False)
     df, total = v.tables["name"]
     assert total == len(expected) and len(df) == 100
     shown = _source(v.bokeh_layout, "nbprof_ops_shown").data
@@ -104,7 +105,7 @@ def test_dashboard_builds_views_lazily(gpu):
     w = d.show_view("memory")
     assert w.kind == "memory" and set(d.views) == {"overview", "memory"}
     assert d.selector.value == "memory" and d.body.children == (w,)
-    assert repr(d).startswith("nbprof dashboard (overview, operators, timeline, memory, critical_path, roofline)")
+    assert repr(d).startswith("nbprof dashboard (overview, operators, timeline, memory, critical_path, roofline")
     # Trace.show() is the same dashboard; show(view) gives one view
     assert gpu.show("timeline").kind == "timeline"
 

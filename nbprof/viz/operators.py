@@ -40,7 +40,8 @@ def operator_tables(trace, *, max_rows: int = 500, stack_depth: int = 5) -> dict
     Returns
     -------
     dict
-        grouping -> (DataFrame, total number of groups before the cut). A grouping whose analysis
+        grouping -> (DataFrame, total number of groups before the cut), without ``python_function`` rows
+        (those are the ``call_stack`` view's; the stack grouping still reads its frames). A grouping whose analysis
         raises a ``ValueError`` (e.g. no call stacks recorded) is left out.
     """
     from ..analysis.operators import operator_summary
@@ -48,7 +49,8 @@ def operator_tables(trace, *, max_rows: int = 500, stack_depth: int = 5) -> dict
     out = {}
     for g in _GROUPINGS:
         try:
-            df = operator_summary(trace, group_by=g, stack_depth=stack_depth)
+            # host operators only: Python frames (with_stack) are the call-stack view's, not this table's (issue 20)
+            df = operator_summary(trace, group_by=g, stack_depth=stack_depth, python_functions=False)
         except ValueError:
             continue
         if g == "shapes" and "input_dims" in df and df["input_dims"].astype(str).isin(["", "[]", "nan"]).all():

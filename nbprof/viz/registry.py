@@ -90,6 +90,9 @@ for _name, _title, _mod, _fn in (
     ("roofline", "Roofline", "roofline", "roofline_view"),
 ):
     register(_name, title=_title, live=f"nbprof.viz.{_mod}:{_fn}", static=f"nbprof.viz.{_mod}:static_view")
+register("modules", title="Modules", live="nbprof.viz.modules:modules_view", static="nbprof.viz.modules:static_view")
+register("call_stack", title="Call stack", live="nbprof.viz.modules:call_stack_view",
+         static="nbprof.viz.modules:call_stack_static_view")
 
 #: the trace views, in the dashboard's order
 VIEWS = names()

@@ -118,6 +118,21 @@ else:
 if tr is not None:
     show(tr, views=["operators"] + (["memory"] if len(tr.memory) else []), static=static_views)
 
+# %% [markdown] id="7d1c2e90"
+# ### Modules and the Python call stack
+# With `with_modules=True` (or `with_stack=True`) the Python tracer records every `nn.Module` call: the module
+# tree with calls and host/device self/total time (torch-tb-profiler's Module view), and the Python call tree
+# that the operator table leaves out.
+
+# %% id="3f8a61b4"
+from nbprof.analysis import modules
+if tr is not None and modules.has_module_frames(tr):
+    display(table(modules.module_tree(tr).drop(columns=["node_id", "parent_id", "path"]).head(30),
+                  caption="nn.Module tree (depth-first)"))
+    show(tr, views=["modules", "call_stack"], static=static_views)
+elif tr is not None:
+    print(f"No nn.Module frames: {modules.RECORD_HINT}")
+
 # %% [markdown] id="df52923a"
 # ### Profile your own cell
 # In a live notebook: `%load_ext nbprof`, then
