@@ -151,8 +151,8 @@ def test_without_torch_load_works_and_capture_names_the_extra():
         from nbprof.cli import main as cli_main
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
-            res["cli_rc"] = cli_main(["summary", {str(CPU_TRACE)!r}])
-        res["cli_summary"] = json.loads(buf.getvalue().split("\\nload report")[0])
+            res["cli_rc"] = cli_main(["summary", "--format", "json", {str(CPU_TRACE)!r}])
+        res["cli_summary"] = json.loads(buf.getvalue())
         res["torch_loaded"] = "torch" in sys.modules
         print(json.dumps(res))
         """,
