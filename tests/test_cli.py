@@ -90,6 +90,17 @@ def test_report_takes_the_trace_positionally_and_o_means_output(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
+def test_report_of_a_positional_trace_with_o_dir_writes_a_report_folder_there(tmp_path):
+    """`nbprof report TRACE -o DIR`: the trace given positionally, the report in a new report-<time> folder in DIR
+    (-o FILE.html writes one file: tests/test_report.py)."""
+    r = nbprof("report", TRACE, "-o", tmp_path / "reports", "--no-progress", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (html,) = (tmp_path / "reports").glob("report-*/report.html")
+    assert r.stdout == f"report: {html}\n"
+    assert "aten::conv2d" in html.read_text(encoding="utf-8")
+
+
 # ------------------------------------------------------------------------------------------------- summary
 
 
