@@ -79,9 +79,12 @@ def _hint(parser: argparse.ArgumentParser, message: str) -> str:
         return f"run '{parser.prog} --help' for the choices"
     m = re.search(r"unrecognized arguments: (.*)", message)
     if m:
+        positional_trace = any(a.dest == "trace" and not a.option_strings for a in parser._actions)
         for tok in m.group(1).split():
             if tok.startswith("-"):
-                close = difflib.get_close_matches(tok.split("=")[0], _options(parser), n=1)
+                if positional_trace and tok.split("=")[0] in ("--trace", "--input", "--file", "-i"):
+                    return f"the trace is positional: {parser.prog} TRACE [options]"
+                close = difflib.get_close_matches(tok.split("=")[0], _options(parser), n=1, cutoff=0.75)
                 if close:
                     return f"did you mean {close[0]}?"
             elif os.path.exists(tok) or tok.endswith(_TRACE_SUFFIXES):
@@ -89,6 +92,8 @@ def _hint(parser: argparse.ArgumentParser, message: str) -> str:
                     return f"{parser.prog} --baseline A --candidate B (or {parser.prog} A B)"
                 return f"{parser.prog} takes one trace: {parser.prog} TRACE [options]"
         return f"see '{parser.prog} --help'"
+    if "-r/--report: expected one argument" in message:
+        return f"reports: {', '.join(STATS_REPORTS)}"
     if "the following arguments are required" in message or "expected one argument" in message:
         return f"see '{parser.prog} --help'"
     return ""

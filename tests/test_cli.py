@@ -67,6 +67,9 @@ def test_help_documents_the_exit_codes():
         (("report", "--tarce", TRACE), "hint: did you mean --trace?"),
         (("stats", TRACE, "-f", "xml"), "invalid choice: 'xml'"),
         (("stats",), "hint: see 'nbprof stats --help'"),
+        (("summary", "--trace", TRACE), "hint: the trace is positional: nbprof summary TRACE [options]"),
+        (("stats", TRACE, "-r"), "hint: reports: cuda_gpu_kern_sum, cuda_api_sum,"),
+        (("report", "--bogus"), "hint: see 'nbprof report --help'"),
     ],
 )
 def test_wrong_arguments_exit_2_with_a_hint_and_no_traceback(argv, hint):
