@@ -22,7 +22,7 @@ __all__ = ["main", "EXIT_CODES", "STATS_REPORTS"]
 EXIT_CODES = {
     0: "success (for check: no regression beyond the threshold)",
     1: "a gate failed: nbprof check found a step-time regression beyond --max-regress",
-    2: "bad input or usage: unknown option, missing or unreadable file, missing optional dependency",
+    2: "bad input or usage: unknown option, missing or unreadable file, missing optional dependency, bare nbprof",
     3: "a run failed: the profiled script or a report notebook raised (its output is shown)",
 }
 
