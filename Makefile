@@ -14,11 +14,11 @@ $(BIN)/python:
 
 $(VENV)/.setup-core: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[examples]"
+	$(BIN)/python -m pip install -q -e ".[all,examples]"
 	touch $@
 
 $(VENV)/.setup-test: pyproject.toml $(VENV)/.setup-core
-	$(BIN)/python -m pip install -q -e ".[test,examples]"
+	$(BIN)/python -m pip install -q -e ".[all,test,examples]"
 	DS_BUILD_OPS=0 $(BIN)/python -m pip install -q "deepspeed>=0.14" || echo "deepspeed not installed: its tests will skip"
 	touch $@
 

@@ -6,7 +6,8 @@ Public API::
     %load_ext nbprof                                # %%torchprof and %nsys magics
 
 torch, bokeh, ipywidgets and IPython are imported lazily: loading and analysing a
-trace needs only numpy, pandas and msgspec.
+trace needs only the core install (numpy, pandas, msgspec, orjson, pyarrow); every other
+feature names the pip extra that brings what it needs (``nbprof._deps``).
 """
 
 from __future__ import annotations

@@ -386,7 +386,9 @@ def build_report(
     import shutil
     import tempfile
 
-    import papermill as pm
+    from ._deps import require
+
+    pm = require("papermill", "report", "nbprof report")
 
     src = notebooks_dir()
     loaded = validate_inputs(art)  # before any folder or kernel: a bad input fails in about a second
@@ -471,9 +473,11 @@ def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof r
     """
     import html as _html
 
-    import nbformat
-    from bokeh.resources import INLINE
-    from nbconvert import HTMLExporter
+    from ._deps import require
+
+    nbformat = require("nbformat", "report", "nbprof report")
+    INLINE = require("bokeh.resources", "viz", "nbprof report").INLINE
+    HTMLExporter = require("nbconvert", "report", "nbprof report").HTMLExporter
 
     merged = nbformat.v4.new_notebook()
     toc = []

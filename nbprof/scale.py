@@ -450,10 +450,9 @@ def _run_dask(client, paths, cdir, cache, reducer, strict, bar) -> list[_RankRes
         from dask.distributed import Client
         from dask.distributed import as_completed as d_as_completed
     except ImportError as exc:
-        from .errors import MissingDependencyError
+        from ._deps import missing
 
-        msg = "loading ranks on Dask needs dask.distributed; hint: pip install 'nbprof[dask]'"
-        raise MissingDependencyError(msg) from exc
+        raise missing("distributed", "dask", "loading ranks on Dask (dask.distributed)", exc) from exc
     own = False
     if isinstance(client, str):
         client = Client(client)

@@ -151,8 +151,8 @@ def test_without_torch_load_works_and_capture_names_the_extra():
         from nbprof.cli import main as cli_main
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
-            res["cli_rc"] = cli_main(["summary", {str(CPU_TRACE)!r}])
-        res["cli_summary"] = json.loads(buf.getvalue().split("\\nload report")[0])
+            res["cli_rc"] = cli_main(["summary", "--format", "json", {str(CPU_TRACE)!r}])
+        res["cli_summary"] = json.loads(buf.getvalue())
         res["torch_loaded"] = "torch" in sys.modules
         print(json.dumps(res))
         """,
@@ -446,17 +446,17 @@ def test_cli_summary_of_a_directory_and_strict_on_a_snapshot(capsys, tmp_path):
     d.mkdir()
     rc, _, err = _cli(capsys, "summary", str(d))
     assert rc == 2 and err == f"nbprof summary: error: cannot read the trace: {d}: is a directory, not a trace file\n"
-    rc, out, err = _cli(capsys, "summary", "--strict", str(SNAPSHOT))  # every loader takes strict
-    assert rc == 0 and json.loads(out.split("\nload report")[0])["trace_entries"] == 2941
+    rc, out, err = _cli(capsys, "summary", "--strict", "--format", "json", str(SNAPSHOT))  # every loader takes strict
+    assert rc == 0 and json.loads(out)["trace_entries"] == 2941
 
 
 def test_cli_summary_of_a_memory_snapshot_and_timeline(capsys):
-    rc, out, _ = _cli(capsys, "summary", str(SNAPSHOT))
-    s = json.loads(out.split("\nload report")[0])
+    rc, out, _ = _cli(capsys, "summary", "--format", "json", str(SNAPSHOT))
+    s = json.loads(out)
     assert rc == 0
     assert (s["trace_entries"], s["segments"], s["blocks"], s["devices"]) == (2941, 16, 146, [0])
-    rc, out, _ = _cli(capsys, "summary", str(TIMELINE))
-    s = json.loads(out.split("\nload report")[0])
+    rc, out, _ = _cli(capsys, "summary", "--format", "json", str(TIMELINE))
+    s = json.loads(out)
     assert rc == 0 and s["rows"] == sum(s["categories"].values()) and s["categories"]["parameter"] > 0
 
 

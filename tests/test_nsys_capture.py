@@ -158,7 +158,7 @@ def test_nsys_cell_magic_and_usage_errors(tmp_path, monkeypatch):
     ip = get_ipython()
     ip.run_line_magic("load_ext", "nbprof")
     monkeypatch.chdir(tmp_path)
-    res = ip.run_cell_magic("nsys", "-o -q --results res",
+    res = ip.run_cell_magic("nsys", "-r -q --results res",
                             "import time, nbprof.nvtx as nv\nfor i in range(3):\n"
                             "    with nv.range('step', payload=i):\n        time.sleep(0.01)\n")
     assert res.trace.steps == [0, 1, 2] and res.run.report_path.startswith("res/")
@@ -167,7 +167,7 @@ def test_nsys_cell_magic_and_usage_errors(tmp_path, monkeypatch):
         ip.run_line_magic("nsys", "profile")
     with pytest.raises(UsageError):
         ip.run_line_magic("nsys", "load")
-    loaded = ip.run_line_magic("nsys", f"load -o -q {res.run.sqlite_path}")
+    loaded = ip.run_line_magic("nsys", f"load -r -q {res.run.sqlite_path}")
     assert loaded.trace.steps == [0, 1, 2]
 
 

@@ -180,4 +180,4 @@ def test_cli_report_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nbprof.cli", "report", "--trace", str(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"),
                         "-o", str(tmp_path / "r.txt")], capture_output=True, text=True, cwd=tmp_path,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 1 and ".html file" in r.stderr
+    assert r.returncode == 2 and ".html file" in r.stderr  # bad usage (exit 2): a .html file or a folder

@@ -168,7 +168,7 @@ def test_port_taken_and_bad_arguments_give_clear_errors(tmp_path):
 
 def test_missing_tensorboard_package(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorboard", None)  # what `import tensorboard` sees when it is absent
-    with pytest.raises(MissingDependencyError, match="pip install tensorboard"):
+    with pytest.raises(MissingDependencyError, match=r"pip install .nbprof\[tensorboard\]."):
         start(tmp_path)
 
 

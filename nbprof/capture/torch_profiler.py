@@ -66,13 +66,10 @@ def _import_torch() -> Any:
         import torch
         import torch.profiler  # the profiler sub-package is what capture needs
     except ImportError as exc:
-        from ..errors import MissingDependencyError
+        from .._deps import missing
 
-        msg = (
-            f"profiling needs PyTorch, which is not importable in this environment ({sys.executable}): {exc}\n"
-            "hint: pip install 'nbprof[torch]' (or install torch for your platform from https://pytorch.org)"
-        )
-        raise MissingDependencyError(msg, name="torch") from exc
+        raise missing("torch", "torch", f"profiling with PyTorch ({sys.executable}; or install torch for your "
+                      "platform from https://pytorch.org)", exc) from exc
     return torch
 
 

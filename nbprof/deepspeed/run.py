@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CaptureError, MissingDependencyError
+from ..errors import CaptureError
 from .parsers import CommsLog, DeepSpeedLog, FlopsProfile, parse_flops_profile, parse_log
 
 __all__ = ["DeepSpeedRun", "run_example", "run_examples", "free_port"]
@@ -144,8 +144,9 @@ def run_examples(
     import importlib.util
 
     if importlib.util.find_spec("deepspeed") is None:
-        msg = "deepspeed is not installed: DS_BUILD_OPS=0 pip install 'nbprof[deepspeed]'"
-        raise MissingDependencyError(msg)
+        from .._deps import missing
+
+        raise missing("deepspeed", "deepspeed", "running DeepSpeed (install with DS_BUILD_OPS=0)")
     stages = [int(s) for s in stages]
     if out_dir is None:
         out = Path(tempfile.mkdtemp(prefix="nbprof_ds_"))

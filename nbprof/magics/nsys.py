@@ -8,9 +8,11 @@
 - ``%nsys load FILE``: a ``.nsys-rep`` (exported with the installed nsys) or ``.sqlite``.
 
 Options other than the ones below are passed to ``nsys profile`` as they are (e.g.
-``--cuda-memory-usage=true``, ``--capture-range=cudaProfilerApi``). ``-o`` returns the result (the
-IPython convention); the report name is ``--output``. ``NBPROF_NSYS`` overrides the nsys binary. A
-missing nsys raises ``CaptureError`` saying how to get one.
+``--cuda-memory-usage=true``, ``--capture-range=cudaProfilerApi``). ``-o/--output NAME`` is the report
+name, as in ``nsys profile -o``; ``-r`` returns the result (``r = %nsys -r ...``) and ``--var NAME``
+stores it in a variable. The program comes after ``--``: any other
+word that is not an option's value is a ``UsageError``. ``%nsys --help`` (or ``%nsys?``) shows the options.
+``NBPROF_NSYS`` overrides the nsys binary. A missing nsys raises ``CaptureError`` saying how to get one.
 """
 
 from __future__ import annotations
@@ -39,11 +41,12 @@ _COMMON = [
              help="nsys --sample (default none: CPU sampling hangs Debian's nsys 2022.4 on CPU-only machines)."),
     argument("--cpuctxsw", default="none", help="nsys --cpuctxsw (default none, same reason)."),
     argument("--results", default="results/nsys", metavar="DIR", help="Folder for reports (default results/nsys)."),
-    argument("--output", default=None, metavar="BASE", help="Report name (default: a unique name in --results)."),
+    argument("-o", "--output", default=None, metavar="NAME",
+             help="Report name, as nsys -o (default: a unique name in --results)."),
     argument("--force", action="store_true", help="Overwrite an existing --output report."),
     argument("--timeout", type=float, default=None, metavar="S", help="End nsys and the program after S seconds."),
     argument("--no-timeline", action="store_true", help="Do not show the timeline widget."),
-    argument("-o", dest="return_result", action="store_true", help="Return the NsysResult (r = %%nsys -o ...)."),
+    argument("-r", dest="return_result", action="store_true", help="Return the NsysResult (r = %%nsys -r ...)."),
     argument("--var", default=None, metavar="NAME", help="Store the NsysResult in the variable NAME."),
     argument("-q", "--quiet", action="store_true", help="Do not display the result."),
 ]
@@ -68,25 +71,43 @@ class NsysMagics(Magics):
         """Profile a command or the cell with Nsight Systems, or load a report (see module docstring)."""
         parser = self.nsys.parser
         opts_part, sep, command = line.partition(" -- ")
-        if not sep and line.strip().startswith("--"):
-            opts_part, command = "", line.strip()[2:]
+        stripped = line.strip()
+        if not sep and (stripped == "--" or stripped.startswith("-- ")):
+            opts_part, sep, command = "", "--", stripped[2:]
+        elif not sep and stripped.endswith(" --"):
+            opts_part, sep, command = stripped[:-3], "--", ""
         try:
             tokens = shlex.split(opts_part)
         except ValueError as exc:
             raise UsageError(f"%nsys: {exc}") from exc
+        if "-h" in tokens or "--help" in tokens:  # %nsys --help: the options, not a program called `help`
+            print(parser.format_help())
+            return None
+        action = tokens.pop(0) if tokens and tokens[0] in ("profile", "load") else "profile"
         try:
             args, unknown = parser.parse_known_args(tokens)
         except SystemExit as exc:
             raise UsageError(f"%nsys: bad options {opts_part!r}") from exc
+        if args.action != "profile":  # a word argparse took for the action: back among the unknown tokens
+            w = args.action
+            i = tokens.index(w)
+            at = unknown.index(tokens[i - 1]) + 1 if i > 0 and tokens[i - 1] in unknown else 0
+            unknown.insert(at, w)
+        args.action = action
+        if args.var is not None and not str(args.var).isidentifier():
+            raise UsageError(f"--var {args.var!r} is not a valid variable name")
+        words = _positionals(unknown)
         load_file = None
         if args.action == "load":  # %nsys load [options] FILE
-            files = [u for u in unknown if not u.startswith("-")]
-            if len(files) != 1:
+            if len(words) != 1:
                 raise UsageError("%nsys load [options] FILE: give one .nsys-rep or .sqlite file")
-            load_file = files[0]
-        if args.action not in ("profile", "load") and cell is None and not command:
-            # `%nsys python x.py` without `profile --`
-            raise UsageError("usage: %nsys profile [options] -- python script.py args | %nsys load FILE")
+            load_file = words[0]
+            unknown.remove(load_file)
+        elif words:
+            # `%nsys python x.py` or `%nsys profile python x.py`: the program must follow `--`
+            stray = " ".join(words)
+            raise UsageError(f"%nsys: {stray!r} is not an option; the program goes after --: "
+                             "%nsys profile [options] -- python script.py args | %nsys load FILE | %nsys --help")
         if args.action == "load":
             if cell is not None:
                 raise UsageError("%%nsys load is not a cell magic; use %nsys load FILE")
@@ -168,6 +189,21 @@ class NsysMagics(Magics):
                 display(result.timeline())
             display(result)
         return result if args.return_result else None
+
+
+def _positionals(unknown: list[str]) -> list[str]:
+    """The words of ``unknown`` (what the magic's parser did not know) that are neither options for nsys nor
+    the value of such an option (``--cuda-memory-usage true``: ``true`` is a value; ``--x=1`` takes none)."""
+    words = []
+    prev_takes_value = False
+    for tok in unknown:
+        if tok.startswith("-") and tok != "-":
+            prev_takes_value = "=" not in tok
+            continue
+        if not prev_takes_value:
+            words.append(tok)
+        prev_takes_value = False
+    return words
 
 
 def make_magics(ipython: Any) -> NsysMagics:

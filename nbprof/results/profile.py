@@ -184,11 +184,11 @@ class ProfileResult:
         try:
             from .. import viz
         except ModuleNotFoundError as exc:  # bokeh / ipywidgets / jupyter_bokeh missing
-            if (exc.name or "").startswith("nbprof"):
+            if isinstance(exc, MissingDependencyError) or (exc.name or "").startswith("nbprof"):
                 raise
-            msg = (f"nbprof's viewers need bokeh, ipywidgets and jupyter_bokeh (nbprof's own dependencies): "
-                   f"pip install nbprof ({exc})")
-            raise MissingDependencyError(msg, name=exc.name) from exc
+            from .._deps import missing
+
+            raise missing(exc.name or "bokeh", "viz", "nbprof's viewers", exc) from exc
         return viz.call_entry(names, self.trace, *args, **kwargs)
 
     def dashboard(self, **kwargs: Any) -> Any:

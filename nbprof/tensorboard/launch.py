@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
-from ..errors import MissingDependencyError, NbprofError
+from ..errors import NbprofError
 
 __all__ = ["TensorBoardHandle", "TensorBoardStartError", "start", "stop", "running", "embed", "free_port", "proxy_url"]
 
@@ -152,11 +152,9 @@ def _port_free(port: int) -> bool:
 
 
 def _require_tensorboard() -> None:
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError as exc:
-        msg = f"TensorBoard is not installed in this kernel's environment ({sys.executable}): pip install tensorboard"
-        raise MissingDependencyError(msg) from exc
+    from .._deps import require
+
+    require("tensorboard", "tensorboard", f"launching TensorBoard from {sys.executable}")
 
 
 def running(logdir: str | os.PathLike[str] | None = None) -> list[TensorBoardHandle]:

@@ -29,7 +29,7 @@ from ..analysis.memory import memory_peak
 from ..analysis.operators import operator_summary
 from ..analysis.steps import step_breakdown
 from ..analysis.utilization import gpu_utilization
-from ..errors import EmptyProfileError, MissingDependencyError, NbprofError
+from ..errors import EmptyProfileError, NbprofError
 from ..results.tensorboard import findings_markdown, md_escape, operators_markdown, summary_markdown
 from ..trace.model import Trace
 
@@ -227,9 +227,10 @@ class _Events:
             from tensorboard.plugins.scalar.summary_v2 import scalar_pb
             from tensorboard.plugins.text.summary_v2 import text_pb
             from tensorboard.summary.writer.event_file_writer import EventFileWriter
-        except ImportError as exc:  # pragma: no cover - tensorboard is a core dependency
-            msg = "writing TensorBoard scalars needs the 'tensorboard' package: pip install tensorboard"
-            raise MissingDependencyError(msg, name="tensorboard") from exc
+        except ImportError as exc:
+            from .._deps import missing
+
+            raise missing("tensorboard", "tensorboard", "writing TensorBoard scalars", exc) from exc
         self._event_pb2, self._scalar_pb, self._text_pb = event_pb2, scalar_pb, text_pb
         self._w = EventFileWriter(run_dir, filename_suffix=".nbprof")
         self.path: str = self._w._file_name  # the writer exposes no getter for it

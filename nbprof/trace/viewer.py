@@ -40,10 +40,12 @@ def viewer() -> Callable[..., Any]:
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] == "nbprof":
             raise
+        from .._deps import missing
         from ..errors import MissingDependencyError
 
-        msg = (f"the trace viewer ({mod}) needs {exc.name}, which is not installed: "
-               f"pip install nbprof (bokeh, ipywidgets and jupyter_bokeh are its dependencies)")
-        raise MissingDependencyError(msg, name=exc.name) from exc
+        if isinstance(exc, MissingDependencyError):
+            raise
+
+        raise missing(exc.name or mod, "viz", f"the trace viewer ({mod})", exc) from exc
     func: Callable[..., Any] = getattr(module, fn)
     return func

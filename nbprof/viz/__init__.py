@@ -8,16 +8,21 @@ Viewers only display: the numbers come from ``nbprof.analysis``. Every trace vie
 
 from __future__ import annotations
 
-from . import registry
-from ._base import NbprofView, load_bokehjs
-from .critical_path import critical_path_view
-from .dashboard import Dashboard, dashboard
-from .memory import memory_view
-from .operators import operators_view
-from .overview import overview_view
-from .registry import call_entry
-from .static import to_html
-from .timeline import TimelineModel, TimelineView, timeline
+from .._deps import require
+
+for _mod in ("bokeh", "ipywidgets", "jupyter_bokeh"):  # one clear error naming the `viz` extra, before any import
+    require(_mod, "viz", "nbprof.viz (the viewers)")
+
+from . import registry  # noqa: E402
+from ._base import NbprofView, load_bokehjs  # noqa: E402
+from .critical_path import critical_path_view  # noqa: E402
+from .dashboard import Dashboard, dashboard  # noqa: E402
+from .memory import memory_view  # noqa: E402
+from .operators import operators_view  # noqa: E402
+from .overview import overview_view  # noqa: E402
+from .registry import call_entry  # noqa: E402
+from .static import to_html  # noqa: E402
+from .timeline import TimelineModel, TimelineView, timeline  # noqa: E402
 
 __all__ = ["timeline", "operators_view", "memory_view", "overview_view", "critical_path_view", "dashboard", "to_html",
            "TimelineModel", "TimelineView", "Dashboard", "NbprofView", "load_bokehjs", "registry", "call_entry"]

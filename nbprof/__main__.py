@@ -1,0 +1,8 @@
+"""``python -m nbprof``: the ``nbprof`` command (:func:`nbprof.cli.main`)."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
