@@ -1,0 +1,321 @@
+"""``Trace`` -> Chrome Trace Event Format JSON (what ``chrome://tracing``, Perfetto's UI and TensorBoard read).
+
+Format facts: the Trace Event Format document (Google, "Trace Event Format", sections "Duration Events",
+"Complete Events", "Instant Events", "Counter Events", "Flow Events", "Metadata Events") and the Kineto
+writer ``libkineto/src/output_json.cpp`` (its key spellings: ``baseTimeNanoseconds``, ``deviceProperties``,
+``distributedInfo``, ``External id``, ``correlation``, ``device``, ``stream``, ``[memory]`` events with
+``Bytes``/``Total Allocated``/``Total Reserved``/``Device Type``/``Device Id``/``Addr``; flows ``s``/``f``
+with ``bp: "e"``).
+
+What is written
+---------------
+- one ``X`` (complete) event per duration row of ``Trace.events`` and one ``i`` (instant, ``s: "t"``) per
+  instant row; ``ts``/``dur`` are µs relative to the trace origin, as floats carrying the ns:
+  ``ts = ts_ns / 1000`` printed as the shortest decimal that reads back to the same float64, so
+  ``round(ts * 1000) == ts_ns`` exactly for ``|ts| < 2**43`` µs (101 days; float64 spacing there is below
+  0.001 µs) -- nbprof's loader and any reader that rounds µs * 1000 to the nearest integer get the
+  integer ns back; a reader that truncates may be 1 ns low;
+- ``baseTimeNanoseconds`` = ``Trace.meta.origin_ns`` (when known), so absolute times are kept as Kineto keeps them;
+- ``pid``/``tid`` lanes: host rows keep their pid/tid, device rows pid = device, tid = stream, and the
+  args ``device``/``stream`` (Kineto's); slices that overlap on one thread or stream go on extra lanes
+  (:mod:`nbprof.export.lanes`) with their own ``tid`` (the largest tid of the pid plus one, and so on)
+  named ``"<thread or stream name> (overlap k)"`` by ``thread_name`` metadata, so no viewer drops one;
+- args nbprof keeps as columns, under Kineto's keys (``External id``, ``correlation``, ``Input Dims``,
+  ``Call stack``, ``grid``/``block`` as ``[x, y, z]``, ``est. achieved occupancy %`` ...);
+- ``M`` events ``process_name``/``thread_name``/``process_labels`` from ``Trace.threads``;
+- flows ``s``/``f`` from ``Trace.flows`` (ids and categories as loaded; each end on the lane of the
+  slice it starts/ends at);
+- counters ``C`` from ``Trace.counters`` (one event per name, pid and time, one arg per series);
+- memory: one ``[memory]`` instant (category ``cpu_instant_event``) per row of ``Trace.memory``.
+
+Reading the file back with ``nbprof.load`` gives the same events (times, durations, names, categories,
+pid, device, stream, ids), flows, counters and memory rows; ``tid`` of rows moved to an overflow lane is
+the lane's tid.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..trace.model import Trace
+from . import ExportReport
+from .lanes import Lanes, assign_lanes
+
+__all__ = ["write_chrome_trace", "chrome_trace_dict", "lane_tids"]
+
+
+def _obj(s: pd.Series) -> list[Any]:
+    """A column as Python values, None where missing."""
+    a = s.astype(object).to_numpy()
+    return [None if (v is None or (isinstance(v, float) and v != v)) else v for v in a]
+
+
+def lane_tids(trace: Trace, lanes: Lanes) -> dict[tuple[int, int, int], int]:
+    """(pid, tid, lane) -> the tid the lane is written with (lane 0: the tid itself).
+
+    Overflow lanes of a pid take the tids after the largest tid the pid uses (events and ``Trace.threads``).
+    """
+    tr = lanes.tracks
+    mx = pd.concat([trace.events[["pid", "tid"]], trace.threads[["pid", "tid"]].astype("int64")])
+    used: dict[int, int] = mx.groupby("pid")["tid"].max().astype("int64").to_dict() if len(mx) else {}
+    out: dict[tuple[int, int, int], int] = {}
+    for p, t, ln in zip(tr["pid"].to_numpy(), tr["tid"].to_numpy(), tr["lane"].to_numpy()):
+        p, t, ln = int(p), int(t), int(ln)
+        if ln == 0:
+            out[(p, t, 0)] = t
+        else:
+            nxt = int(used.get(p, 0)) + 1
+            used[p] = nxt
+            out[(p, t, ln)] = nxt
+    return out
+
+
+def _grid(v: Any) -> Any:
+    """``"x,y,z"`` -> ``[x, y, z]`` (Kineto writes arrays); other text as is."""
+    parts = str(v).split(",")
+    try:
+        return [int(x) for x in parts]
+    except ValueError:
+        return str(v)
+
+
+def _json_text(v: Any) -> Any:
+    """Compact JSON text (``Input Dims``) -> the JSON value; other text as is."""
+    try:
+        return json.loads(v)
+    except (TypeError, ValueError):
+        return v
+
+
+# events column -> (Kineto args key, converter, missing test)
+_ARG_COLS: list[tuple[str, str, str]] = [
+    ("external_id", "External id", "int"), ("correlation", "correlation", "int"),
+    ("seq", "Sequence number", "int"), ("fwd_tid", "Fwd thread id", "int"),
+    ("input_dims", "Input Dims", "jsontext"), ("input_types", "Input type", "jsontext"),
+    ("call_stack", "Call stack", "str"), ("module", "Module Hierarchy", "str"), ("flops", "flops", "float"),
+    ("bytes", "bytes", "int"), ("grid", "grid", "grid"), ("block", "block", "grid"),
+    ("registers", "registers per thread", "int"), ("shared_mem_bytes", "shared memory", "int"),
+    ("occupancy_ratio", "est. achieved occupancy %", "pct"), ("collective", "Collective name", "str"),
+    ("msg_in_nelems", "In msg nelems", "int"), ("msg_out_nelems", "Out msg nelems", "int"),
+    ("group_size", "Group size", "int"), ("dtype", "dtype", "str"), ("pg_name", "Process Group Name", "str"),
+]
+
+
+def _args(ev: pd.DataFrame) -> list[dict[str, Any]]:
+    n = len(ev)
+    args: list[dict[str, Any]] = [{} for _ in range(n)]
+    dev = ev["device"].to_numpy() >= 0
+    for i in np.flatnonzero(dev):
+        args[i]["device"] = int(ev["device"].iat[i])
+        args[i]["stream"] = int(ev["stream"].iat[i])
+    for col, key, kind in _ARG_COLS:
+        s = ev[col]
+        if kind == "int":
+            a = s.to_numpy(np.int64)
+            for i in np.flatnonzero(a != -1):
+                args[i][key] = int(a[i])
+        elif kind in ("float", "pct"):
+            a = s.to_numpy(np.float64)
+            mul = 100.0 if kind == "pct" else 1.0
+            for i in np.flatnonzero(~np.isnan(a)):
+                args[i][key] = float(a[i]) * mul
+        else:
+            vals = _obj(s)
+            conv = _grid if kind == "grid" else _json_text if kind == "jsontext" else str
+            for i, v in enumerate(vals):
+                if v is not None:
+                    args[i][key] = conv(v)
+    return args
+
+
+def _endpoint_lanes(trace: Trace, lanes: Lanes, tids: dict[tuple[int, int, int], int]) -> tuple[Any, Any]:
+    """Functions mapping a flow end (pid, tid, ts, id, cat) to the tid of the lane of the slice there."""
+    ev = trace.events
+    moved = lanes.lane > 0
+    if not moved.any():
+        return None, None
+    key_of: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+    pid, tid, ts = ev["pid"].to_numpy(), ev["tid"].to_numpy(), ev["ts_ns"].to_numpy()
+    corr = ev["correlation"].to_numpy()
+    for i in range(len(ev)):
+        key_of.setdefault((int(pid[i]), int(tid[i]), int(ts[i])), []).append((int(corr[i]), int(lanes.lane[i])))
+    return key_of, tids
+
+
+def _flow_lane(key_of: Any, tids: Any, p: int, t: int, ts: int, fid: int, cat: str) -> tuple[int, int]:
+    """(tid to write, lane) for a flow end."""
+    if key_of is None:
+        return t, 0
+    cands = key_of.get((p, t, ts))
+    if not cands:
+        return t, 0
+    ln = cands[0][1]
+    if cat == "ac2g":
+        for c, cl in cands:
+            if c == fid:
+                ln = cl
+                break
+    return tids.get((p, t, ln), t), ln
+
+
+def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
+    """The Chrome trace of ``trace`` as a JSON-ready dict, and what it holds (see the module docstring).
+
+    Returns
+    -------
+    (dict, ExportReport)
+        ``{"traceEvents": [...], "baseTimeNanoseconds": ..., ...}``; the report's ``path`` is empty.
+    """
+    ev = trace.events
+    lanes = assign_lanes(ev)
+    tids = lane_tids(trace, lanes)
+    rep = ExportReport(path="", format="chrome", slices=len(ev), tracks=len(lanes.tracks),
+                       overflow_lanes=lanes.overflow)
+    out: list[dict[str, Any]] = []
+
+    # metadata: process / thread names, then the overflow lanes' names
+    names: dict[tuple[int, int], str] = {}
+    for p, t, nm, kind in zip(trace.threads["pid"], trace.threads["tid"], trace.threads["name"], trace.threads["kind"]):
+        p, t = int(p), int(t)
+        if kind == "process":
+            out.append({"ph": "M", "name": "process_name", "pid": p, "tid": t, "args": {"name": str(nm)}})
+        elif kind == "thread":
+            names[(p, t)] = str(nm)
+            out.append({"ph": "M", "name": "thread_name", "pid": p, "tid": t, "args": {"name": str(nm)}})
+        elif kind == "process_labels":
+            out.append({"ph": "M", "name": "process_labels", "pid": p, "tid": t, "args": {"labels": str(nm)}})
+    tr = lanes.tracks
+    for p, t, ln, dev in zip(tr["pid"], tr["tid"], tr["lane"], tr["device"]):
+        if ln == 0:
+            continue
+        p, t, ln = int(p), int(t), int(ln)
+        base = names.get((p, t)) or (f"stream {t}" if dev else f"thread {t}")
+        lt = tids[(p, t, ln)]
+        out.append({"ph": "M", "name": "thread_name", "pid": p, "tid": lt,
+                    "args": {"name": f"{base} (overlap {ln + 1})"}})
+
+    # events
+    if len(ev):
+        ts_us = ev["ts_ns"].to_numpy(np.int64) / 1000.0
+        dur_us = ev["dur_ns"].to_numpy(np.int64) / 1000.0
+        name, cat, ph = _obj(ev["name"]), _obj(ev["cat"]), _obj(ev["ph"])
+        pid, tid = ev["pid"].to_numpy(np.int64), ev["tid"].to_numpy(np.int64)
+        args = _args(ev)
+        lane = lanes.lane
+        for i in range(len(ev)):
+            p, t = int(pid[i]), int(tid[i])
+            e: dict[str, Any] = {"ph": "i" if ph[i] == "i" else "X", "cat": cat[i] or "", "name": name[i] or "",
+                                 "pid": p, "tid": tids[(p, t, int(lane[i]))] if lane[i] else t,
+                                 "ts": float(ts_us[i])}
+            if e["ph"] == "X":
+                e["dur"] = float(dur_us[i])
+            else:
+                e["s"] = "t"
+            if args[i]:
+                e["args"] = args[i]
+            out.append(e)
+
+    # flows
+    fl = trace.flows
+    key_of, tmap = _endpoint_lanes(trace, lanes, tids)
+    for row in fl.itertuples(index=False):
+        fid, cat = int(row.id), str(row.cat)
+        if row.src_pid != -1 or row.src_ts_ns != -1:
+            t, _ = _flow_lane(key_of, tmap, int(row.src_pid), int(row.src_tid), int(row.src_ts_ns), fid, cat)
+            out.append({"ph": "s", "id": fid, "cat": cat, "name": cat, "pid": int(row.src_pid), "tid": t,
+                        "ts": row.src_ts_ns / 1000.0})
+        if row.dst_pid != -1 or row.dst_ts_ns != -1:
+            t, _ = _flow_lane(key_of, tmap, int(row.dst_pid), int(row.dst_tid), int(row.dst_ts_ns), fid, cat)
+            out.append({"ph": "f", "id": fid, "cat": cat, "name": cat, "pid": int(row.dst_pid), "tid": t,
+                        "ts": row.dst_ts_ns / 1000.0, "bp": "e"})
+        rep.flows += 1
+
+    # counters: one C event per (name, pid, ts), one arg per series
+    co = trace.counters
+    if len(co):
+        cur: dict[str, Any] | None = None
+        for ts_ns, nm, series, val, p in zip(co["ts_ns"].to_numpy(), _obj(co["name"]), _obj(co["series"]),
+                                             co["value"].to_numpy(np.float64), co["pid"].to_numpy()):
+            key = (int(ts_ns), nm or "", int(p))
+            v = None if np.isnan(val) else float(val)
+            if cur is None or cur["_key"] != key or (series or "") in cur["args"]:
+                cur = {"ph": "C", "name": key[1], "pid": key[2], "ts": key[0] / 1000.0, "args": {}, "_key": key}
+                out.append(cur)
+            cur["args"][series or ""] = v
+        for e in out:
+            e.pop("_key", None)
+        rep.counters = len(co)
+
+    # memory: Kineto's [memory] instants
+    me = trace.memory
+    if len(me):
+        cols = {k: me[k].to_numpy(np.int64) for k in ("ts_ns", "pid", "tid", "device_type", "device", "addr",
+                                                       "bytes", "total_allocated", "total_reserved")}
+        for i in range(len(me)):
+            a: dict[str, Any] = {"Device Type": int(cols["device_type"][i]), "Device Id": int(cols["device"][i]),
+                                 "Addr": int(cols["addr"][i]), "Bytes": int(cols["bytes"][i])}
+            if cols["total_allocated"][i] != -1:
+                a["Total Allocated"] = int(cols["total_allocated"][i])
+            if cols["total_reserved"][i] != -1:
+                a["Total Reserved"] = int(cols["total_reserved"][i])
+            out.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
+                        "pid": int(cols["pid"][i]), "tid": int(cols["tid"][i]), "ts": cols["ts_ns"][i] / 1000.0,
+                        "args": a})
+        rep.memory = len(me)
+
+    m = trace.meta
+    doc: dict[str, Any] = {"schemaVersion": 1}
+    if m.device_properties:
+        doc["deviceProperties"] = m.device_properties
+    if m.distributed_info:
+        doc["distributedInfo"] = m.distributed_info
+    doc["displayTimeUnit"] = "ns"
+    if m.origin_ns is not None:
+        doc["baseTimeNanoseconds"] = int(m.origin_ns)
+    doc["nbprof_export"] = {"source_path": m.source_path, "source_format": m.source_format, "producer": m.producer,
+                            "rank": m.rank, "world_size": m.world_size}
+    doc["traceEvents"] = out
+    return doc, rep
+
+
+def write_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
+    """Write ``trace`` as Chrome Trace Event Format JSON (gzip-compressed when ``path`` ends in ``.gz``).
+
+    See the module docstring for what is written and the 1 ns rounding rule of ``ts``/``dur`` (µs floats).
+
+    Parameters
+    ----------
+    trace : Trace
+        From any source (Kineto, repaired Kineto, nsys, memory snapshots, merged traces).
+    path : str or PathLike
+        The file to write (replaced if it exists).
+
+    Returns
+    -------
+    ExportReport
+        Counts of slices, tracks, overflow lanes, flows, counters and memory events written.
+
+    Raises
+    ------
+    OSError
+        When the file cannot be written.
+    """
+    import orjson
+
+    doc, rep = chrome_trace_dict(trace)
+    data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    p = os.fspath(path)
+    rep.path = p
+    if p.lower().endswith(".gz"):
+        with gzip.open(p, "wb", compresslevel=6) as f:
+            f.write(data)
+    else:
+        with open(p, "wb") as f:
+            f.write(data)
+    return rep
