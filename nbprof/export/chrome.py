@@ -128,9 +128,9 @@ def _args(ev: pd.DataFrame) -> list[dict[str, Any]]:
         else:
             vals = _obj(s)
             conv = _grid if kind == "grid" else _json_text if kind == "jsontext" else str
-            for i, v in enumerate(vals):
+            for j, v in enumerate(vals):
                 if v is not None:
-                    args[i][key] = conv(v)
+                    args[j][key] = conv(v)
     return args
 
 
@@ -225,14 +225,14 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
     fl = trace.flows
     key_of, tmap = _endpoint_lanes(trace, lanes, tids)
     for row in fl.itertuples(index=False):
-        fid, cat = int(row.id), str(row.cat)
+        fid, fcat = int(row.id), str(row.cat)
         if row.src_pid != -1 or row.src_ts_ns != -1:
-            t, _ = _flow_lane(key_of, tmap, int(row.src_pid), int(row.src_tid), int(row.src_ts_ns), fid, cat)
-            out.append({"ph": "s", "id": fid, "cat": cat, "name": cat, "pid": int(row.src_pid), "tid": t,
+            t, _ = _flow_lane(key_of, tmap, int(row.src_pid), int(row.src_tid), int(row.src_ts_ns), fid, fcat)
+            out.append({"ph": "s", "id": fid, "cat": fcat, "name": fcat, "pid": int(row.src_pid), "tid": t,
                         "ts": row.src_ts_ns / 1000.0})
         if row.dst_pid != -1 or row.dst_ts_ns != -1:
-            t, _ = _flow_lane(key_of, tmap, int(row.dst_pid), int(row.dst_tid), int(row.dst_ts_ns), fid, cat)
-            out.append({"ph": "f", "id": fid, "cat": cat, "name": cat, "pid": int(row.dst_pid), "tid": t,
+            t, _ = _flow_lane(key_of, tmap, int(row.dst_pid), int(row.dst_tid), int(row.dst_ts_ns), fid, fcat)
+            out.append({"ph": "f", "id": fid, "cat": fcat, "name": fcat, "pid": int(row.dst_pid), "tid": t,
                         "ts": row.dst_ts_ns / 1000.0, "bp": "e"})
         rep.flows += 1
 

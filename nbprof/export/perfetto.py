@@ -53,8 +53,8 @@ _CHUNK = 20000
 
 def _pb() -> Any:
     try:
-        from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-        from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb  # type: ignore[import-untyped]
+        from perfetto.trace_builder.proto_builder import TraceProtoBuilder  # type: ignore[import-untyped]
     except ModuleNotFoundError as exc:
         msg = f"exporting to Perfetto needs the perfetto package ({exc.name} is missing): pip install 'nbprof[perfetto]'"
         raise MissingDependencyError(msg, name="perfetto") from exc
@@ -317,7 +317,7 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
                     arr[j] = mm[key2]
             rep.memory = len(me)
 
-        name, cat = _obj(ev["name"]), _obj(ev["cat"])
+        names, cats = _obj(ev["name"]), _obj(ev["cat"])
         corr, ext = ev["correlation"].to_numpy(np.int64), ev["external_id"].to_numpy(np.int64)
         cval = co["value"].to_numpy(np.float64) if len(co) else np.zeros(0)
         cts = co["ts_ns"].to_numpy(np.int64) + shift if len(co) else np.zeros(0, np.int64)
@@ -335,9 +335,9 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
                     continue
                 pk.timestamp = int(ts[r])
                 e.type = BEGIN if kd == 0 else INSTANT
-                e.name = name[r] or ""
-                if cat[r]:
-                    e.categories.append(cat[r])
+                e.name = names[r] or ""
+                if cats[r]:
+                    e.categories.append(cats[r])
                 if corr[r] != -1:
                     a = e.debug_annotations.add()
                     a.name, a.int_value = "correlation", int(corr[r])

@@ -176,7 +176,10 @@ def load_saved(path: str | os.PathLike[str], *, strict: bool = False, **_kwargs:
                 if n in tabs:
                     tabs[n] = _restore_categories(tabs[n], dts)
             for n, cols in _COLUMNS.items():
-                tabs[n] = schema.coerce(tabs[n], cols)  # a no-op unless a column is missing or retyped
+                try:
+                    schema.validate(tabs[n], cols, n)
+                except SchemaError:  # a column missing or retyped: coerce (copies the frame, so only then)
+                    tabs[n] = schema.coerce(tabs[n], cols)
             side = {}
             for n, jc in (head.get("tables") or {}).items():
                 if not isinstance(n, str) or not _TABLE_NAME.match(n):

@@ -81,12 +81,19 @@ def builtin_tables(trace: Trace) -> dict[str, Callable[[], pd.DataFrame]]:
         "threads": lambda: trace.threads,
     }
     for name, df in (trace.tables or {}).items():
-        out[f"side_{name}"] = (lambda d=df: d)
+        out[f"side_{name}"] = _const(df)
     return out
 
 
+def _const(df: pd.DataFrame) -> Callable[[], pd.DataFrame]:
+    def get() -> pd.DataFrame:
+        return df
+
+    return get
+
+
 def _arrow(df: pd.DataFrame) -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     return pa.Table.from_pandas(df, preserve_index=False)
 
@@ -121,7 +128,7 @@ def sql(trace: Trace, query: str, *, tables: dict[str, pd.DataFrame] | None = No
     for name, df in (tables or {}).items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ValueError(f"table name {name!r} is not an SQL identifier ([A-Za-z_][A-Za-z0-9_]*)")
-        avail[name] = (lambda d=df: d)
+        avail[name] = _const(df)
     words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query)}
     con = duckdb.connect(":memory:")
     try:
