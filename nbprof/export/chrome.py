@@ -111,20 +111,23 @@ def _args(ev: pd.DataFrame) -> list[dict[str, Any]]:
     n = len(ev)
     args: list[dict[str, Any]] = [{} for _ in range(n)]
     dev = ev["device"].to_numpy() >= 0
-    for i in np.flatnonzero(dev):
-        args[i]["device"] = int(ev["device"].iat[i])
-        args[i]["stream"] = int(ev["stream"].iat[i])
+    dv, st = ev["device"].to_numpy().tolist(), ev["stream"].to_numpy().tolist()
+    for i in np.flatnonzero(dev).tolist():
+        args[i]["device"] = dv[i]
+        args[i]["stream"] = st[i]
     for col, key, kind in _ARG_COLS:
         s = ev[col]
         if kind == "int":
             a = s.to_numpy(np.int64)
-            for i in np.flatnonzero(a != -1):
-                args[i][key] = int(a[i])
+            al = a.tolist()
+            for i in np.flatnonzero(a != -1).tolist():
+                args[i][key] = al[i]
         elif kind in ("float", "pct"):
             a = s.to_numpy(np.float64)
             mul = 100.0 if kind == "pct" else 1.0
-            for i in np.flatnonzero(~np.isnan(a)):
-                args[i][key] = float(a[i]) * mul
+            fl = a.tolist()
+            for i in np.flatnonzero(~np.isnan(a)).tolist():
+                args[i][key] = fl[i] * mul
         else:
             vals = _obj(s)
             conv = _grid if kind == "grid" else _json_text if kind == "jsontext" else str
@@ -205,16 +208,16 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
         ts_us = ev["ts_ns"].to_numpy(np.int64) / 1000.0
         dur_us = ev["dur_ns"].to_numpy(np.int64) / 1000.0
         name, cat, ph = _obj(ev["name"]), _obj(ev["cat"]), _obj(ev["ph"])
-        pid, tid = ev["pid"].to_numpy(np.int64), ev["tid"].to_numpy(np.int64)
+        pid, tid = ev["pid"].to_numpy(np.int64).tolist(), ev["tid"].to_numpy(np.int64).tolist()
         args = _args(ev)
-        lane = lanes.lane
+        lane = lanes.lane.tolist()
+        tsl, dul = ts_us.tolist(), dur_us.tolist()
         for i in range(len(ev)):
-            p, t = int(pid[i]), int(tid[i])
+            p, t = pid[i], tid[i]
             e: dict[str, Any] = {"ph": "i" if ph[i] == "i" else "X", "cat": cat[i] or "", "name": name[i] or "",
-                                 "pid": p, "tid": tids[(p, t, int(lane[i]))] if lane[i] else t,
-                                 "ts": float(ts_us[i])}
+                                 "pid": p, "tid": tids[(p, t, lane[i])] if lane[i] else t, "ts": tsl[i]}
             if e["ph"] == "X":
-                e["dur"] = float(dur_us[i])
+                e["dur"] = dul[i]
             else:
                 e["s"] = "t"
             if args[i]:
@@ -255,17 +258,17 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
     # memory: Kineto's [memory] instants
     me = trace.memory
     if len(me):
-        cols = {k: me[k].to_numpy(np.int64) for k in ("ts_ns", "pid", "tid", "device_type", "device", "addr",
+        cols = {k: me[k].to_numpy(np.int64).tolist() for k in ("ts_ns", "pid", "tid", "device_type", "device", "addr",
                                                        "bytes", "total_allocated", "total_reserved")}
         for i in range(len(me)):
-            a: dict[str, Any] = {"Device Type": int(cols["device_type"][i]), "Device Id": int(cols["device"][i]),
-                                 "Addr": int(cols["addr"][i]), "Bytes": int(cols["bytes"][i])}
+            a: dict[str, Any] = {"Device Type": cols["device_type"][i], "Device Id": cols["device"][i],
+                                 "Addr": cols["addr"][i], "Bytes": cols["bytes"][i]}
             if cols["total_allocated"][i] != -1:
-                a["Total Allocated"] = int(cols["total_allocated"][i])
+                a["Total Allocated"] = cols["total_allocated"][i]
             if cols["total_reserved"][i] != -1:
-                a["Total Reserved"] = int(cols["total_reserved"][i])
+                a["Total Reserved"] = cols["total_reserved"][i]
             out.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]",
-                        "pid": int(cols["pid"][i]), "tid": int(cols["tid"][i]), "ts": cols["ts_ns"][i] / 1000.0,
+                        "pid": cols["pid"][i], "tid": cols["tid"][i], "ts": cols["ts_ns"][i] / 1000.0,
                         "args": a})
         rep.memory = len(me)
 
