@@ -46,6 +46,9 @@ class ExportReport:
         Counter samples written (rows of ``Trace.counters``).
     memory : int
         ``[memory]`` events written (rows of ``Trace.memory``).
+    ts_offset_ns : int
+        Added to every timestamp written (ns): 0, except for Perfetto when some time of the trace is negative
+        (Perfetto's timestamps are unsigned; the earliest becomes 0).
     notes : list of str
         Anything approximated, in words.
     """
@@ -59,4 +62,5 @@ class ExportReport:
     flows_skipped: int = 0
     counters: int = 0
     memory: int = 0
+    ts_offset_ns: int = 0
     notes: list[str] = field(default_factory=list)

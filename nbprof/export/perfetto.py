@@ -381,6 +381,7 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
                         c = pc.track_event
                         c.type, c.track_uuid, c.counter_value = COUNTER, arr[r], mcol_l[what][r]
         w.flush()
+    rep.ts_offset_ns = shift
     if shift:
         rep.notes.append(f"timestamps shifted by +{shift} ns so that none is negative")
     return rep
