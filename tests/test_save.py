@@ -128,3 +128,20 @@ def test_unplain_metadata_writes_nothing(tmp_path):
     with pytest.raises(SchemaError, match="not plain data"):
         tr.save(out)
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_header_without_meta_is_a_trace_format_error(tmp_path):
+    tr = nbprof.load(str(_need(SAXPY)))
+    src = tmp_path / "s.nbprof"
+    tr.save(src)
+    bad = tmp_path / "nometa.nbprof"
+    with zipfile.ZipFile(src) as zi, zipfile.ZipFile(bad, "w") as zo:
+        for info in zi.infolist():
+            data = zi.read(info)
+            if info.filename == "nbprof.json":
+                head = json.loads(data)
+                del head["meta"], head["report"]
+                data = json.dumps(head).encode()
+            zo.writestr(info.filename, data)
+    with pytest.raises(TraceFormatError, match="cannot read saved trace: KeyError"):
+        nbprof.load(str(bad))

@@ -185,15 +185,15 @@ def load_saved(path: str | os.PathLike[str], *, strict: bool = False, **_kwargs:
                 if not isinstance(n, str) or not _TABLE_NAME.match(n):
                     raise TraceFormatError(p, None, f"bad side table name {n!r}")
                 side[n] = _side_table_from_parquet(io.BytesIO(z.read(f"tables/{n}.parquet")), jc)
+        rep = LoadReport(path=head["report"]["path"], issues=[LoadIssue(**i) for i in head["report"]["issues"]])
+        m = head["meta"]
+        meta = TraceMeta(**{k: v for k, v in m.items() if k in TraceMeta.__dataclass_fields__})
     except NbprofError:
         raise
     except FileNotFoundError:
         import errno
 
         raise TraceFileNotFoundError(errno.ENOENT, "no such saved trace", p) from None
-    except Exception as exc:  # zipfile, json, pyarrow errors: a damaged file
+    except Exception as exc:  # zipfile, json, pyarrow errors, a header missing keys: a damaged file
         raise TraceFormatError(p, None, f"cannot read saved trace: {type(exc).__name__}: {exc}") from exc
-    rep = LoadReport(path=head["report"]["path"], issues=[LoadIssue(**i) for i in head["report"]["issues"]])
-    m = head["meta"]
-    meta = TraceMeta(**{k: v for k, v in m.items() if k in TraceMeta.__dataclass_fields__})
     return Trace(meta=meta, report=rep, tables=side, **tabs)
