@@ -272,7 +272,7 @@ def test_perfetto_nsys_report(tmp_path):
     procs = {t.process.process_name for t in d["tracks"].values() if t.HasField("process")}
     threads = {t.thread.thread_name for t in d["tracks"].values() if t.HasField("thread")}
     assert "./saxpy-mpi-cuda" in procs and "MPI Rank 0" in threads
-    assert {"GPU 0", "stream 7"} <= {t.name for t in d["tracks"].values()}
+    assert {"GPU 0 (NVIDIA A100-SXM4-40GB)", "stream 7"} <= {t.name for t in d["tracks"].values()}
     cats = {c for *_x, c, _u in d["slices"]}
     assert {"kernel", "gpu_memcpy", "cuda_runtime", "nvtx"} <= cats
 
@@ -333,3 +333,26 @@ def test_counters_round_trip(tmp_path):
     d = _perfetto_check(tr, pf, rep.ts_offset_ns)
     assert {k: len(v) for k, v in d["counters"].items()} == {"queue.depth": 5, "queue.bytes": 5, "temp": 5}
     assert sorted(d["counters"]["temp"]) == sorted(tr.counters.loc[tr.counters["name"] == "temp", "ts_ns"])
+
+
+HTA = CORPUS / "facebookresearch__HolisticTraceAnalysis/tests/data"
+
+
+@pytest.mark.parametrize("rel", [
+    # its CPU ops run on pid 0 / tid 7, the very (pid, tid) of device 0's stream 7: host and device rows
+    # must still land on separate tracks
+    "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+    # one ac2g start with 339 finishes (a CUDA graph launch) and 31 overlapping device ops
+    "trace_diff/test/test.json.gz",
+    # ROCm, fwdbwd flows, GPU user annotations around kernels on one stream
+    "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+], ids=["alexnet-pid-collision", "graph-launch-flows", "mi250-rocm"])
+def test_exports_round_trip_on_more_corpus_traces(tmp_path, rel):
+    tr = _load(HTA / rel)
+    out = tmp_path / "t.json"
+    tr.to_chrome_trace(out)
+    _plain_check(tr, json.loads(out.read_text()))
+    _reload_check(tr, out)
+    pf = tmp_path / "t.pftrace"
+    rep = tr.to_perfetto(pf)
+    _perfetto_check(tr, pf, rep.ts_offset_ns)

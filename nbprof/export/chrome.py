@@ -24,7 +24,7 @@ What is written
   ``Call stack``, ``grid``/``block`` as ``[x, y, z]``, ``est. achieved occupancy %`` ...);
 - ``M`` events ``process_name``/``thread_name``/``process_labels`` from ``Trace.threads``;
 - flows ``s``/``f`` from ``Trace.flows`` (ids and categories as loaded; each end on the lane of the
-  slice it starts/ends at);
+  slice it starts/ends at; a start shared by several rows -- one launch, several finishes -- written once);
 - counters ``C`` from ``Trace.counters`` (one event per name, pid and time, one arg per series);
 - memory: one ``[memory]`` instant (category ``cpu_instant_event``) per row of ``Trace.memory``.
 
@@ -56,23 +56,25 @@ def _obj(s: pd.Series) -> list[Any]:
     return [None if (v is None or (isinstance(v, float) and v != v)) else v for v in a]
 
 
-def lane_tids(trace: Trace, lanes: Lanes) -> dict[tuple[int, int, int], int]:
-    """(pid, tid, lane) -> the tid the lane is written with (lane 0: the tid itself).
+def lane_tids(trace: Trace, lanes: Lanes) -> dict[tuple[int, int, int, bool], int]:
+    """(pid, tid, lane, device row) -> the tid the lane is written with.
 
-    Overflow lanes of a pid take the tids after the largest tid the pid uses (events and ``Trace.threads``).
+    Lane 0 keeps its tid; overflow lanes of a pid take the tids after the largest tid the pid uses (events
+    and ``Trace.threads``), and so does lane 0 of a device stream whose (pid, tid) a host thread also uses
+    (a trace whose CPU pid equals a device index), so host and device rows never share a track.
     """
     tr = lanes.tracks
     mx = pd.concat([trace.events[["pid", "tid"]], trace.threads[["pid", "tid"]].astype("int64")])
     used: dict[int, int] = mx.groupby("pid")["tid"].max().astype("int64").to_dict() if len(mx) else {}
-    out: dict[tuple[int, int, int], int] = {}
-    for p, t, ln in zip(tr["pid"].to_numpy(), tr["tid"].to_numpy(), tr["lane"].to_numpy()):
-        p, t, ln = int(p), int(t), int(ln)
-        if ln == 0:
-            out[(p, t, 0)] = t
+    host = {(int(p), int(t)) for p, t, d in zip(tr["pid"], tr["tid"], tr["device"]) if not d}
+    out: dict[tuple[int, int, int, bool], int] = {}
+    for p, t, ln, d in zip(tr["pid"].tolist(), tr["tid"].tolist(), tr["lane"].tolist(), tr["device"].tolist()):
+        if ln == 0 and not (d and (p, t) in host):
+            out[(p, t, 0, bool(d))] = t
         else:
             nxt = int(used.get(p, 0)) + 1
             used[p] = nxt
-            out[(p, t, ln)] = nxt
+            out[(p, t, ln, bool(d))] = nxt
     return out
 
 
@@ -137,34 +139,34 @@ def _args(ev: pd.DataFrame) -> list[dict[str, Any]]:
     return args
 
 
-def _endpoint_lanes(trace: Trace, lanes: Lanes, tids: dict[tuple[int, int, int], int]) -> tuple[Any, Any]:
-    """Functions mapping a flow end (pid, tid, ts, id, cat) to the tid of the lane of the slice there."""
+def _endpoint_lanes(trace: Trace, lanes: Lanes, tids: dict[tuple[int, int, int, bool], int]) -> Any:
+    """(pid, tid, ts) -> [(correlation, written tid)] of the slices starting there, or None when every
+    slice is written with its own tid."""
+    if all(k[1] == v for k, v in tids.items()):
+        return None
     ev = trace.events
-    moved = lanes.lane > 0
-    if not moved.any():
-        return None, None
     key_of: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
-    pid, tid, ts = ev["pid"].to_numpy(), ev["tid"].to_numpy(), ev["ts_ns"].to_numpy()
-    corr = ev["correlation"].to_numpy()
-    for i in range(len(ev)):
-        key_of.setdefault((int(pid[i]), int(tid[i]), int(ts[i])), []).append((int(corr[i]), int(lanes.lane[i])))
-    return key_of, tids
+    dev = (ev["device"].to_numpy() >= 0).tolist()
+    for i, (p, t, ts, c, ln) in enumerate(zip(ev["pid"].to_numpy().tolist(), ev["tid"].to_numpy().tolist(),
+                                              ev["ts_ns"].to_numpy().tolist(), ev["correlation"].to_numpy().tolist(),
+                                              lanes.lane.tolist())):
+        key_of.setdefault((p, t, ts), []).append((c, tids[(p, t, ln, dev[i])]))
+    return key_of
 
 
-def _flow_lane(key_of: Any, tids: Any, p: int, t: int, ts: int, fid: int, cat: str) -> tuple[int, int]:
-    """(tid to write, lane) for a flow end."""
+def _flow_lane(key_of: Any, p: int, t: int, ts: int, fid: int, cat: str) -> int:
+    """The tid to write a flow end with: that of the slice starting there (ac2g: the one with the flow's
+    correlation id first), else the flow's own tid."""
     if key_of is None:
-        return t, 0
+        return t
     cands = key_of.get((p, t, ts))
     if not cands:
-        return t, 0
-    ln = cands[0][1]
+        return t
     if cat == "ac2g":
-        for c, cl in cands:
+        for c, lt in cands:
             if c == fid:
-                ln = cl
-                break
-    return tids.get((p, t, ln), t), ln
+                return int(lt)
+    return int(cands[0][1])
 
 
 def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
@@ -193,15 +195,12 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
             out.append({"ph": "M", "name": "thread_name", "pid": p, "tid": t, "args": {"name": str(nm)}})
         elif kind == "process_labels":
             out.append({"ph": "M", "name": "process_labels", "pid": p, "tid": t, "args": {"labels": str(nm)}})
-    tr = lanes.tracks
-    for p, t, ln, dev in zip(tr["pid"], tr["tid"], tr["lane"], tr["device"]):
-        if ln == 0:
+    for (p, t, ln, dev), lt in tids.items():
+        if lt == t:
             continue
-        p, t, ln = int(p), int(t), int(ln)
-        base = names.get((p, t)) or (f"stream {t}" if dev else f"thread {t}")
-        lt = tids[(p, t, ln)]
+        base = (f"stream {t}" if dev else None) or names.get((p, t)) or f"thread {t}"
         out.append({"ph": "M", "name": "thread_name", "pid": p, "tid": lt,
-                    "args": {"name": f"{base} (overlap {ln + 1})"}})
+                    "args": {"name": base if ln == 0 else f"{base} (overlap {ln + 1})"}})
 
     # events
     if len(ev):
@@ -211,11 +210,12 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
         pid, tid = ev["pid"].to_numpy(np.int64).tolist(), ev["tid"].to_numpy(np.int64).tolist()
         args = _args(ev)
         lane = lanes.lane.tolist()
+        devl = (ev["device"].to_numpy() >= 0).tolist()
         tsl, dul = ts_us.tolist(), dur_us.tolist()
         for i in range(len(ev)):
             p, t = pid[i], tid[i]
             e: dict[str, Any] = {"ph": "i" if ph[i] == "i" else "X", "cat": cat[i] or "", "name": name[i] or "",
-                                 "pid": p, "tid": tids[(p, t, lane[i])] if lane[i] else t, "ts": tsl[i]}
+                                 "pid": p, "tid": tids[(p, t, lane[i], devl[i])], "ts": tsl[i]}
             if e["ph"] == "X":
                 e["dur"] = dul[i]
             else:
@@ -226,15 +226,19 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
 
     # flows
     fl = trace.flows
-    key_of, tmap = _endpoint_lanes(trace, lanes, tids)
+    key_of = _endpoint_lanes(trace, lanes, tids)
+    starts: set[tuple[int, str, int, int, int]] = set()
     for row in fl.itertuples(index=False):
         fid, fcat = int(row.id), str(row.cat)
-        if row.src_pid != -1 or row.src_ts_ns != -1:
-            t, _ = _flow_lane(key_of, tmap, int(row.src_pid), int(row.src_tid), int(row.src_ts_ns), fid, fcat)
+        skey = (fid, fcat, int(row.src_pid), int(row.src_tid), int(row.src_ts_ns))
+        # one start paired with several finishes (a graph launch) is one ``s`` event, as it was read
+        if (row.src_pid != -1 or row.src_ts_ns != -1) and skey not in starts:
+            starts.add(skey)
+            t = _flow_lane(key_of, int(row.src_pid), int(row.src_tid), int(row.src_ts_ns), fid, fcat)
             out.append({"ph": "s", "id": fid, "cat": fcat, "name": fcat, "pid": int(row.src_pid), "tid": t,
                         "ts": row.src_ts_ns / 1000.0})
         if row.dst_pid != -1 or row.dst_ts_ns != -1:
-            t, _ = _flow_lane(key_of, tmap, int(row.dst_pid), int(row.dst_tid), int(row.dst_ts_ns), fid, fcat)
+            t = _flow_lane(key_of, int(row.dst_pid), int(row.dst_tid), int(row.dst_ts_ns), fid, fcat)
             out.append({"ph": "f", "id": fid, "cat": fcat, "name": fcat, "pid": int(row.dst_pid), "tid": t,
                         "ts": row.dst_ts_ns / 1000.0, "bp": "e"})
         rep.flows += 1

@@ -14,10 +14,10 @@ What is written
   ``Trace.meta.origin_ns``, is not added, so every value is exactly nbprof's); if any time of the trace
   is negative, every timestamp is shifted by the same amount so the earliest is 0 (Perfetto's are unsigned);
 - tracks: a process track per host pid (``ProcessDescriptor``, named from ``Trace.threads``), a thread
-  track per host thread (``ThreadDescriptor``), a top-level track per device (``"GPU n"``) with a child
-  track per stream; slices that overlap on one thread/stream (:mod:`nbprof.export.lanes`) go on extra
-  child tracks named ``"<name> (overlap k)"`` -- Perfetto would otherwise drop them
-  (google/perfetto#4280);
+  track per host thread (``ThreadDescriptor``), a top-level track per device (``"GPU n (<device name>)"``,
+  the name from ``meta.device_properties``) with a child track per stream (``"stream s"``); slices that
+  overlap on one thread/stream (:mod:`nbprof.export.lanes`) go on extra child tracks named
+  ``"<name> (overlap k)"`` -- Perfetto would otherwise drop them (google/perfetto#4280);
 - one slice (``BEGIN`` + ``END`` at ``ts_ns + dur_ns``) per duration row of ``Trace.events``, one
   ``TYPE_INSTANT`` per instant row; name, category, and debug annotations ``correlation`` /
   ``External id`` where set;
@@ -179,7 +179,7 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
         proc_uuid: dict[int, int] = {}
         dev_uuid: dict[int, int] = {}
         thread_uuid: dict[tuple[int, int], int] = {}
-        lane_uuid: dict[tuple[int, int, int], int] = {}
+        lane_uuid: dict[tuple[int, int, int, bool], int] = {}  # (pid, tid, lane, device row)
 
         def process(pid_: int) -> int:
             if pid_ not in proc_uuid:
@@ -204,7 +204,9 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
             if dev not in dev_uuid:
                 u = dev_uuid[dev] = new_uuid()
                 d = w.packet().track_descriptor
-                d.uuid, d.name = u, pnames.get(dev, f"GPU {dev}")
+                dname = next((str(p_.get("name")) for p_ in trace.meta.device_properties
+                              if p_.get("id") == dev and p_.get("name")), "")
+                d.uuid, d.name = u, f"GPU {dev}" + (f" ({dname})" if dname else "")
                 d.sibling_merge_behavior = pb.TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
             return dev_uuid[dev]
 
@@ -228,14 +230,15 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
         for pid_, tid_, ln, isdev in zip(tr["pid"], tr["tid"], tr["lane"], tr["device"]):
             pid_, tid_, ln = int(pid_), int(tid_), int(ln)
             if isdev:
-                base = tnames.get((pid_, tid_), f"stream {tid_}")
+                base = tnames.get((pid_, tid_), "")
+                base = base if base.startswith("stream") else f"stream {tid_}"
                 name = base if ln == 0 else f"{base} (overlap {ln + 1})"
-                lane_uuid[(pid_, tid_, ln)] = custom(device(pid_), name)
+                lane_uuid[(pid_, tid_, ln, True)] = custom(device(pid_), name)
             elif ln == 0:
-                lane_uuid[(pid_, tid_, 0)] = thread(pid_, tid_)
+                lane_uuid[(pid_, tid_, 0, False)] = thread(pid_, tid_)
             else:
                 base = tnames.get((pid_, tid_), f"thread {tid_}")
-                lane_uuid[(pid_, tid_, ln)] = custom(process(pid_), f"{base} (overlap {ln + 1})")
+                lane_uuid[(pid_, tid_, ln, False)] = custom(process(pid_), f"{base} (overlap {ln + 1})")
         rep.tracks = len(lane_uuid)
 
         # --- one sorted list of track events: slices, instants, counters, memory
@@ -245,7 +248,9 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
         inst = (ev["ph"].astype(object).to_numpy() == "i") if n else np.zeros(0, bool)
         rows = np.arange(n, dtype=np.int64)
         pid, tid = ev["pid"].to_numpy(np.int64), ev["tid"].to_numpy(np.int64)
-        track = np.fromiter((lane_uuid[(int(a), int(b), int(c))] for a, b, c in zip(pid, tid, lanes.lane)),
+        devrow = (ev["device"].to_numpy() >= 0).tolist()
+        track = np.fromiter((lane_uuid[(a, b, c, d)] for a, b, c, d in zip(pid.tolist(), tid.tolist(),
+                                                                          lanes.lane.tolist(), devrow)),
                             dtype=np.int64, count=n)
         # kinds: 0 begin, 1 end, 2 instant, 3 counter, 4 memory
         b_key = np.stack([ts, np.ones(n, np.int64), -dur, rows, np.zeros(n, np.int64)])
