@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -84,7 +84,7 @@ def _dump_json(obj: Any, path: str, where: str) -> None:
         json.dump(_plain(obj, where), f)
 
 
-def _side_table_to_parquet(df: pd.DataFrame, path: str, where: str) -> dict[str, list[str]]:
+def _side_table_to_parquet(df: pd.DataFrame, path: str | IO[bytes], where: str) -> dict[str, list[str]]:
     """Write a side table. Object columns: all str/None -> Parquet strings, read back as object with
     None; anything else -> JSON text per cell (exact types). Returns ``{"json": [...], "object": [...]}``."""
     out, json_cols, obj_cols = df, [], []
@@ -102,7 +102,7 @@ def _side_table_to_parquet(df: pd.DataFrame, path: str, where: str) -> dict[str,
     return {"json": json_cols, "object": obj_cols}
 
 
-def _side_table_from_parquet(path: str, cols: dict[str, list[str]]) -> pd.DataFrame:
+def _side_table_from_parquet(path: str | IO[bytes], cols: dict[str, list[str]]) -> pd.DataFrame:
     df = pd.read_parquet(path)
     for c in cols.get("json", []):
         df[c] = pd.Series([_unplain(json.loads(x)) for x in df[c]], index=df.index, dtype=object)

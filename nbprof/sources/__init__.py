@@ -60,6 +60,7 @@ for _suf in (".pickle", ".pkl", ".pickle.gz"):
 for _suf in (".raw.json", ".raw.json.gz", ".raw.gz"):
     registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_timeline")
 registry.register(".sqlite", "nbprof.sources.nsys:load_nsys")  # Nsight Systems export
+registry.register(".nbprof", "nbprof.export.saved:load_saved")  # a saved Trace (Trace.save)
 for _suf in (".nsys-rep", ".qdrep"):  # Nsight Systems report: exported with nsys first (a façade, not a reader)
     registry.register(_suf, "nbprof.api:load_nsys_report")
 

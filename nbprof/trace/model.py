@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,3 +266,69 @@ class Trace:
             Display it (it is also the cell's value when last in a cell).
         """
         return viewer()(self, view, **kwargs)
+
+    # ----------------------------------------------------------------- export (nbprof.export, imported on use)
+    def to_chrome_trace(self, path: str | os.PathLike[str]) -> Any:
+        """Write this trace as Chrome Trace Event Format JSON (``.json`` or gzip ``.json.gz``).
+
+        ``X``/``i`` events with ``ts``/``dur`` in µs carrying the ns (``round(ts * 1000) == ts_ns``),
+        pid/tid lanes (overlapping slices of one thread/stream on extra lanes), ``M`` names, flows,
+        counters, ``[memory]`` events; details in :mod:`nbprof.export.chrome`.
+
+        Returns
+        -------
+        nbprof.export.ExportReport
+            What was written (slices, tracks, overflow lanes, flows, counters, memory).
+        """
+        mod = importlib.import_module("nbprof.export.chrome")
+        return mod.write_chrome_trace(self, path)
+
+    def to_perfetto(self, path: str | os.PathLike[str]) -> Any:
+        """Write this trace as a Perfetto protobuf trace (``TrackEvent``s; :mod:`nbprof.export.perfetto`).
+
+        Returns
+        -------
+        nbprof.export.ExportReport
+
+        Raises
+        ------
+        nbprof.errors.MissingDependencyError
+            Without the ``perfetto`` package (``pip install 'nbprof[perfetto]'``).
+        """
+        mod = importlib.import_module("nbprof.export.perfetto")
+        return mod.write_perfetto(self, path)
+
+    def save(self, path: str | os.PathLike[str]) -> str:
+        """Save this trace losslessly to a ``.nbprof`` file (Parquet parts in one ZIP; :mod:`nbprof.export.saved`).
+
+        ``nbprof.load(path)`` reads it back: equal tables, side tables, metadata and load report.
+
+        Returns
+        -------
+        str
+            The path written.
+
+        Raises
+        ------
+        nbprof.errors.SchemaError
+            When metadata or a side table holds something that is not plain data.
+        """
+        mod = importlib.import_module("nbprof.export.saved")
+        written: str = mod.save(self, path)
+        return written
+
+    def sql(self, query: str, tables: dict[str, Any] | None = None) -> pd.DataFrame:
+        """Run a DuckDB SQL query over this trace's tables (``events``, ``kernels``, ``flows``, ``memory``,
+        ``counters``, ``threads``, side tables as ``side_<name>``) and the frames in ``tables``.
+
+        Example: ``tr.sql("SELECT name, sum(dur_ns) AS total_ns FROM kernels GROUP BY name ORDER BY 2 DESC")``;
+        more in :func:`nbprof.export.sql.sql`.
+
+        Raises
+        ------
+        nbprof.errors.MissingDependencyError
+            Without the ``duckdb`` package (``pip install 'nbprof[sql]'``).
+        """
+        mod = importlib.import_module("nbprof.export.sql")
+        out: pd.DataFrame = mod.sql(self, query, tables=tables)
+        return out
