@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import MissingDependencyError
+from .._deps import missing
 from ..trace.model import Trace
 from . import ExportReport
 from .lanes import assign_lanes
@@ -56,8 +56,7 @@ def _pb() -> Any:
         from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb  # type: ignore[import-untyped]
         from perfetto.trace_builder.proto_builder import TraceProtoBuilder  # type: ignore[import-untyped]
     except ModuleNotFoundError as exc:
-        msg = f"exporting to Perfetto needs the perfetto package ({exc.name} is missing): pip install 'nbprof[perfetto]'"
-        raise MissingDependencyError(msg, name="perfetto") from exc
+        raise missing("perfetto", "perfetto", "Trace.to_perfetto", exc) from exc
     return pb, TraceProtoBuilder
 
 

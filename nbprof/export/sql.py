@@ -51,7 +51,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import MissingDependencyError
+from .._deps import missing
 from ..trace import predicates as pred
 from ..trace.model import Trace
 
@@ -62,8 +62,7 @@ def _duckdb() -> Any:
     try:
         import duckdb
     except ModuleNotFoundError as exc:
-        msg = f"SQL over traces needs DuckDB ({exc.name} is missing): pip install 'nbprof[sql]'"
-        raise MissingDependencyError(msg, name="duckdb") from exc
+        raise missing("duckdb", "sql", "Trace.sql", exc) from exc
     return duckdb
 
 
