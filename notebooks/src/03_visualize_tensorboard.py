@@ -78,6 +78,18 @@ if len(names) >= 2:
                                 "total_device_ns_delta"], max_rows=10,
                   caption=f"Operators that changed most (a = {a_name}, b = {b_name}; delta = b - a)"))
 
+# %% [markdown] id="6c1d2f0a"
+# ### The diff view
+# The mean step time before, the change of each Overview category (a waterfall; delta = after − before, negative =
+# faster), the mean step time after; then the operators and kernels whose time moved most.
+
+# %% id="9e4b7a13"
+if pair:
+    from nbprof.viz import registry
+    before_after = (pair["before"], pair["after"])
+    show(registry.static("diff", before_after) if static_views else registry.live("diff", before_after),
+         static=static_views)
+
 # %% [markdown] id="b0ed5889"
 # ### The views of each run
 
