@@ -93,8 +93,10 @@ def _data_table(df: pd.DataFrame, with_op: bool, name: str, width: int):
              TableColumn(field="occ", title="Mean est. achieved occupancy", width=90)]
     n = len(data["name"])
     # the cells are formatted text: sorting them would sort strings, so the rows stay by total duration
+    # the kernel + operator table is wider than the page: its columns keep their widths and it scrolls
     return DataTable(source=ColumnDataSource(data, name=f"{name}_source"), columns=cols, width=width,
-                     height=min(420, 30 + 26 * max(n, 1)), index_position=None, sortable=False, name=name)
+                     height=min(420, 30 + 26 * max(n, 1)), index_position=None, sortable=False, name=name,
+                     autosize_mode="none" if with_op else "force_fit")
 
 
 def _shown(df: pd.DataFrame, what: str) -> str:
