@@ -64,3 +64,13 @@ def test_kernels_view_on_a_gpu_trace_of_data():
     v = registry.live("kernels", t, theme="auto")
     assert v.kind == "kernels" and v.tables["metrics"].device.tolist() == [0]
     assert v.static_layout().name == "nbprof_kernels"
+
+
+def test_report_step2_shows_the_kernels_view(tmp_path):
+    from nbprof.report import Artefacts, build_report
+
+    art = Artefacts(trace=str(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"))
+    html = build_report(art, tmp_path, progress=False, notebooks=["02_operators_pytorch.ipynb"]).read_text(
+        encoding="utf-8")
+    assert "nbprof_gpu_metrics" in html and "nbprof_kernel_op_table" in html
+    assert "GPU 0: GPU utilization 0.59 %" in html
