@@ -162,3 +162,24 @@ def test_blocks_per_sm_is_loaded():
     assert k.blocks_per_sm.dtype == np.float64 and k.blocks_per_sm.notna().all()
     first = k.iloc[0]  # cask_cudnn::computeOffsetsKernel: "blocks per SM": 0.625, occupancy 8 %
     assert first.blocks_per_sm == 0.625 and first.occupancy_ratio == pytest.approx(0.08)
+
+
+def test_kernel_operator_is_the_enclosing_op_when_runtime_ids_are_correlation_ids():
+    """PARAM's et_replay Kineto traces write each runtime call's correlation id as its External id: an id match
+    names an unrelated op (0.4.3 takes it), so nbprof uses the op that holds the runtime call."""
+    from nbprof.trace import predicates as pred
+
+    t = nbprof.load(corpus_path("facebookresearch__param/et_replay/tests/inputs/linear_kineto.json.gz"))
+    ev = t.events
+    rt = ev[pred.is_runtime(ev)]
+    assert (rt.external_id == rt.correlation).all()
+    ko = kernels.kernel_operators(t)
+    assert (ko.operator != kernels.NO_OPERATOR).all() and ko.launched.all()
+    # every kernel's operator holds its launch in time
+    k = ev.iloc[ko.event.to_numpy()]
+    launch = rt.drop_duplicates("correlation").set_index("correlation").reindex(k.correlation.to_numpy())
+    op = ev.iloc[ko.op_event.to_numpy()]
+    assert (op.ts_ns.to_numpy() <= launch.ts_ns.to_numpy()).all()
+    assert (launch.ts_ns.to_numpy() + launch.dur_ns.to_numpy() <= op.ts_ns.to_numpy() + op.dur_ns.to_numpy() + 1).all()
+    counts = ko.operator.value_counts()
+    assert counts["aten::mm"] == 1640 and counts["aten::addmm"] == 840  # the linear layers' GEMMs

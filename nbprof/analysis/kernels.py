@@ -114,7 +114,11 @@ def kernel_operators(trace: Trace) -> pd.DataFrame:
     host op (``cpu_op`` or ``user_annotation``, ``ProfilerStep#N`` included) whose External id equals
     that runtime call's, as torch-tb-profiler 0.4.3 attaches runtime calls to operators
     (``profiler/event_parser.py`` ``NodeParserMixin.parse_nodes``). A kernel without a runtime call in
-    the trace uses its own External id. External id 0 (or none) is no operator.
+    the trace uses its own External id. External id 0 (or none) is no operator. When no operator with
+    that id holds the runtime call in its time range (ids repeated in a long trace, or traces whose
+    runtime ids are their correlation ids), the operator is the innermost ``cpu_op``/``user_annotation``
+    around the runtime call in torch's host call tree (``operators.host_call_tree``); there 0.4.3 takes the
+    id at its word, or files the kernel under its call-tree root.
 
     Returns
     -------
@@ -135,10 +139,40 @@ def kernel_operators(trace: Trace) -> pd.DataFrame:
     ops = np.flatnonzero(pred.is_host_op(ev) & (ext > 0))
     op_row = _lookup(_first_row_by_key(ext[ops], ops), launch_ext) if len(ops) else np.full(len(kidx), -1)
     op_row = np.where(launch_ext > 0, op_row, -1)
+    # an External id can repeat across a long trace: the operator must enclose the runtime call (1 ns slack
+    # for the exported rounding), else the match is another op's id and the kernel has no operator
+    ts, end = ev["ts_ns"].to_numpy(np.int64), ev["ts_ns"].to_numpy(np.int64) + ev["dur_ns"].to_numpy(np.int64)
+    chk = (op_row >= 0) & launched
+    o, r = op_row[chk], rt_row[chk]
+    op_row[np.flatnonzero(chk)[(ts[r] < ts[o]) | (end[r] > end[o] + 1)]] = -1
+    # no (or no enclosing) operator of that External id: the innermost host op around the runtime call
+    miss = np.flatnonzero((op_row < 0) & launched)
+    if len(miss):
+        op_row[miss] = _enclosing_host_op(trace, rt_row[miss])
     names = ev["name"].astype(object).to_numpy()
     operator = np.where(op_row >= 0, names[np.clip(op_row, 0, None)] if len(names) else NO_OPERATOR, NO_OPERATOR)
     return pd.DataFrame({"event": kidx.astype(np.int64), "launched": launched, "op_event": op_row,
                          "operator": operator.astype(object)})
+
+
+def _enclosing_host_op(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Per runtime-call row of ``trace.events``: the row of the innermost ``cpu_op``/``user_annotation`` holding it
+    in torch's host call tree (``operators.host_call_tree``), -1 if none."""
+    from .operators import host_call_tree
+
+    tree = host_call_tree(trace, python_functions=False)
+    ev_rows = tree["event"].to_numpy(np.int64)
+    pos = pd.Series(np.arange(len(ev_rows)), index=ev_rows).reindex(rows).to_numpy()
+    out = np.full(len(rows), -1, dtype=np.int64)
+    ok = ~np.isnan(pos)
+    if not ok.any():
+        return out
+    parent = tree["parent"].to_numpy(np.int64)[pos[ok].astype(np.int64)]
+    is_op = tree["cat"].astype(str).isin(pred.HOST_OP_CATEGORIES).to_numpy()
+    good = parent >= 0
+    good[good] = is_op[parent[good]]
+    out[np.flatnonzero(ok)[good]] = ev_rows[parent[good]]
+    return out
 
 
 def _weighted(values: np.ndarray, weights: np.ndarray, groups: np.ndarray, n: int) -> np.ndarray:
