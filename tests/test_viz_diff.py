@@ -89,3 +89,17 @@ def test_report_step3_shows_the_diff_view(tmp_path):
         encoding="utf-8")
     assert "The diff view" in html and "nbprof_diff_waterfall" in html
     assert "delta -18.627 ms (4.32x faster)" in html
+
+
+def test_moved_most_tables_are_per_step():
+    from nbprof.viz import compare_view
+
+    a, b = _pair()
+    v = compare_view(a, b)
+    cmp, ops = v.tables["comparison"], v.tables["operators"]
+    assert v.tables["per_step"] and cmp.steps.loc["steps", "a"] == cmp.steps.loc["steps", "b"] == 6
+    name = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    total = cmp.operators.set_index("name").loc[name, "self_host_ns_a"]
+    row = ops.set_index("name").loc[name]
+    assert row.self_host_ns_a == pytest.approx(total / 6) and row.self_host_ns_b == 0
+    assert row.self_host_ns_delta == pytest.approx(-total / 6) and ops.name.iloc[0] == name

@@ -40,13 +40,33 @@ def _pair(traces: Any) -> tuple:
 def compare_tables(a, b) -> dict:
     """``comparison`` (``compare.compare(a, b)``), ``waterfall`` (``compare.step_waterfall``), ``operators``
     (host operators, ``ProfilerStep`` left out, by |self host delta| + |self device delta|) and ``kernels``
-    (by |total delta|), the ``TOP`` that moved most."""
+    (by |total delta|), the ``TOP`` that moved most, their ns per step (each trace's totals over its
+    ``ProfilerStep`` count; whole-trace totals when a trace has none, ``per_step`` False)."""
     cmp = C.compare(a, b)
+    na, nb = (float(cmp.steps.loc["steps", s]) for s in ("a", "b"))
     ops = cmp.operators
     ops = ops[ops["cat"].astype(str).isin(["cpu_op", "user_annotation"])
               & ~ops["name"].astype(str).str.startswith("ProfilerStep")]
-    return {"comparison": cmp, "waterfall": C.step_waterfall(cmp), "operators": ops.head(TOP).reset_index(drop=True),
-            "kernels": cmp.kernels.head(TOP).reset_index(drop=True)}
+    ops = _per_step(ops, ("self_host_ns", "self_device_ns"), na, nb)
+    ops = ops.iloc[np.argsort(-(ops["self_host_ns_delta"].abs() + ops["self_device_ns_delta"].abs()).to_numpy(),
+                              kind="stable")]
+    kern = _per_step(cmp.kernels, ("total_ns",), na, nb)
+    kern = kern.iloc[np.argsort(-kern["total_ns_delta"].abs().to_numpy(), kind="stable")]
+    return {"comparison": cmp, "waterfall": C.step_waterfall(cmp), "per_step": na > 0 and nb > 0,
+            "operators": ops.head(TOP).reset_index(drop=True), "kernels": kern.head(TOP).reset_index(drop=True)}
+
+
+def _per_step(df: pd.DataFrame, metrics: tuple[str, ...], na: float, nb: float) -> pd.DataFrame:
+    """``df`` with the ``<m>_a``/``<m>_b`` totals divided by each trace's step count and ``<m>_delta`` = b - a again
+    (so runs of different lengths compare per step, like the waterfall); unchanged when a trace has no steps."""
+    if not (na > 0 and nb > 0):
+        return df
+    out = df.copy()
+    for m in metrics:
+        out[f"{m}_a"] = out[f"{m}_a"].astype(np.float64) / na
+        out[f"{m}_b"] = out[f"{m}_b"].astype(np.float64) / nb
+        out[f"{m}_delta"] = out[f"{m}_b"] - out[f"{m}_a"]
+    return out
 
 
 def summary_sentence(wf: pd.DataFrame, names: tuple[str, str] = ("before", "after")) -> str:
@@ -126,10 +146,12 @@ def _build(tables: dict, names: tuple[str, str], *, theme: str = "light", width:
         plots.append(p)
         items.append(p)
     ops, kern = tables["operators"], tables["kernels"]
-    items.append(Div(text=f"Operators whose self host time moved most ({SIGN_NOTE})", render_as_text=True, width=width))
+    per = " per step" if tables.get("per_step") else " (whole traces: a trace has no step)"
+    items.append(Div(text=f"Operators whose self host time{per} moved most ({SIGN_NOTE})", render_as_text=True,
+                     width=width))
     items.append(_delta_table(ops, "self_host_ns", "operator", names, "nbprof_diff_operators", width) if len(ops)
                  else Div(text="No host operators in either trace.", render_as_text=True))
-    items.append(Div(text=f"Kernels whose total time moved most ({SIGN_NOTE})", render_as_text=True, width=width))
+    items.append(Div(text=f"Kernels whose total time{per} moved most ({SIGN_NOTE})", render_as_text=True, width=width))
     items.append(_delta_table(kern, "total_ns", "kernel", names, "nbprof_diff_kernels", width) if len(kern)
                  else Div(text="No device kernels in either trace (CPU-only profiles).", render_as_text=True))
     for n in cmp.notes:
