@@ -103,3 +103,15 @@ def test_moved_most_tables_are_per_step():
     row = ops.set_index("name").loc[name]
     assert row.self_host_ns_a == pytest.approx(total / 6) and row.self_host_ns_b == 0
     assert row.self_host_ns_delta == pytest.approx(-total / 6) and ops.name.iloc[0] == name
+
+
+def test_report_step3_diffs_the_two_runs_of_a_logdir(tmp_path):
+    from nbprof.report import Artefacts, build_report
+
+    logdir = tmp_path / "logs"
+    for run, src in (("before", BEFORE), ("after", AFTER)):
+        (logdir / run).mkdir(parents=True)
+        (logdir / run / f"worker0.1.{src.name}").symlink_to(src)
+    html = build_report(Artefacts(logdir=str(logdir)), tmp_path / "out", progress=False,
+                        notebooks=["03_visualize_tensorboard.ipynb"]).read_text(encoding="utf-8")
+    assert "nbprof_diff_waterfall" in html and "delta -18.627 ms (4.32x faster)" in html

@@ -84,9 +84,11 @@ if len(names) >= 2:
 # faster), the mean step time after; then the operators and kernels whose time moved most.
 
 # %% id="9e4b7a13"
-if pair:
-    from nbprof.viz import registry
-    before_after = (pair["before"], pair["after"])
+from nbprof.viz import registry
+# the two traces, or the two runs of the logdir (loaded once, shown again below)
+before_after = ((pair["before"], pair["after"]) if pair
+                else tuple(tb.load_run(logdir, n) for n in names[:2]) if len(names) >= 2 else ())
+if before_after:
     show(registry.static("diff", before_after) if static_views else registry.live("diff", before_after),
          static=static_views)
 
@@ -99,8 +101,8 @@ if pair:
         print(name)
         show(t, views=["overview"], static=static_views)
 else:
-    for name in names[:2]:
-        show(tb.load_run(logdir, name), views=["overview"], static=static_views)
+    for i, name in enumerate(names[:2]):
+        show(before_after[i] if before_after else tb.load_run(logdir, name), views=["overview"], static=static_views)
 
 # %% [markdown] id="5a161772"
 # ### In a live notebook
