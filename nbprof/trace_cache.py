@@ -24,7 +24,7 @@ from .trace.model import LoadReport, Trace, TraceMeta
 
 __all__ = ["TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION", "reducer_key"]
 
-CACHE_FORMAT_VERSION = 2  # 2: side tables (Trace.tables) as Parquet, metadata JSON with types kept
+CACHE_FORMAT_VERSION = 3  # 2: side tables (Trace.tables) as Parquet, metadata JSON with types kept; 3: blocks_per_sm
 
 
 def default_cache_dir() -> str:

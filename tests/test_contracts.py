@@ -325,6 +325,7 @@ def analysis_inputs():
     import pandas as pd
 
     from nbprof.analysis.advisor import advise
+    from nbprof.analysis.compare import compare
     from nbprof.sources.memory_snapshot import load_memory_snapshot, load_memory_timeline
 
     tr = nbprof.load(GPU_MEM_TRACE)
@@ -339,6 +340,7 @@ def analysis_inputs():
         "wait_transfer_summary": (pd.DataFrame(columns=["collective", "k", "rank"]),),
         "busbw_vs_link": ([tr],),
         "link_peaks": (),
+        "step_waterfall": (compare(tr, tr),),
     }
 
 

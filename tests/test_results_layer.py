@@ -82,9 +82,10 @@ def test_one_view_registry():
 
     dashboard = importlib.import_module("nbprof.viz.dashboard")
     static = importlib.import_module("nbprof.viz.static")
-    assert registry.VIEWS == ("overview", "operators", "timeline", "memory", "critical_path", "roofline", "modules",
-                              "call_stack")  # dashboard
-    assert registry.names() == (*registry.VIEWS, "distributed")  # multi-rank, registered beyond the dashboard
+    assert registry.VIEWS == ("overview", "operators", "kernels", "timeline", "memory", "critical_path",
+                              "roofline", "modules", "call_stack")  # dashboard
+    # multi-rank and two-trace views, registered beyond the dashboard
+    assert registry.names() == (*registry.VIEWS, "distributed", "diff")
     assert dashboard.VIEWS == static.VIEWS == registry.VIEWS
     for name in registry.names():
         spec = registry.get(name)

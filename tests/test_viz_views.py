@@ -105,7 +105,7 @@ def test_dashboard_builds_views_lazily(gpu):
     w = d.show_view("memory")
     assert w.kind == "memory" and set(d.views) == {"overview", "memory"}
     assert d.selector.value == "memory" and d.body.children == (w,)
-    assert repr(d).startswith("nbprof dashboard (overview, operators, timeline, memory, critical_path, roofline")
+    assert repr(d).startswith("nbprof dashboard (overview, operators, kernels, timeline, memory, critical_path, roofline")
     # Trace.show() is the same dashboard; show(view) gives one view
     assert gpu.show("timeline").kind == "timeline"
 

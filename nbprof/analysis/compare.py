@@ -13,9 +13,9 @@ import pandas as pd
 from ..trace.model import Trace
 from .kernels import kernel_summary
 from .operators import operator_summary
-from .steps import breakdown_average, step_breakdown
+from .steps import BREAKDOWN_COLUMNS, breakdown_average, step_breakdown
 
-__all__ = ["Comparison", "compare", "step_times"]
+__all__ = ["Comparison", "compare", "step_times", "step_waterfall", "WATERFALL_COLUMNS"]
 
 _OP_METRICS = ["count", "self_host_ns", "total_host_ns", "self_device_ns", "total_device_ns"]
 _KERNEL_METRICS = ["instances", "total_ns", "avg_ns"]
@@ -132,3 +132,42 @@ def compare(a: Trace, b: Trace) -> Comparison:
     steps = _side_by_side(sa, sb)
     breakdown = _side_by_side(breakdown_average(step_breakdown(a)), breakdown_average(step_breakdown(b)))
     return Comparison(operators=ops, kernels=kern, steps=steps, breakdown=breakdown, notes=notes)
+
+
+#: Columns of :func:`step_waterfall`.
+WATERFALL_COLUMNS = ("label", "kind", "delta_ns", "start_ns", "end_ns")
+
+
+def step_waterfall(cmp: Comparison) -> pd.DataFrame:
+    """The average step-time change split by Overview category, as the bars of a waterfall.
+
+    Parameters
+    ----------
+    cmp : Comparison
+        From :func:`compare` (``cmp.breakdown``: the average ``steps.step_breakdown`` of each trace).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows: ``step_ns`` (kind ``"before"``: the mean step time of ``a``), one per breakdown
+        category in ``steps.BREAKDOWN_COLUMNS`` order (kind ``"delta"``), ``step_ns`` again (kind
+        ``"after"``: the mean step time of ``b``). Columns ``label`` (the breakdown column name),
+        ``kind``, ``delta_ns`` (float64 ns: after - before for a category, negative = time saved; the
+        step time itself for the two totals), ``start_ns``/``end_ns`` (float64 ns: where the bar
+        starts and ends, each category bar starting where the previous one ended). The categories tile
+        each step (``step_breakdown``), so their deltas sum to the step-time delta and the last category
+        bar ends at the "after" step time. Empty (with these columns) when a trace has no step.
+    """
+    bd = cmp.breakdown
+    if bd is None or "step_ns" not in bd.index or not np.isfinite(bd.loc["step_ns", ["a", "b"]].to_numpy(float)).all():
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("label", "kind") else "float64")
+                             for c in WATERFALL_COLUMNS})
+    before, after = float(bd.loc["step_ns", "a"]), float(bd.loc["step_ns", "b"])
+    rows = [("step_ns", "before", before, 0.0, before)]
+    level = before
+    for c in BREAKDOWN_COLUMNS:
+        d = float(bd.loc[c, "delta"]) if c in bd.index else 0.0
+        rows.append((c, "delta", d, level, level + d))
+        level += d
+    rows.append(("step_ns", "after", after, 0.0, after))
+    return pd.DataFrame(rows, columns=list(WATERFALL_COLUMNS))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["is_missing", "fmt_ns", "fmt_ms", "fmt_bytes", "fmt_flops"]
+__all__ = ["is_missing", "fmt_ns", "fmt_ms", "fmt_bytes", "fmt_flops", "fmt_pct", "fmt_delta_ns"]
 
 
 def is_missing(v: Any) -> bool:
@@ -66,3 +66,18 @@ def fmt_flops(f: float) -> str:
             return f"{v:,.0f}" if unit == "" else f"{v:,.2f} {unit}"
         v /= 1000
     return f"{v:,.2f} T"
+
+
+def fmt_pct(ratio: float, digits: int = 2) -> str:
+    """A fraction (0..1) as a percentage, ``digits`` decimals: ``0.55514`` -> ``55.51 %``."""
+    if is_missing(ratio):
+        return ""
+    return f"{float(ratio) * 100:.{int(digits)}f} %"
+
+
+def fmt_delta_ns(ns: float) -> str:
+    """A signed duration change (after - before): ``+1.230 ms``, ``-456.00 us``, ``0 ns``."""
+    if is_missing(ns):
+        return ""
+    v = float(ns)
+    return ("+" if v > 0 else "-" if v < 0 else "") + fmt_ns(abs(v))

@@ -67,6 +67,8 @@ __all__ = [
     "DEVICE_OP_CATEGORIES",
     "HOST_OP_CATEGORIES",
     "STEP_NAME_RE",
+    "TENSOR_CORE_ELIGIBLE_OPS",
+    "TENSOR_CORE_KERNEL_PATTERNS",
     "category_in",
     "is_communication",
     "is_device",
@@ -79,8 +81,10 @@ __all__ = [
     "is_runtime",
     "is_step_name",
     "is_step_row",
+    "is_tensor_core_eligible_op",
     "name_mask",
     "step_number",
+    "uses_tensor_cores",
 ]
 
 Mask = npt.NDArray[np.bool_]
@@ -205,3 +209,42 @@ def is_communication(ev: pd.DataFrame, *, where: Literal["any", "device", "host"
         out |= name_mask(ev["name"], _is_comm_host_name) & ~dev
         out |= coll_cat & ~dev
     return out
+
+
+#: Substrings of kernel names that use Tensor Cores: torch-tb-profiler 0.4.3's ``TC_Allowlist``
+#: (``profiler/tensor_core.py``), itself from NVIDIA PyProf ``pyprof/prof/tc.py``. Heuristic: a name
+#: list, not a hardware counter; kernels of newer libraries (e.g. ``sm90_xmma``, cutlass ``*_tensorop_*``)
+#: match only when they carry one of these substrings.
+TENSOR_CORE_KERNEL_PATTERNS = (
+    "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2", "first_layer_wgrad_kernel",
+    "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm", "xmma_sparse_conv",
+    "xmma_warp_specialized_implicit_gemm", "xmma_gemm", "xmma_sparse_gemm", "c1688",
+)
+#: Operators that can run on Tensor Cores: torch-tb-profiler 0.4.3's ``TC_OP_Allowlist``
+#: (``profiler/tensor_core.py``: the lower-precision ops of ATen's ``autocast_mode.cpp`` and their backward ops).
+TENSOR_CORE_ELIGIBLE_OPS = frozenset({
+    "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc", "aten::conv_transpose1d",
+    "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::convolution", "aten::cudnn_convolution",
+    "aten::cudnn_convolution_transpose", "aten::prelu", "aten::addmm", "aten::addmv", "aten::addr", "aten::matmul",
+    "aten::mm", "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm", "aten::bmm", "aten::chain_matmul",
+    "aten::linalg_multi_dot", "aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_gru_cell", "aten::lstm_cell",
+    "aten::gru_cell", "aten::rnn_tanh_cell", "aten::rnn_relu_cell", "CudnnConvolutionBackward", "BmmBackward0",
+    "aten::cudnn_convolution_transpose_backward", "CudnnConvolutionTransposeBackward", "MmBackward",
+    "aten::cudnn_convolution_backward_weight", "aten::addmm_", "AddmvBackward", "MvBackward",
+    "aten::cudnn_convolution_transpose_backward_weight", "aten::cudnn_convolution_transpose_backward_input",
+    "AddmmBackward", "aten::cudnn_convolution_backward_input", "AddbmmBackward", "aten::cudnn_convolution_backward",
+})
+
+
+def _uses_tensor_cores(name: str) -> bool:
+    return any(p in name for p in TENSOR_CORE_KERNEL_PATTERNS)
+
+
+def uses_tensor_cores(ev: pd.DataFrame) -> Mask:
+    """Kernels whose name says they use Tensor Cores (:data:`TENSOR_CORE_KERNEL_PATTERNS`, a substring match)."""
+    return is_kernel(ev) & name_mask(ev["name"], _uses_tensor_cores)
+
+
+def is_tensor_core_eligible_op(ev: pd.DataFrame) -> Mask:
+    """Host rows named as an operator that can use Tensor Cores (:data:`TENSOR_CORE_ELIGIBLE_OPS`, exact names)."""
+    return is_host(ev) & name_mask(ev["name"], TENSOR_CORE_ELIGIBLE_OPS.__contains__)

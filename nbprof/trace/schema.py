@@ -109,6 +109,7 @@ EVENT_COLUMNS: dict[str, tuple[str, str, str]] = {
     "registers": ("int32", "", "registers per thread (kernel), -1 if n/a"),
     "shared_mem_bytes": ("int64", "bytes", "shared memory per block (kernel), -1 if n/a"),
     "occupancy_ratio": ("float32", "", "est. achieved occupancy as a fraction 0..1 (kernel), NaN if n/a"),
+    "blocks_per_sm": ("float64", "", "CUPTI 'blocks per SM' of a kernel (grid blocks / SM count), NaN if n/a"),
     "collective": ("category", "", "collective name of a communication kernel/annotation (NCCL 'Collective name')"),
     "msg_in_nelems": ("int64", "elements", "'In msg nelems' of a collective, -1 if n/a"),
     "msg_out_nelems": ("int64", "elements", "'Out msg nelems' of a collective, -1 if n/a"),

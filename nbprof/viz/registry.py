@@ -84,6 +84,7 @@ def static(name: str, trace, *, theme: str = "light", width: int = 1100):
 for _name, _title, _mod, _fn in (
     ("overview", "Overview", "overview", "overview_view"),
     ("operators", "Operators", "operators", "operators_view"),
+    ("kernels", "GPU Kernel", "kernels", "kernels_view"),
     ("timeline", "Timeline", "timeline", "timeline"),
     ("memory", "Memory", "memory", "memory_view"),
     ("critical_path", "Critical path", "critical_path", "critical_path_view"),
@@ -97,6 +98,8 @@ register("call_stack", title="Call stack", live="nbprof.viz.modules:call_stack_v
 #: the trace views, in the dashboard's order
 VIEWS = names()
 register("distributed", title="Distributed", live="nbprof.viz.distributed:distributed_view", static="nbprof.viz.distributed:static_view")
+# two traces (before, after): the first argument of its builders is the pair
+register("diff", title="Diff", live="nbprof.viz.compare:diff_view", static="nbprof.viz.compare:static_view")
 
 
 def call_entry(names_: tuple[str, ...], trace, *args: Any, **kwargs: Any) -> Any:

@@ -68,11 +68,15 @@ if tr is not None:
 # %% [markdown] id="4504086f"
 # ### Kernels
 # Per kernel name: instances, total/avg/median/min/max time and share of GPU time (the `nsys stats` kernel summary).
+# Then the GPU Kernel view (torch-tb-profiler's): per device GPU utilisation, est. SM efficiency, est. achieved
+# occupancy and Tensor Core use, and per kernel (and per kernel + launching operator) the mean blocks per SM and
+# the mean estimated achieved occupancy: low occupancy on a long kernel = too few blocks or too many registers.
 
 # %% id="1cf0293b"
 ks = kernels.kernel_summary(tr) if tr is not None else []
 if len(ks):
     display(table(ks, max_rows=15, caption="Kernels"))
+    show(tr, views=["kernels"], static=static_views)
 else:
     print("No GPU kernels (CPU-only profile or no trace).")
 

@@ -78,6 +78,20 @@ if len(names) >= 2:
                                 "total_device_ns_delta"], max_rows=10,
                   caption=f"Operators that changed most (a = {a_name}, b = {b_name}; delta = b - a)"))
 
+# %% [markdown] id="6c1d2f0a"
+# ### The diff view
+# The mean step time before, the change of each Overview category (a waterfall; delta = after − before, negative =
+# faster), the mean step time after; then the operators and kernels whose time moved most.
+
+# %% id="9e4b7a13"
+from nbprof.viz import registry
+# the two traces, or the two runs of the logdir (loaded once, shown again below)
+before_after = ((pair["before"], pair["after"]) if pair
+                else tuple(tb.load_run(logdir, n) for n in names[:2]) if len(names) >= 2 else ())
+if before_after:
+    show(registry.static("diff", before_after) if static_views else registry.live("diff", before_after),
+         static=static_views)
+
 # %% [markdown] id="b0ed5889"
 # ### The views of each run
 
@@ -87,8 +101,8 @@ if pair:
         print(name)
         show(t, views=["overview"], static=static_views)
 else:
-    for name in names[:2]:
-        show(tb.load_run(logdir, name), views=["overview"], static=static_views)
+    for i, name in enumerate(names[:2]):
+        show(before_after[i] if before_after else tb.load_run(logdir, name), views=["overview"], static=static_views)
 
 # %% [markdown] id="5a161772"
 # ### In a live notebook

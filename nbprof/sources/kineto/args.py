@@ -25,7 +25,8 @@ from .structs import _EMPTY_RAW, _NAN, _Int, _Num
 # Sequence number, Fwd thread id, Input Dims/type, Call stack, Module Hierarchy, flops, collective
 # fields (record_param_comms); runtime calls: External id, correlation (ROCm's hipLaunchKernel also
 # grid/block/shared memory; Triton launches a "grid" string); device ops: External id, correlation,
-# device, stream, bytes, grid, block, registers, shared memory, occupancy, NCCL collective fields;
+# device, stream, bytes, grid, block, registers, shared memory, occupancy, blocks per SM, NCCL
+# collective fields;
 # ``[memory]``: Bytes, Total Allocated/Reserved, Device Type/Id, Addr; ``M`` events: name, labels.
 _ARG_SPEC: dict[str, tuple[str, Any, Any]] = {
     "external_id": ("External id", _Int, -1),
@@ -46,6 +47,7 @@ _ARG_SPEC: dict[str, tuple[str, Any, Any]] = {
     "registers": ("registers per thread", _Num, -1),
     "shared_mem": ("shared memory", _Num, -1),
     "occupancy": ("est. achieved occupancy %", _Num, _NAN),
+    "blocks_per_sm": ("blocks per SM", _Num, _NAN),
     "collective": ("Collective name", str | None, None),
     "in_nelems": ("In msg nelems", _Int, -1),
     "out_nelems": ("Out msg nelems", _Int, -1),
@@ -82,8 +84,8 @@ _FIELDS: dict[str, list[tuple[str, str, str]]] = {
         ("device", "device", "int"), ("stream", "stream", "int"), ("nbytes", "bytes", "intish"),
         ("grid", "grid", "raw"), ("block", "block", "raw"), ("registers", "registers", "intish"),
         ("shared_mem", "shared_mem_bytes", "intish"), ("occupancy", "occupancy_ratio", "float"),
-        ("collective", "collective", "str"), ("in_nelems", "msg_in_nelems", "int"),
-        ("out_nelems", "msg_out_nelems", "int"), ("group_size", "group_size", "int"),
+        ("blocks_per_sm", "blocks_per_sm", "float"), ("collective", "collective", "str"),
+        ("in_nelems", "msg_in_nelems", "int"), ("out_nelems", "msg_out_nelems", "int"), ("group_size", "group_size", "int"),
         ("dtype", "dtype", "str"), ("pg_name", "pg_name", "str"),
     ],
     "memory": [
@@ -116,7 +118,7 @@ _ARG_COLUMNS = {
     "external_id": "int", "correlation": "int", "device": "int", "stream": "int", "seq": "int", "fwd_tid": "int",
     "input_dims": "raw", "input_types": "raw", "call_stack": "str", "module": "str", "flops": "float",
     "bytes": "int", "grid": "raw", "block": "raw", "registers": "int", "shared_mem_bytes": "int",
-    "occupancy_ratio": "float", "collective": "str", "msg_in_nelems": "int", "msg_out_nelems": "int",
+    "occupancy_ratio": "float", "blocks_per_sm": "float", "collective": "str", "msg_in_nelems": "int", "msg_out_nelems": "int",
     "group_size": "int", "dtype": "str", "pg_name": "str",
 }
 # integer args columns that are ids (a non-numeric string gets its own id); the others are quantities

@@ -213,6 +213,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
         "registers": cols["registers"].astype(np.int32),
         "shared_mem_bytes": cols["shared_mem_bytes"],
         "occupancy_ratio": (cols["occupancy_ratio"] / 100.0).astype(np.float32),
+        "blocks_per_sm": cols["blocks_per_sm"].astype(np.float64),
         "collective": cols["collective"],
         "msg_in_nelems": cols["msg_in_nelems"],
         "msg_out_nelems": cols["msg_out_nelems"],

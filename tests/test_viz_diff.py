@@ -1,0 +1,117 @@
+"""The Diff view (issue 21): before -> after waterfall of the step time by category, sign after - before."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import DATA
+
+import nbprof
+from nbprof.analysis import compare, steps
+
+pytest.importorskip("bokeh")
+
+BEFORE = DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"  # num_workers=0 on an H200
+AFTER = DATA / "gpu" / "cnn_nw4_prep.pt.trace.json.gz"  # the same job with num_workers=4
+
+_cache: dict = {}
+
+
+def _pair():
+    if not _cache:
+        _cache["pair"] = (nbprof.load(BEFORE), nbprof.load(AFTER))
+    return _cache["pair"]
+
+
+def test_waterfall_deltas_are_after_minus_before_and_sum_to_the_step_delta():
+    a, b = _pair()
+    wf = compare.step_waterfall(compare.compare(a, b))
+    mean_a = steps.step_breakdown(a)["step_ns"].mean()
+    mean_b = steps.step_breakdown(b)["step_ns"].mean()
+    assert list(wf.kind) == ["before", *["delta"] * len(steps.BREAKDOWN_COLUMNS), "after"]
+    assert wf.delta_ns.iloc[0] == mean_a and wf.delta_ns.iloc[-1] == mean_b
+    total = mean_b - mean_a
+    assert total < 0  # four workers: faster
+    cats = wf[wf.kind == "delta"]
+    np.testing.assert_allclose(cats.delta_ns.sum(), total, rtol=0, atol=1e-6)
+    # each bar starts where the previous one ended and the last category lands on the after step time
+    np.testing.assert_allclose(cats.start_ns.to_numpy()[1:], cats.end_ns.to_numpy()[:-1])
+    assert cats.start_ns.iloc[0] == mean_a and cats.end_ns.iloc[-1] == pytest.approx(mean_b, abs=1e-6)
+    dl = cats.set_index("label").delta_ns
+    assert dl["dataloader_ns"] == dl.min() < -17e6  # the DataLoader wait is what went away
+    assert dl["dataloader_ns"] / total > 0.9
+
+
+def test_compare_view_text_states_the_sign():
+    from nbprof.viz import compare_view
+
+    a, b = _pair()
+    v = compare_view(a, b)
+    assert v.kind == "diff"
+    assert "delta -18.627 ms (4.32x faster)" in v.text
+    assert "delta = after \u2212 before: negative = faster" in v.text
+    assert "DataLoader (-17.847 ms per step)" in v.text
+
+
+def test_diff_view_static_layout_through_the_registry():
+    from nbprof.viz import registry
+
+    a, b = _pair()
+    lay = registry.static("diff", (a, b), theme="dark")
+    refs = {getattr(m, "name", None): m for m in lay.references()}
+    wf = refs["nbprof_diff_waterfall"].data
+    assert wf["label"][0] == "before step" and wf["label"][-1] == "after step"
+    assert wf["text"][6] == "-17.847 ms" and wf["color"][6] == "#2ca02c"  # DataLoader: faster, green
+    ops = refs["nbprof_diff_operators_source"].data
+    assert any(n.startswith("enumerate(DataLoader)#") for n in ops["name"])
+    assert all(d[:1] in "+-0" for d in ops["delta"])
+    assert "nbprof_diff_kernels_source" in refs
+    with pytest.raises(ValueError, match="two traces"):
+        registry.static("diff", (a,))
+
+
+def test_diff_view_of_cpu_only_traces():
+    from nbprof.viz import compare_view
+
+    a = nbprof.load(DATA / "cpu" / "cnn_nw0.pt.trace.json.gz")
+    b = nbprof.load(DATA / "cpu" / "cnn_nw2.pt.trace.json.gz")
+    v = compare_view(a, b, names=("nw0", "nw2"))
+    assert "Mean step time nw0" in v.text and "faster" in v.text
+    refs = {getattr(m, "name", None) for m in v.static_layout().references()}
+    assert "nbprof_diff_kernels_source" not in refs  # no kernels: a sentence instead of the table
+
+
+def test_report_step3_shows_the_diff_view(tmp_path):
+    from nbprof.report import Artefacts, build_report
+
+    art = Artefacts(trace=str(BEFORE), compare_trace=str(AFTER))
+    html = build_report(art, tmp_path, progress=False, notebooks=["03_visualize_tensorboard.ipynb"]).read_text(
+        encoding="utf-8")
+    assert "The diff view" in html and "nbprof_diff_waterfall" in html
+    assert "delta -18.627 ms (4.32x faster)" in html
+
+
+def test_moved_most_tables_are_per_step():
+    from nbprof.viz import compare_view
+
+    a, b = _pair()
+    v = compare_view(a, b)
+    cmp, ops = v.tables["comparison"], v.tables["operators"]
+    assert v.tables["per_step"] and cmp.steps.loc["steps", "a"] == cmp.steps.loc["steps", "b"] == 6
+    name = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    total = cmp.operators.set_index("name").loc[name, "self_host_ns_a"]
+    row = ops.set_index("name").loc[name]
+    assert row.self_host_ns_a == pytest.approx(total / 6) and row.self_host_ns_b == 0
+    assert row.self_host_ns_delta == pytest.approx(-total / 6) and ops.name.iloc[0] == name
+
+
+def test_report_step3_diffs_the_two_runs_of_a_logdir(tmp_path):
+    from nbprof.report import Artefacts, build_report
+
+    logdir = tmp_path / "logs"
+    for run, src in (("before", BEFORE), ("after", AFTER)):
+        (logdir / run).mkdir(parents=True)
+        (logdir / run / f"worker0.1.{src.name}").symlink_to(src)
+    html = build_report(Artefacts(logdir=str(logdir)), tmp_path / "out", progress=False,
+                        notebooks=["03_visualize_tensorboard.ipynb"]).read_text(encoding="utf-8")
+    assert "nbprof_diff_waterfall" in html and "delta -18.627 ms (4.32x faster)" in html
