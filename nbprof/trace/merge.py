@@ -291,7 +291,8 @@ def align(nsys: Trace, kineto: Trace) -> Alignment:
     Raises
     ------
     nbprof.errors.SchemaError
-        When neither origins nor matching anchors give an alignment (traces of two different runs).
+        When neither origins nor matching anchors give an alignment, or nothing matches and the Kineto
+        capture lies outside the nsys session (traces of two different runs).
     """
     from ..errors import SchemaError
 
@@ -332,6 +333,15 @@ def align(nsys: Trace, kineto: Trace) -> Alignment:
         al.anchor, al.pairs = ("kernels" if an.kind == "device" else "nvtx"), int(len(i))
         al.residual_max_ns = float(np.abs(res).max())
         al.residual_median_ns = float(np.median(np.abs(res)))
+    if not al.pairs:
+        ne, ke = nsys.events, kineto.events
+        if len(ne) and len(ke):
+            n0, n1 = int(ne["ts_ns"].min()), int((ne["ts_ns"] + ne["dur_ns"]).max())
+            k0, k1 = int(ke["ts_ns"].min()) + coarse, int((ke["ts_ns"] + ke["dur_ns"]).max()) + coarse
+            if k1 < n0 or k0 > n1:
+                raise SchemaError("cannot merge: no event both profilers recorded, and the Kineto capture "
+                                  f"({k0 - n0} .. {k1 - n0} ns from the nsys session start) lies outside the nsys "
+                                  f"session (0 .. {n1 - n0} ns): these are not traces of one run")
     # the NVTX coverage: ranges inside the Kineto window whose name Kineto annotates, and how many matched
     nv = an if an.kind == "nvtx" else _anchors(nsys, kineto, "nvtx")
     if len(nv.xs):
