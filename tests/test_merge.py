@@ -70,8 +70,10 @@ def test_alignment_matches_the_marked_ranges_with_small_residual(pair, merged):
     assert not (merged.events["cat"].astype(str).isin(["nvtx"]) & merged.events["name"].astype(str).isin(MARKED)).any()
     nvtx_all = n.events[(n.events["cat"] == "nvtx") & n.events["name"].astype(str).isin(MARKED)]
     assert len(nvtx_all) == 4 * 8  # nsys saw all 8 steps; the 2 unprofiled ones fall outside the Kineto window
+    # residuals of the offset + drift fit over the starts and ends kept (a pair whose two calls were split by
+    # a preemption of the busy 2-core machine is an outlier point: few of them)
     assert al["residual_max_ns"] < 50_000 and al["residual_median_ns"] < 50_000
-    assert al["pairs"] >= 5 * 6 and abs(al["drift"]) < 1e-3
+    assert al["pairs"] >= 0.95 * 5 * 6 and al["outliers"] <= 0.25 * 2 * al["pairs"] and abs(al["drift"]) < 1e-3
     issue = merged.report.get("clock_alignment")
     assert issue is not None and issue.count == al["pairs"] and "residual max" in issue.message
     # Kineto's own times are untouched (a whole-ns shift): the DataLoader ranges keep their durations
@@ -95,18 +97,18 @@ def test_preprocessing_shows_on_the_main_thread_in_both_sources_lanes(merged):
     assert np.allclose(kin_ns, nsys_ns, rtol=0.01)
     lay = TimelineLayout(merged)
     labels = [ln.label for ln in lay.lanes]
-    assert any("[Kineto + nsys]" in s for s in labels) and any(s.endswith("[Kineto]") for s in labels)
-    assert any(s.endswith("[nsys]") for s in labels)
+    assert any(s.startswith("[Kineto + nsys] ") for s in labels) and any(s.startswith("[Kineto] ") for s in labels)
+    assert any(s.startswith("[nsys] ") for s in labels)
     # the data rows are drawn in the main thread's "both sources" lane
     row_of = dict(zip(lay.src.tolist(), lay.row.tolist()))
     lane = next(ln for ln in lay.lanes if ln.first_row <= row_of[int(data.index[0])] < ln.first_row + ln.n_rows)
-    assert lane.label.endswith("[Kineto + nsys]") and f"thread {main}" in lane.label
+    assert lane.label.startswith("[Kineto + nsys] ") and f"thread {main}" in lane.label
     # and the main thread has an nsys lane (its OS runtime calls)
     osrt_main = ev[(ev["cat"].astype(str) == "osrt") & (ev["tid"] == main)]
     assert len(osrt_main)
     lane_n = next(ln for ln in lay.lanes
                   if ln.first_row <= row_of[int(osrt_main.index[0])] < ln.first_row + ln.n_rows)
-    assert lane_n.label.endswith("[nsys]") and f"thread {main}" in lane_n.label
+    assert lane_n.label.startswith("[nsys] ") and f"thread {main}" in lane_n.label
 
 
 def test_advisor_chain_names_the_preprocessing(merged):
@@ -161,3 +163,15 @@ def test_refuses_traces_of_two_runs():
     k = Path(__file__).resolve().parents[1] / "data" / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"
     with pytest.raises(SchemaError, match="not traces of one run"):
         nbprof.load([other, str(k)])
+
+
+def test_report_step1_uses_the_merged_trace(pair, tmp_path):
+    from nbprof.report import Artefacts, build_report
+
+    nsys_path, kineto_path = pair
+    page = build_report(Artefacts(trace=kineto_path, nsys_report=nsys_path), tmp_path, progress=False,
+                        notebooks=["01_system_nsys.ipynb"], output=tmp_path / "report.html")
+    text = page.read_text(encoding="utf-8")
+    assert "nvtx pairs aligned the nsys clock onto Kineto" in text  # the notebook merged the two
+    assert "[Kineto + nsys] " in text and "[nsys] " in text  # the merged timeline's lanes
+    assert "data_stall_chain" in text or "waited" in text

@@ -218,10 +218,11 @@ def chain_finding_parts(trace: Trace, ratio_threshold: float) -> dict[str, Any] 
     wait_rows, os_rows = list(w["wait_rows"]), list(w["os_rows"])
 
     def origin(rows: list[int]) -> list[dict[str, Any]]:
-        if src is None:
+        if src is None or mt is None:
             return [{"row": r, "source": trace.meta.source_format} for r in rows[:20]]
-        return [{"row": r, "source": str(src[r]), "kineto_row": int(mt["kineto_row"].iat[r]),
-                 "nsys_row": int(mt["nsys_row"].iat[r])} for r in rows[:20]]
+        krow, nrow = mt["kineto_row"].to_numpy(), mt["nsys_row"].to_numpy()
+        return [{"row": r, "source": str(src[r]), "kineto_row": int(krow[r]), "nsys_row": int(nrow[r])}
+                for r in rows[:20]]
 
     evidence = {
         "step": int(w["step"]), "pid": int(w["pid"]), "tid": int(w["tid"]), "step_ns": int(w["step_ns"]),

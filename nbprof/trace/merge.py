@@ -20,8 +20,10 @@ Clock alignment
    ``step``/``data``/``forward``/``backward``/``optimizer`` with both: an NVTX range and a
    ``torch.profiler.record_function``). Matching is one-to-one (the nearest wins).
 3. **Fit**: one offset + drift least-squares fit ``kineto - nsys = c + d * (nsys - x0)`` over the starts
-   and ends of the matched pairs (``x0`` their mean nsys time), refitted once without the pairs whose
-   residual exceeds ``max(10 x median, 1 µs)``. nsys times are then mapped onto Kineto's clock; Kineto's
+   and ends of the matched pairs (``x0`` their mean nsys time), refitted (at most 3 times) without the
+   points whose residual exceeds ``max(3 x 1.4826 x MAD, 2 µs)`` -- robust to the rare long delay between
+   the two calls of one pair when the thread is preempted between them (counted as ``outliers``; the
+   largest residual of all points is kept too). nsys times are then mapped onto Kineto's clock; Kineto's
    rows keep their own times (shifted by a whole number of ns). The residuals (max, median), the number
    of pairs, ``c``, ``d`` and the anchor kind go into ``meta.extra["merge"]`` and the load report
    (``clock_alignment``).
@@ -96,11 +98,13 @@ class Alignment:
     anchor : str
         ``"kernels"``, ``"nvtx"`` or ``"none"`` (no matched pair: origins only).
     pairs : int
-        Matched anchor pairs used by the fit.
+        Matched anchor pairs (each gives two fit points: its start and its end).
     outliers : int
-        Pairs left out of the refit.
+        Fit points left out of the refit (residual above ``max(3 x 1.4826 x MAD, 2 µs)``).
     residual_max_ns, residual_median_ns : float
-        Absolute residuals of the fit (starts and ends of the pairs), ns.
+        Absolute residuals of the fit over the points kept, ns.
+    residual_max_all_ns : float
+        The largest absolute residual over all points, outliers included, ns.
     nvtx_ranges, nvtx_matched : int
         NVTX ranges inside the Kineto window whose name Kineto also annotates, and how many matched.
     """
@@ -115,6 +119,7 @@ class Alignment:
     outliers: int = 0
     residual_max_ns: float = float("nan")
     residual_median_ns: float = float("nan")
+    residual_max_all_ns: float = float("nan")
     nvtx_ranges: int = 0
     nvtx_matched: int = 0
 
@@ -249,24 +254,57 @@ def _anchors(nsys: Trace, kineto: Trace, kind: str) -> _Anchors:
                     b["end"].to_numpy(), a["row"].to_numpy(), b["row"].to_numpy())
 
 
-def _fit(xs: np.ndarray, ys: np.ndarray) -> tuple[float, float, float, np.ndarray]:
-    """Least squares ``y - x = c + d (x - x0)``: (c, d, x0, residuals)."""
+def _fit(xs: np.ndarray, ys: np.ndarray, side: np.ndarray | None = None) -> tuple[float, float, float, np.ndarray]:
+    """Least squares ``y - x = c + d (x - x0) [+ b side]``: (c, d, x0, residuals).
+
+    ``side`` (+1 for a range's start, -1 for its end) adds the half gap ``b`` of nested calls: an NVTX push
+    precedes the ``record_function`` enter and its pop follows the exit, so starts sit ``+b`` and ends
+    ``-b`` around the offset ``c`` (kernels, timed by CUPTI for both sources, need no such term)."""
     x = xs.astype(np.float64)
     r = (ys - xs).astype(np.float64)
     x0 = float(x.mean())
-    if len(x) >= 3 and float(np.ptp(x)) > 0:
-        d, c = np.polyfit(x - x0, r, 1)
-    else:
-        c, d = float(np.median(r)), 0.0
-    return float(c), float(d), x0, r - (c + d * (x - x0))
+    cols = [np.ones_like(x)]
+    has_drift = len(x) >= 3 and float(np.ptp(x)) > 0
+    if has_drift:
+        cols.append(x - x0)
+    if side is not None and len(np.unique(side)) > 1 and len(x) >= 4:
+        cols.append(side.astype(np.float64))
+    a = np.column_stack(cols)
+    coef, *_ = np.linalg.lstsq(a, r, rcond=None)
+    return float(coef[0]), (float(coef[1]) if has_drift else 0.0), x0, r - a @ coef
 
 
-def _points(an: _Anchors, i: np.ndarray, j: np.ndarray, coarse: int) -> tuple[np.ndarray, np.ndarray]:
-    """Fit points of matched pairs: starts and ends of kernels (CUPTI times both), starts only of NVTX
-    ranges (the NVTX pop follows the ``record_function`` exit by a variable few tens of µs)."""
-    if an.kind == "device":
-        return np.r_[an.xs[i], an.xe[i]], np.r_[an.ys[j], an.ye[j]] + coarse
-    return an.xs[i], an.ys[j] + coarse
+def _points(an: _Anchors, i: np.ndarray, j: np.ndarray, coarse: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Fit points of matched pairs: their starts and their ends (nsys time, Kineto time + ``coarse``), and
+    the side of each (+1 start, -1 end) for NVTX pairs (None for kernels)."""
+    side = None if an.kind == "device" else np.r_[np.ones(len(i)), -np.ones(len(i))]
+    return np.r_[an.xs[i], an.xe[i]], np.r_[an.ys[j], an.ye[j]] + coarse, side
+
+
+def _robust_fit(xs: np.ndarray, ys: np.ndarray, side: np.ndarray | None) -> tuple[float, float, float, np.ndarray, np.ndarray]:
+    """:func:`_fit`, refitted (up to 3 times) without the points whose residual exceeds
+    ``max(3 x 1.4826 x MAD, 2 µs)`` (a scheduling delay between the two calls of one NVTX/record_function
+    pair, one-sided and rare); returns (c, d, x0, residuals of all points, inlier mask)."""
+    good = np.ones(len(xs), bool)
+    c, d, x0, res = _fit(xs, ys, side)
+    for _ in range(3):
+        r = res - np.median(res[good])
+        mad = float(np.median(np.abs(r[good])))
+        nxt = np.abs(r) <= max(3 * 1.4826 * mad, 2000.0)
+        if nxt.sum() < 2 or (nxt == good).all():
+            break
+        good = nxt
+        c, d, x0, _r = _fit(xs[good], ys[good], None if side is None else side[good])
+        # residuals of every point under the refit model (the side term from the inliers' least squares)
+        sub_res = np.full(len(xs), np.nan)
+        sub_res[good] = _r
+        bias = 0.0
+        if side is not None:
+            base = (ys - xs)[good] - (c + d * (xs[good].astype(np.float64) - x0))
+            sg = side[good]
+            bias = float(np.sum(base * sg) / max(np.sum(sg * sg), 1.0))
+        res = (ys - xs) - (c + d * (xs.astype(np.float64) - x0)) - (0.0 if side is None else bias * side)
+    return c, d, x0, res, good
 
 
 def _search_coarse(an: _Anchors) -> int | None:
@@ -314,21 +352,16 @@ def align(nsys: Trace, kineto: Trace) -> Alignment:
     al.coarse_ns = coarse
     i, j = _match(an.xk, an.xs, an.yk, an.ys + coarse, _COARSE_TOL_NS)
     if len(i):
-        xs, ys = _points(an, i, j, coarse)
-        c, d, x0, res = _fit(xs, ys)
-        tol = max(float(np.percentile(np.abs(res), 90)) * 4, _MIN_DUP_TOL_NS)
+        xs, ys, side = _points(an, i, j, coarse)
+        c, d, x0, res = _fit(xs, ys, side)
+        tol = max(float(np.percentile(np.abs(res), 90)) * 4, float(_MIN_DUP_TOL_NS))
         # rematch with the fitted map and a tolerance from the first fit, then refit without outliers
         i, j = _match(an.xk, an.xs + np.rint(c + d * (an.xs - x0)).astype(np.int64), an.yk, an.ys + coarse, tol)
-        xs, ys = _points(an, i, j, coarse)
-        c, d, x0, res = _fit(xs, ys)
-        med = float(np.median(np.abs(res)))
-        good = np.abs(res) <= max(10 * med, 1000.0)
-        good_pair = good[: len(i)] & good[len(i):] if an.kind == "device" else good
-        if not good_pair.all() and good_pair.sum() >= 2:
-            al.outliers = int((~good_pair).sum())
-            i, j = i[good_pair], j[good_pair]
-            xs, ys = _points(an, i, j, coarse)
-            c, d, x0, res = _fit(xs, ys)
+        xs, ys, side = _points(an, i, j, coarse)
+        c, d, x0, res, good = _robust_fit(xs, ys, side)
+        al.outliers = int((~good).sum())
+        al.residual_max_all_ns = float(np.abs(res).max())
+        res = res[good]
         al.offset_ns, al.drift, al.x0_ns = c, d, x0
         al.anchor, al.pairs = ("kernels" if an.kind == "device" else "nvtx"), int(len(i))
         al.residual_max_ns = float(np.abs(res).max())
@@ -358,8 +391,8 @@ def align(nsys: Trace, kineto: Trace) -> Alignment:
 
 
 def _dup_tol(al: Alignment) -> float:
-    """Tolerance for merging duplicates: 3x the worst residual, at least 20 µs."""
-    r = 0.0 if np.isnan(al.residual_max_ns) else al.residual_max_ns
+    """Tolerance for merging duplicates: 3x the largest residual of all fit points, at least 20 µs."""
+    r = 0.0 if np.isnan(al.residual_max_all_ns) else al.residual_max_all_ns
     return max(3.0 * r, float(_MIN_DUP_TOL_NS))
 
 
@@ -529,8 +562,9 @@ def merge(nsys: Trace, kineto: Trace, *, window: str = "kineto") -> Trace:
         report.add("clock_alignment", "assumed", al.pairs,
                    f"{al.pairs} {al.anchor} pairs aligned the nsys clock onto Kineto's (offset + drift least squares: "
                    f"offset {al.offset_ns:.0f} ns, drift {al.drift * 1e6:.3f} ppm; residual max "
-                   f"{al.residual_max_ns:.0f} ns, median {al.residual_median_ns:.0f} ns; coarse offset from "
-                   f"{al.coarse_source}; {al.outliers} outlier pairs left out)")
+                   f"{al.residual_max_ns:.0f} ns, median {al.residual_median_ns:.0f} ns over the starts and ends "
+                   f"kept; coarse offset from {al.coarse_source}; {al.outliers} of {2 * al.pairs} points left out as "
+                   f"outliers, largest residual of all {al.residual_max_all_ns:.0f} ns)")
     else:
         report.add("clock_alignment", "assumed", 0, "0 event pairs both profilers recorded: the clocks are aligned "
                    f"on the session start times only (coarse offset from {al.coarse_source})")

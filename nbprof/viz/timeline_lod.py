@@ -4,8 +4,9 @@ Lanes: a step band (``ProfilerStep#N``), then per host process/thread an annotat
 (``user_annotation`` / ``nvtx``) and an operator lane (``cpu_op``, ``python_function``,
 ``cuda_runtime``, ... nested by depth), then per device/stream a GPU annotation lane and a
 kernel/memcpy/memset lane. On a merged nsys + Kineto trace (``nbprof.merge``) each of those is split by
-source: rows both profilers recorded (``[Kineto + nsys]``), Kineto-only rows (``[Kineto]``: operators,
-shapes) and nsys-only rows (``[nsys]``: OS runtime calls, NVTX ranges Kineto did not annotate).
+source, named by a label prefix: rows both profilers recorded (``[Kineto + nsys]``), Kineto-only rows
+(``[Kineto]``: operators, shapes) and nsys-only rows (``[nsys]``: OS runtime calls, NVTX ranges Kineto did
+not annotate).
 
 For a visible window ``[x0, x1]`` and a plot width of ``W`` pixels, :meth:`TimelineLayout.query`
 returns events at least ``min_px`` pixels wide one by one (at most ``max_quads``, longest first);
@@ -43,9 +44,9 @@ class Lane:
     n_rows: int
 
 
-#: lane label suffix per source group of a merged trace (``nbprof.trace.merge``): rows both profilers
-#: recorded, Kineto-only rows, nsys-only rows
-_SOURCE_LABELS = (" [Kineto + nsys]", " [Kineto]", " [nsys]")
+#: lane label prefix per source group of a merged trace (``nbprof.trace.merge``): rows both profilers
+#: recorded, Kineto-only rows, nsys-only rows (a prefix: long labels are cut at their end)
+_SOURCE_LABELS = ("[Kineto + nsys] ", "[Kineto] ", "[nsys] ")
 
 
 def _source_groups(trace, keep: np.ndarray) -> np.ndarray:
@@ -191,7 +192,7 @@ class TimelineLayout:
             if sb == 0 and g != 0:
                 label += " annotations"
             if g != 0 and srcg.any():
-                label += _SOURCE_LABELS[int(srcg[f])]
+                label = _SOURCE_LABELS[int(srcg[f])] + label
             idx = order[a0:a1]
             depth = _depths(ts[idx], end[idx])
             depth = np.minimum(depth, (1 if kind == "step" else max_depth) - 1)
