@@ -124,7 +124,8 @@ def train(
     times = []
     for i in range(steps):
         t0 = time.perf_counter()
-        with _mark("step", payload=i):  # NVTX step range (payload = step number) + record_function
+        # NVTX step range (payload = step number); Kineto's own step range is ProfilerStep#i (profiler.step())
+        with _nvtx_range("step", payload=i):
             with _mark("data"):
                 try:
                     x, y = next(it)

@@ -17,8 +17,10 @@ Clock alignment
 2. **Anchors**: events both profilers record. GPU runs: kernels, matched by name, device, stream and order
    (nearest in time on that stream); CPU runs (no kernels): NVTX ranges (``nbprof.nvtx.range``) against the
    Kineto ``user_annotation`` of the same name on the same thread (``examples/train_cnn.py`` marks
-   ``step``/``data``/``forward``/``backward``/``optimizer`` with both: an NVTX range and a
-   ``torch.profiler.record_function``). Matching is one-to-one (the nearest wins).
+   ``data``/``forward``/``backward``/``optimizer`` with both: an NVTX range and a
+   ``torch.profiler.record_function``); an NVTX step range (``step``, ``step N``) pairs with Kineto's
+   ``ProfilerStep#N`` (``prof.step()`` right after the NVTX range ends). Matching is one-to-one (the
+   nearest wins).
 3. **Fit**: one offset + drift least-squares fit ``kineto - nsys = c + d * (nsys - x0)`` over the starts
    and ends of the matched pairs (``x0`` their mean nsys time), refitted (at most 3 times) without the
    points whose residual exceeds ``max(3 x 1.4826 x MAD, 2 µs)`` -- robust to the rare long delay between
@@ -50,6 +52,7 @@ left out (counted in the report); ``window="all"`` keeps the whole nsys session.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -210,6 +213,15 @@ def _select(ev: pd.DataFrame, mask: np.ndarray, names: pd.Series, keycols: list[
     return sub
 
 
+_STEP_KEY = "\x00step"
+_NVTX_STEP_RE = re.compile(r"^(?:ProfilerStep\s*#\s*\d+|step(?:[ #_:]?\d+)?)$", re.IGNORECASE)
+
+
+def _step_key(name: str) -> str:
+    """One key for every spelling of a step range (``step``, ``step 3``, ``ProfilerStep#3``), else the name."""
+    return _STEP_KEY if _NVTX_STEP_RE.match(name) else name
+
+
 def _pair_frames(nsys: Trace, kineto: Trace, kind: str) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """Candidate rows of each side for one kind of duplicate: ``device`` (kernels/memcpy/memset),
     ``runtime`` (CUDA API calls) or ``nvtx`` (NVTX ranges vs user annotations)."""
@@ -233,8 +245,9 @@ def _pair_frames(nsys: Trace, kineto: Trace, kind: str) -> tuple[pd.DataFrame, p
         text = _nvtx_text(nsys)
         nm = (ncat == schema.NVTX) & (ne["ph"].astype(str).to_numpy() == "X")
         km = kcat == schema.USER_ANNOTATION
-        nkey = pd.Series(nname).map(lambda s: text.get(s, s))
-        kkey = pd.Series(kname)
+        # a step range is one concept in both: NVTX "step" / "step N" / "ProfilerStep#N" = Kineto ProfilerStep#N
+        nkey = pd.Series(nname).map(lambda s: _step_key(text.get(s, s)))
+        kkey = pd.Series(kname).map(_step_key)
         cols = ["tid"]
     a = _select(ne, nm, nkey.to_numpy(), cols)
     b = _select(ke, km, kkey.to_numpy(), cols)
@@ -254,12 +267,14 @@ def _anchors(nsys: Trace, kineto: Trace, kind: str) -> _Anchors:
                     b["end"].to_numpy(), a["row"].to_numpy(), b["row"].to_numpy())
 
 
-def _fit(xs: np.ndarray, ys: np.ndarray, side: np.ndarray | None = None) -> tuple[float, float, float, np.ndarray]:
-    """Least squares ``y - x = c + d (x - x0) [+ b side]``: (c, d, x0, residuals).
+def _fit(xs: np.ndarray, ys: np.ndarray, side: np.ndarray | None = None,
+         group: np.ndarray | None = None) -> tuple[float, float, float, np.ndarray]:
+    """Least squares ``y - x = c + d (x - x0) [+ b_g side]``: (c, d, x0, residuals).
 
-    ``side`` (+1 for a range's start, -1 for its end) adds the half gap ``b`` of nested calls: an NVTX push
-    precedes the ``record_function`` enter and its pop follows the exit, so starts sit ``+b`` and ends
-    ``-b`` around the offset ``c`` (kernels, timed by CUPTI for both sources, need no such term)."""
+    ``side`` (+1 for a range's start, -1 for its end) adds, per anchor name ``group``, the half gap ``b_g``
+    of the two nested calls: an NVTX push precedes the ``record_function`` enter and its pop follows the
+    exit, so starts sit ``+b`` and ends ``-b`` around the offset ``c`` (``ProfilerStep#N`` encloses the NVTX
+    step range instead: its ``b`` is negative). Kernels, timed by CUPTI for both sources, need no such term."""
     x = xs.astype(np.float64)
     r = (ys - xs).astype(np.float64)
     x0 = float(x.mean())
@@ -267,26 +282,32 @@ def _fit(xs: np.ndarray, ys: np.ndarray, side: np.ndarray | None = None) -> tupl
     has_drift = len(x) >= 3 and float(np.ptp(x)) > 0
     if has_drift:
         cols.append(x - x0)
-    if side is not None and len(np.unique(side)) > 1 and len(x) >= 4:
-        cols.append(side.astype(np.float64))
+    if side is not None:
+        g = np.zeros(len(x), np.int64) if group is None else group
+        for k in np.unique(g):
+            sel = g == k
+            if sel.sum() >= 4 and len(np.unique(side[sel])) > 1:
+                cols.append(np.where(sel, side, 0.0).astype(np.float64))
     a = np.column_stack(cols)
     coef, *_ = np.linalg.lstsq(a, r, rcond=None)
     return float(coef[0]), (float(coef[1]) if has_drift else 0.0), x0, r - a @ coef
 
 
-def _points(an: _Anchors, i: np.ndarray, j: np.ndarray, coarse: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Fit points of matched pairs: their starts and their ends (nsys time, Kineto time + ``coarse``), and
-    the side of each (+1 start, -1 end) for NVTX pairs (None for kernels)."""
+def _points(an: _Anchors, i: np.ndarray, j: np.ndarray,
+            coarse: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
+    """Fit points of matched pairs: their starts and their ends (nsys time, Kineto time + ``coarse``), the
+    side of each (+1 start, -1 end; None for kernels) and its anchor key."""
     side = None if an.kind == "device" else np.r_[np.ones(len(i)), -np.ones(len(i))]
-    return np.r_[an.xs[i], an.xe[i]], np.r_[an.ys[j], an.ye[j]] + coarse, side
+    return np.r_[an.xs[i], an.xe[i]], np.r_[an.ys[j], an.ye[j]] + coarse, side, np.r_[an.xk[i], an.xk[i]]
 
 
-def _robust_fit(xs: np.ndarray, ys: np.ndarray, side: np.ndarray | None) -> tuple[float, float, float, np.ndarray, np.ndarray]:
+def _robust_fit(xs: np.ndarray, ys: np.ndarray, side: np.ndarray | None,
+                group: np.ndarray) -> tuple[float, float, float, np.ndarray, np.ndarray]:
     """:func:`_fit`, refitted (up to 3 times) without the points whose residual exceeds
     ``max(3 x 1.4826 x MAD, 2 µs)`` (a scheduling delay between the two calls of one NVTX/record_function
     pair, one-sided and rare); returns (c, d, x0, residuals of all points, inlier mask)."""
     good = np.ones(len(xs), bool)
-    c, d, x0, res = _fit(xs, ys, side)
+    c, d, x0, res = _fit(xs, ys, side, group)
     for _ in range(3):
         r = res - np.median(res[good])
         mad = float(np.median(np.abs(r[good])))
@@ -294,16 +315,15 @@ def _robust_fit(xs: np.ndarray, ys: np.ndarray, side: np.ndarray | None) -> tupl
         if nxt.sum() < 2 or (nxt == good).all():
             break
         good = nxt
-        c, d, x0, _r = _fit(xs[good], ys[good], None if side is None else side[good])
-        # residuals of every point under the refit model (the side term from the inliers' least squares)
-        sub_res = np.full(len(xs), np.nan)
-        sub_res[good] = _r
-        bias = 0.0
+        c, d, x0, _r = _fit(xs[good], ys[good], None if side is None else side[good], group[good])
+        # every point's residual under the refit: the per-group half gaps as the inliers give them
+        base = (ys - xs) - (c + d * (xs.astype(np.float64) - x0))
         if side is not None:
-            base = (ys - xs)[good] - (c + d * (xs[good].astype(np.float64) - x0))
-            sg = side[good]
-            bias = float(np.sum(base * sg) / max(np.sum(sg * sg), 1.0))
-        res = (ys - xs) - (c + d * (xs.astype(np.float64) - x0)) - (0.0 if side is None else bias * side)
+            for k in np.unique(group):
+                sel, gs = group == k, (group == k) & good
+                b = float(np.sum(base[gs] * side[gs]) / max(float(np.sum(side[gs] ** 2)), 1.0)) if gs.any() else 0.0
+                base[sel] -= b * side[sel]
+        res = base
     return c, d, x0, res, good
 
 
@@ -352,13 +372,13 @@ def align(nsys: Trace, kineto: Trace) -> Alignment:
     al.coarse_ns = coarse
     i, j = _match(an.xk, an.xs, an.yk, an.ys + coarse, _COARSE_TOL_NS)
     if len(i):
-        xs, ys, side = _points(an, i, j, coarse)
-        c, d, x0, res = _fit(xs, ys, side)
+        xs, ys, side, grp = _points(an, i, j, coarse)
+        c, d, x0, res = _fit(xs, ys, side, grp)
         tol = max(float(np.percentile(np.abs(res), 90)) * 4, float(_MIN_DUP_TOL_NS))
         # rematch with the fitted map and a tolerance from the first fit, then refit without outliers
         i, j = _match(an.xk, an.xs + np.rint(c + d * (an.xs - x0)).astype(np.int64), an.yk, an.ys + coarse, tol)
-        xs, ys, side = _points(an, i, j, coarse)
-        c, d, x0, res, good = _robust_fit(xs, ys, side)
+        xs, ys, side, grp = _points(an, i, j, coarse)
+        c, d, x0, res, good = _robust_fit(xs, ys, side, grp)
         al.outliers = int((~good).sum())
         al.residual_max_all_ns = float(np.abs(res).max())
         res = res[good]
