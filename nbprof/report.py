@@ -204,6 +204,17 @@ def _profile_under_nsys(argv: list[str], out: Path, art: Artefacts, trace: Path,
     else:
         art.notes.append("nsys produced no SQLite export: step 1 uses the PyTorch trace")
 
+def _merged_or(nsys_trace, kineto_trace):
+    """``nbprof.merge`` of the two inputs (the verdict then sees the OS view too), or the Kineto trace when
+    they are not one run."""
+    from .trace.merge import merge
+
+    try:
+        return merge(nsys_trace, kineto_trace)
+    except NbprofError:
+        return kineto_trace
+
+
 def run_workload(
     script: str,
     script_args: Sequence[str] = (),
@@ -434,6 +445,8 @@ def build_report(
                 setattr(art, cache_field, cache.entry(key))
         names = list(notebooks or [nb for nb, _ in NOTEBOOKS])
         first = loaded.get("trace") or loaded.get("nsys_report")
+        if loaded.get("trace") is not None and loaded.get("nsys_report") is not None:
+            first = _merged_or(loaded["nsys_report"], loaded["trace"])  # one run, two sources: one verdict
         if notebooks is None and not (art.ds_traces or art.ds_log or report_has_collectives(first)):
             names = [nb for nb in names if not nb.startswith("04_")]
             art.notes.append("step 4 (distributed) left out: no collectives, no per-rank traces, no DeepSpeed log")
