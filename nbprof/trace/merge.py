@@ -203,10 +203,11 @@ def _nvtx_text(nsys: Trace) -> pd.Series:
     return pd.Series(m["text"].astype(str).to_numpy(), index=m["name"].astype(str).to_numpy())
 
 
-def _select(ev: pd.DataFrame, mask: np.ndarray, names: pd.Series, keycols: list[str]) -> pd.DataFrame:
+def _select(ev: pd.DataFrame, mask: np.ndarray, names: np.ndarray, keycols: list[str]) -> pd.DataFrame:
+    """The rows of ``mask`` as a candidates frame: key columns, ``name`` (the match key), ``row``, ``ts``, ``end``."""
     rows = np.flatnonzero(mask)
     sub = ev[keycols].iloc[rows].reset_index(drop=True)
-    sub["name"] = names[mask]
+    sub["name"] = names
     sub["row"] = rows
     sub["ts"] = ev["ts_ns"].to_numpy()[mask]
     sub["end"] = sub["ts"] + ev["dur_ns"].to_numpy()[mask]
@@ -222,35 +223,43 @@ def _step_key(name: str) -> str:
     return _STEP_KEY if _NVTX_STEP_RE.match(name) else name
 
 
+def _names_at(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """``name`` of the given rows as str (missing -> ""), decoded once per category, not per row."""
+    col = ev["name"]
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        lut = np.array([str(c) for c in col.cat.categories] + [""], dtype=object)
+        return lut[col.cat.codes.to_numpy()[rows]]
+    v = col.to_numpy(dtype=object)[rows]
+    return np.array(["" if x is None or (isinstance(x, float) and np.isnan(x)) else str(x) for x in v], dtype=object)
+
+
 def _pair_frames(nsys: Trace, kineto: Trace, kind: str) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """Candidate rows of each side for one kind of duplicate: ``device`` (kernels/memcpy/memset),
     ``runtime`` (CUDA API calls) or ``nvtx`` (NVTX ranges vs user annotations)."""
     ne, ke = nsys.events, kineto.events
     ncat, kcat = ne["cat"].astype(str).to_numpy(), ke["cat"].astype(str).to_numpy()
-    nname = ne["name"].astype(object).where(ne["name"].notna(), "").astype(str).to_numpy()
-    kname = ke["name"].astype(object).where(ke["name"].notna(), "").astype(str).to_numpy()
     if kind == "device":
         nm = np.isin(ncat, _DEVICE_CATS) & (ne["device"].to_numpy() >= 0)
         km = np.isin(kcat, _DEVICE_CATS) & (ke["device"].to_numpy() >= 0)
         # kernels by name; copies and memsets by kind only (nsys and Kineto spell their names differently)
-        nkey = pd.Series(np.where(ncat == schema.KERNEL, nname, ncat))
-        kkey = pd.Series(np.where(kcat == schema.KERNEL, kname, kcat))
+        nkey = np.where(ncat[nm] == schema.KERNEL, _names_at(ne, np.flatnonzero(nm)), ncat[nm])
+        kkey = np.where(kcat[km] == schema.KERNEL, _names_at(ke, np.flatnonzero(km)), kcat[km])
         cols = ["cat", "device", "stream"]
     elif kind == "runtime":
         rt = list(schema.RUNTIME_CATEGORIES)
         nm, km = np.isin(ncat, rt), np.isin(kcat, rt)
-        nkey, kkey = pd.Series(nname), pd.Series(kname)
+        nkey, kkey = _names_at(ne, np.flatnonzero(nm)), _names_at(ke, np.flatnonzero(km))
         cols = ["tid"]
     else:
         text = _nvtx_text(nsys)
         nm = (ncat == schema.NVTX) & (ne["ph"].astype(str).to_numpy() == "X")
         km = kcat == schema.USER_ANNOTATION
         # a step range is one concept in both: NVTX "step" / "step N" / "ProfilerStep#N" = Kineto ProfilerStep#N
-        nkey = pd.Series(nname).map(lambda s: _step_key(text.get(s, s)))
-        kkey = pd.Series(kname).map(_step_key)
+        nkey = np.array([_step_key(text.get(x, x)) for x in _names_at(ne, np.flatnonzero(nm))], dtype=object)
+        kkey = np.array([_step_key(x) for x in _names_at(ke, np.flatnonzero(km))], dtype=object)
         cols = ["tid"]
-    a = _select(ne, nm, nkey.to_numpy(), cols)
-    b = _select(ke, km, kkey.to_numpy(), cols)
+    a = _select(ne, nm, nkey, cols)
+    b = _select(ke, km, kkey, cols)
     return a, b, cols
 
 
@@ -553,7 +562,7 @@ def merge(nsys: Trace, kineto: Trace, *, window: str = "kineto") -> Trace:
     n_row[yrows] = xrows
     nsys_ts[yrows] = n_ev["ts_ns"].to_numpy()[xrows]
     nsys_dur[yrows] = n_ev["dur_ns"].to_numpy()[xrows]
-    both_ev = pd.concat([k_ev, n_ev[keep_n]], ignore_index=True)
+    both_ev = _concat_events(k_ev, n_ev[keep_n])
     t0 = int(both_ev["ts_ns"].min()) if len(both_ev) else 0
     both_ev["ts_ns"] = both_ev["ts_ns"].to_numpy() - t0
     nsys_ts = np.where(nsys_ts >= 0, nsys_ts - t0, -1)
@@ -613,6 +622,21 @@ def merge(nsys: Trace, kineto: Trace, *, window: str = "kineto") -> Trace:
     )
     return Trace(events=events, flows=flows, memory=memory, counters=counters, threads=threads, meta=meta,
                  report=report, tables=tables)
+
+
+def _concat_events(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Two events frames as one, categorical columns kept categorical (union of the categories: no detour
+    through Python objects row by row)."""
+    a, b = a.reset_index(drop=True).copy(), b.reset_index(drop=True).copy()
+    for c, (dtype, _u, _d) in schema.EVENT_COLUMNS.items():
+        if dtype != "category":
+            continue
+        ca = a[c] if isinstance(a[c].dtype, pd.CategoricalDtype) else pd.Series(pd.Categorical(a[c].astype(object)))
+        cb = b[c] if isinstance(b[c].dtype, pd.CategoricalDtype) else pd.Series(pd.Categorical(b[c].astype(object)))
+        cats = pd.Index(ca.cat.categories.astype(str)).union(pd.Index(cb.cat.categories.astype(str)), sort=False)
+        a[c] = pd.Categorical(ca.astype(object), categories=cats) if len(a) else pd.Categorical([], categories=cats)
+        b[c] = pd.Categorical(cb.astype(object), categories=cats) if len(b) else pd.Categorical([], categories=cats)
+    return pd.concat([a, b], ignore_index=True)
 
 
 def _flows(kineto: Trace, nsys: Trace, al: Alignment, shift_k: int, t0: int, dup: set[int]) -> pd.DataFrame:
