@@ -228,7 +228,8 @@ def _names_at(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     col = ev["name"]
     if isinstance(col.dtype, pd.CategoricalDtype):
         lut = np.array([str(c) for c in col.cat.categories] + [""], dtype=object)
-        return lut[col.cat.codes.to_numpy()[rows]]
+        out: np.ndarray = lut[col.cat.codes.to_numpy()[rows]]
+        return out
     v = col.to_numpy(dtype=object)[rows]
     return np.array(["" if x is None or (isinstance(x, float) and np.isnan(x)) else str(x) for x in v], dtype=object)
 
