@@ -32,7 +32,7 @@ from ..trace.model import Trace
 from . import _intervals as iv
 from .steps import _is_dataloader
 
-__all__ = ["data_wait_chains", "chain_finding_parts", "has_system_view", "CHAIN_COLUMNS"]
+__all__ = ["data_wait_chains", "chain_finding_parts", "thread_activity", "has_system_view", "CHAIN_COLUMNS"]
 
 #: columns of :func:`data_wait_chains`
 CHAIN_COLUMNS = ("step", "pid", "tid", "step_ns", "wait_ns", "gpu_idle_ns", "blocked_ns", "descheduled_ns",
@@ -87,6 +87,44 @@ def _top_symbols(samples: pd.DataFrame | None, pid: int, tid: int, win: iv.Inter
     inside = _clip_sum(ts, ts + 1, win) > 0
     vc = s.loc[inside, "symbol"].astype(str).value_counts().head(k)
     return {str(a): int(b) for a, b in vc.items()}
+
+
+def thread_activity(trace: Trace, pid: int, tid: int, start_ns: int, end_ns: int) -> dict[str, Any]:
+    """What one host thread did in ``[start_ns, end_ns)`` as nsys saw it (the last links of a chain).
+
+    Returns
+    -------
+    dict
+        ``os_calls`` (dict call name -> ns inside the window, longest first; ``osrt`` rows), ``blocked_ns``
+        (union of those calls), ``descheduled_ns`` (``sched`` table: from each switch-out to the thread's next
+        switch-in, inside the window), ``samples`` (CPU samples of the thread inside it) and ``stacks``
+        (DataFrame ``call_stack`` -> ``samples``, most sampled first: the folded stacks of a flame graph of
+        where the thread was; root first, frames joined by ``;`` as the nsys loader writes them). Times int64 ns.
+    """
+    win = iv.merge(np.array([start_ns], np.int64), np.array([end_ns], np.int64))
+    ev = trace.events
+    cat = ev["cat"].astype(str).to_numpy()
+    sel = np.flatnonzero((cat == "osrt") & (ev["pid"].to_numpy() == pid) & (ev["tid"].to_numpy() == tid))
+    ts = ev["ts_ns"].to_numpy(np.int64)[sel]
+    end = ts + ev["dur_ns"].to_numpy(np.int64)[sel]
+    inside = _clip_sum(ts, end, win)
+    calls = pd.Series(inside, index=ev["name"].astype(str).to_numpy()[sel]).groupby(level=0).sum()
+    calls = calls[calls > 0].sort_values(ascending=False)
+    blocked = iv.total_ns(iv.intersect(iv.merge(ts[inside > 0], end[inside > 0]), win)) if (inside > 0).any() else 0
+    tables = trace.tables or {}
+    cs = tables.get("cpu_samples")
+    stacks = pd.DataFrame({"call_stack": pd.Series(dtype=object), "samples": pd.Series(dtype="int64")})
+    n_samples = 0
+    if cs is not None and len(cs):
+        th = cs[(cs["pid"] == pid) & (cs["tid"] == tid)]
+        t = th["ts_ns"].to_numpy(np.int64)
+        th = th[(t >= start_ns) & (t < end_ns)]
+        n_samples = int(len(th))
+        if n_samples and "call_stack" in th:
+            vc = th["call_stack"].fillna("[unknown]").astype(str).value_counts()
+            stacks = pd.DataFrame({"call_stack": vc.index.to_numpy(dtype=object), "samples": vc.to_numpy(np.int64)})
+    return {"os_calls": {str(k): int(v) for k, v in calls.items()}, "blocked_ns": int(blocked),
+            "descheduled_ns": _descheduled(tables.get("sched"), pid, tid, win), "samples": n_samples, "stacks": stacks}
 
 
 def data_wait_chains(trace: Trace) -> pd.DataFrame:
