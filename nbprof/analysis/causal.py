@@ -246,8 +246,10 @@ def chain_finding_parts(trace: Trace, ratio_threshold: float) -> dict[str, Any] 
         links.append(f"it was descheduled {_ms(w['descheduled_ns'])} (thread scheduling)")
     else:
         tail = f" ({_ms(w['blocked_ns'])} in OS calls: {calls})" if calls else " (no blocking OS call)"
+        sampled = next(iter(w["top_symbols"]), None)
+        where = f", sampled most in `{sampled}`" if sampled else ""
         links.append(f"it ran {_ms(w['on_cpu_ns'])} on the CPU: preprocessing in the dataset's "
-                     f"`__getitem__`/collate on the main thread{tail}")
+                     f"`__getitem__`/collate on the main thread{tail}{where}")
     if int(w["worker_blocked_ns"]) > 0 and int(w["worker_blocked_ns"]) >= 0.5 * w["wait_ns"]:
         links.append(f"pid {int(w['worker_pid'])} tid {int(w['worker_tid'])} was blocked {_ms(w['worker_blocked_ns'])} "
                      f"in `{w['worker_top_call']}` meanwhile")
@@ -271,6 +273,12 @@ def chain_finding_parts(trace: Trace, ratio_threshold: float) -> dict[str, Any] 
         "top_symbols": dict(w["top_symbols"]), "chain": links, "steps_over_threshold": int(len(ch)),
         "wait_events": origin(wait_rows), "os_events": origin(os_rows),
     }
+    if len((trace.tables or {}).get("cpu_samples", ())):  # where the waiting thread was: folded flame-graph stacks
+        ev = trace.events
+        t0 = int(ev["ts_ns"].to_numpy()[wait_rows].min())
+        t1 = int((ev["ts_ns"] + ev["dur_ns"]).to_numpy()[wait_rows].max())
+        st = thread_activity(trace, int(w["pid"]), int(w["tid"]), t0, t1)["stacks"].head(5)
+        evidence["stacks"] = {str(a): int(b) for a, b in zip(st["call_stack"], st["samples"])}
     return {
         "title": " ← ".join(links), "evidence": evidence, "severity": "high" if w["wait_ns"] > 0.2 * w["step_ns"] else "medium",
         "where": f"step {int(w['step'])}, pid {int(w['pid'])} tid {int(w['tid'])}",
