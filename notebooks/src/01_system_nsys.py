@@ -82,7 +82,12 @@ if tr is not None and sys_trace is not None and tr is not sys_trace:
     # (nbprof.merge: clocks aligned on the NVTX ranges / kernels both saw; OS runtime calls join the operators)
     try:
         tr = nbprof.merge(sys_trace, tr)
-        print(tr.report.get("clock_alignment").message)
+        from nbprof.results.format import fmt_ns
+        al = tr.meta.extra["merge"]
+        print(f"One run, two sources: the nsys report and the PyTorch trace merged into one trace ({al['pairs']} "
+              f"{al['anchor']} pairs aligned the clocks, residual max {fmt_ns(al['residual_max_ns'] or 0)}, median "
+              f"{fmt_ns(al['residual_median_ns'] or 0)}; {sum(al['duplicates'].values())} events both recorded "
+              "merged into one row each).")
     except nbprof.NbprofError as exc:
         print(f"The nsys report and the PyTorch trace were not merged ({exc}); the views below use the PyTorch trace.")
 if tr is None:
