@@ -3,6 +3,7 @@
 Public API::
 
     trace = nbprof.load("run.pt.trace.json.gz")   # Kineto JSON (more sources register themselves)
+    both = nbprof.load(["run.nsys-rep", "run.pt.trace.json.gz"])  # one run, two sources: nbprof.merge
     %load_ext nbprof                                # %%torchprof and %nsys magics
 
 torch, bokeh, ipywidgets and IPython are imported lazily: loading and analysing a
@@ -25,12 +26,14 @@ from .profiling import profile, step
 from .scale import load_ranks
 from .sources import load
 from .trace import LoadReport, Trace, TraceMeta
+from .trace.merge import merge
 
 __version__ = "0.1.0"
 
 __all__ = [
     "load_ranks",
     "load",
+    "merge",
     "profile",
     "step",
     "Trace",

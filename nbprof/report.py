@@ -178,6 +178,43 @@ def _supports_profile_flag(script: str) -> bool:
         return False
 
 
+
+def _profile_under_nsys(argv: list[str], out: Path, art: Artefacts, trace: Path, log) -> None:
+    """Run the torch.profiler command ``argv`` under ``nsys profile``: one run, two sources (the Kineto
+    trace from inside, the nsys report from outside; ``nbprof.merge`` aligns them). Sets
+    ``art.nsys_report``; when nsys is missing or the run fails under it, a note says so and the caller
+    runs ``argv`` without nsys (no trace file is left behind by a failed run)."""
+    try:
+        from .capture import nsys as nsys_cap
+
+        log("profiling with Nsight Systems (nsys profile -t " + nsys_cap.default_trace() + ") and torch.profiler: "
+            + " ".join(argv))
+        run = nsys_cap.profile(argv, results_dir=out / "nsys", timeout_s=1800)
+    except NbprofError as exc:
+        art.notes.append(f"nsys step skipped: {exc}")
+        log(f"nsys step skipped: {exc}")
+        return
+    if run.returncode != 0 or not trace.exists():
+        art.notes.append(f"the workload under nsys exited {run.returncode}: rerun without nsys, step 1 uses the "
+                         "PyTorch trace")
+        trace.unlink(missing_ok=True)
+        return
+    if run.sqlite_path:
+        art.nsys_report = run.sqlite_path
+    else:
+        art.notes.append("nsys produced no SQLite export: step 1 uses the PyTorch trace")
+
+def _merged_or(nsys_trace, kineto_trace):
+    """``nbprof.merge`` of the two inputs (the verdict then sees the OS view too), or the Kineto trace when
+    they are not one run."""
+    from .trace.merge import merge
+
+    try:
+        return merge(nsys_trace, kineto_trace)
+    except NbprofError:
+        return kineto_trace
+
+
 def run_workload(
     script: str,
     script_args: Sequence[str] = (),
@@ -232,25 +269,16 @@ def run_workload(
         argv = [py, script, *args, "--profile", str(trace), "--profile-memory"]
     else:
         argv = [py, "-m", "nbprof.capture.script", "--trace", str(trace), "--", script, *args]
-    log("profiling with torch.profiler: " + " ".join(argv))
-    r = subprocess.run(argv, capture_output=True, text=True)
-    if r.returncode != 0:
-        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
-        raise ReportError(f"the workload failed (exit {r.returncode}): {' '.join(argv)}\n{tail}")
+    trace.unlink(missing_ok=True)  # a trace of an earlier run in this folder must not pass for this run's
+    if use_nsys:  # one run seen by both profilers: torch.profiler inside, nsys outside (nbprof.merge aligns them)
+        _profile_under_nsys(argv, out, art, trace, log)
+    if not trace.exists():
+        log("profiling with torch.profiler: " + " ".join(argv))
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
+            raise ReportError(f"the workload failed (exit {r.returncode}): {' '.join(argv)}\n{tail}")
     art.trace = str(trace)
-    if use_nsys:
-        try:
-            from .capture import nsys as nsys_cap
-
-            log("profiling with Nsight Systems (nsys profile -t " + nsys_cap.default_trace() + ")")
-            run = nsys_cap.profile([py, script, *args], results_dir=out / "nsys", timeout_s=1800)
-            if run.sqlite_path:
-                art.nsys_report = run.sqlite_path
-            else:
-                art.notes.append("nsys produced no SQLite export: step 1 uses the PyTorch trace")
-        except NbprofError as exc:
-            art.notes.append(f"nsys step skipped: {exc}")
-            log(f"nsys step skipped: {exc}")
     if tensorboard:
         try:
             from .tensorboard import write_run
@@ -419,6 +447,8 @@ def build_report(
                 setattr(art, cache_field, cache.entry(key))
         names = list(notebooks or [nb for nb, _ in NOTEBOOKS])
         first = loaded.get("trace") or loaded.get("nsys_report")
+        if loaded.get("trace") is not None and loaded.get("nsys_report") is not None:
+            first = _merged_or(loaded["nsys_report"], loaded["trace"])  # one run, two sources: one verdict
         if notebooks is None and not (art.ds_traces or art.ds_log or report_has_collectives(first)):
             names = [nb for nb in names if not nb.startswith("04_")]
             art.notes.append("step 4 (distributed) left out: no collectives, no per-rank traces, no DeepSpeed log")

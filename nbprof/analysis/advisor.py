@@ -26,6 +26,9 @@ of the events that prove it, longest first; :mod:`nbprof.analysis.evidence`). Th
                         time on a device with TF32/BF16 Tensor Cores (next step: mixed precision);
                         memory-bound elementwise/norm/softmax ops >= 15 % of device time (torch.compile).
 ``dominant_kernel``     one kernel name takes >= 25 % of a device's kernel time.
+``data_stall_chain``    on a trace with the OS view of nsys (``nbprof.merge``), the worst step waiting for data
+                        (> ``dataloader_ratio`` of it) as a causal chain: GPU idle / step wait <- the DataLoader
+                        range <- blocked OS calls / descheduled / on CPU (:mod:`nbprof.analysis.causal`).
 
 Predicted savings
 -----------------
@@ -37,6 +40,7 @@ finding's own ``scenario`` when it depends on the evidence):
 ====================  ===============================================================================
 ``dataloader``        ``"no_dataloader"``: the DataLoader waits take no time (an upper bound; workers
                       that keep up get close to it)
+``data_stall_chain``  ``"no_dataloader"``, as ``dataloader`` (the chain explains the same wait)
 ``host_wait``         ``"no_host_gaps"``: device ops stop waiting for their launches, host work as it
                       was (a host-bound step saves little: the host-side findings say what to cut)
 ``launch_bound``      ``"cuda_graphs"``: ``no_host_gaps`` and the launch calls take no host time
@@ -581,6 +585,21 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
     return out
 
 
+def _rule_data_stall_chain(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
+    from .causal import chain_finding_parts
+
+    parts = chain_finding_parts(trace, th["dataloader_ratio"])
+    if parts is None:
+        return []
+    return [Finding(
+        "data_stall_chain", parts["severity"], parts["title"], parts["evidence"], parts["where"],
+        "Take the input work off the training thread: DataLoader(num_workers=N>0, prefetch_factor, "
+        "persistent_workers=True); when the chain ends in blocking OS calls, make the reads faster (local copy, "
+        "larger reads, caching); when it ends on the CPU, move or cache the preprocessing of __getitem__.",
+        evidence_rows=parts["rows"][: evi.MAX_ROWS],
+    )]
+
+
 RULES = {
     "dataloader": _rule_dataloader,
     "host_wait": _rule_host_wait,
@@ -592,11 +611,13 @@ RULES = {
     "tensor_cores": _rule_tensor_cores,
     "dominant_kernel": _rule_dominant_kernel,
     "efficiency": _rule_efficiency,
+    "data_stall_chain": _rule_data_stall_chain,
 }
 
 #: The what-if scenario of each rule's findings (a finding's own ``scenario`` wins); see the module docstring.
 RULE_SCENARIOS: dict[str, Scenario] = {
     "dataloader": "no_dataloader",
+    "data_stall_chain": "no_dataloader",
     "host_wait": "no_host_gaps",
     "launch_bound": "cuda_graphs",
     "communication": "overlap_communication",

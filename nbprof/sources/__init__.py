@@ -103,14 +103,29 @@ def check_file(path: str, what: str = "trace file") -> None:
         raise TraceFormatError(path, None, "cannot read: permission denied")
 
 
-def load(path: str | os.PathLike[str], *, strict: bool = False, **kwargs: Any) -> Trace:
+def load(path: str | os.PathLike[str] | list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...], *,
+         strict: bool = False, **kwargs: Any) -> Trace:
     """Load any supported trace file into a ``Trace`` (see ``nbprof.load``).
+
+    A list of two files -- one Nsight Systems file (``.nsys-rep``/``.qdrep``/``.sqlite``) and one Kineto
+    trace of the same run, in either order -- loads both and merges them into one ``Trace``
+    (:func:`nbprof.trace.merge.merge`; ``kwargs`` go to the merge, e.g. ``window="all"``); another number
+    of files raises ``TraceFormatError``.
 
     Every loader takes ``strict``: False repairs what it can and lists it in the load report; True
     raises ``TraceFormatError`` where tolerant mode would report a repair or a drop. The path is checked
     first: a directory, FIFO, socket or device is refused with a ``TraceFormatError`` saying which
     (nothing is opened, so a FIFO cannot block).
     """
+    if isinstance(path, (list, tuple)):
+        from ..errors import TraceFormatError
+        from ..trace.merge import merge
+
+        if len(path) != 2:
+            raise TraceFormatError(", ".join(os.fspath(p) for p in path), None,
+                                   f"give two files of one run (an nsys report and a Kineto trace) to merge, not {len(path)}")
+        a, b = (load(p, strict=strict) for p in path)
+        return merge(a, b, **kwargs)
     spath = os.fspath(path)
     check_file(spath)
     return registry.resolve(spath)(spath, strict=strict, **kwargs)

@@ -3,7 +3,10 @@
 Lanes: a step band (``ProfilerStep#N``), then per host process/thread an annotation lane
 (``user_annotation`` / ``nvtx``) and an operator lane (``cpu_op``, ``python_function``,
 ``cuda_runtime``, ... nested by depth), then per device/stream a GPU annotation lane and a
-kernel/memcpy/memset lane.
+kernel/memcpy/memset lane. On a merged nsys + Kineto trace (``nbprof.merge``) each of those is split by
+source, named by a label prefix: rows both profilers recorded (``[Kineto + nsys]``), Kineto-only rows
+(``[Kineto]``: operators, shapes) and nsys-only rows (``[nsys]``: OS runtime calls, NVTX ranges Kineto did
+not annotate).
 
 For a visible window ``[x0, x1]`` and a plot width of ``W`` pixels, :meth:`TimelineLayout.query`
 returns events at least ``min_px`` pixels wide one by one (at most ``max_quads``, longest first);
@@ -39,6 +42,21 @@ class Lane:
     kind: str  # "step" | "host_annotation" | "host" | "device_annotation" | "device"
     first_row: int
     n_rows: int
+
+
+#: lane label prefix per source group of a merged trace (``nbprof.trace.merge``): rows both profilers
+#: recorded, Kineto-only rows, nsys-only rows (a prefix: long labels are cut at their end)
+_SOURCE_LABELS = ("[Kineto + nsys] ", "[Kineto] ", "[nsys] ")
+
+
+def _source_groups(trace, keep: np.ndarray) -> np.ndarray:
+    """Per kept event: 0 both sources, 1 Kineto only, 2 nsys only, from ``trace.tables["merge"]``; all 0
+    for a trace that is not merged (then no lane is split)."""
+    mt = (getattr(trace, "tables", None) or {}).get("merge")
+    if mt is None or len(mt) != len(trace.events) or "source" not in mt:
+        return np.zeros(int(keep.sum()), dtype=np.int64)
+    src = mt["source"].astype(str).to_numpy()[keep]
+    return np.select([src == "both", src == "kineto"], [0, 1], 2).astype(np.int64)
 
 
 def _depths(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -144,8 +162,10 @@ class TimelineLayout:
         ka = np.where(is_step, 0, np.where(is_dev, device, pid))
         kb = np.where(is_step, 0, tid)
         sub = np.where(is_host_annot | is_dev_annot, 0, 1)
-        lane_id = pd.DataFrame({"g": group, "a": ka, "b": kb, "s": sub}).groupby(
-            ["g", "a", "b", "s"], sort=True).ngroup().to_numpy(np.int64)
+        # a merged nsys + Kineto trace: each thread's / stream's lanes split by source (both, Kineto, nsys)
+        srcg = _source_groups(trace, keep)
+        lane_id = pd.DataFrame({"g": group, "a": ka, "b": kb, "src": srcg, "s": sub}).groupby(
+            ["g", "a", "b", "src", "s"], sort=True).ngroup().to_numpy(np.int64)
         order = np.lexsort((-end, ts, lane_id))
         lid = lane_id[order]
         if n_ev:
@@ -171,6 +191,8 @@ class TimelineLayout:
                 label, kind = f"GPU {ka_} / stream {kb_}", ("device_annotation" if sb == 0 else "device")
             if sb == 0 and g != 0:
                 label += " annotations"
+            if g != 0 and srcg.any():
+                label = _SOURCE_LABELS[int(srcg[f])] + label
             idx = order[a0:a1]
             depth = _depths(ts[idx], end[idx])
             depth = np.minimum(depth, (1 if kind == "step" else max_depth) - 1)

@@ -77,6 +77,19 @@ from nbprof.results.verdict import verdict_html
 from IPython.display import HTML
 trace = param(trace, "trace")
 tr = load_input(trace, trace_cache) if trace else sys_trace
+if tr is not None and sys_trace is not None and tr is not sys_trace:
+    # one run, two sources: the nsys report and the PyTorch trace of the same run merged into one trace
+    # (nbprof.merge: clocks aligned on the NVTX ranges / kernels both saw; OS runtime calls join the operators)
+    try:
+        tr = nbprof.merge(sys_trace, tr)
+        from nbprof.results.format import fmt_ns
+        al = tr.meta.extra["merge"]
+        print(f"One run, two sources: the nsys report and the PyTorch trace merged into one trace ({al['pairs']} "
+              f"{al['anchor']} pairs aligned the clocks, residual max {fmt_ns(al['residual_max_ns'] or 0)}, median "
+              f"{fmt_ns(al['residual_median_ns'] or 0)}; {sum(al['duplicates'].values())} events both recorded "
+              "merged into one row each).")
+    except nbprof.NbprofError as exc:
+        print(f"The nsys report and the PyTorch trace were not merged ({exc}); the views below use the PyTorch trace.")
 if tr is None:
     print("Nothing to analyse: give a trace or an nsys report.")
 else:
@@ -105,6 +118,10 @@ if tr is not None:
 # %% [markdown] id="9babcce7"
 # ## Overview (with every finding) and timeline
 # Zoom with the mouse wheel or W/S, pan with A/D. In the live notebook, selecting a kernel shows the CPU op that launched it.
+# When the nsys report and the PyTorch trace come from the same run, the timeline is the merged one: each thread's
+# lanes are split by source — `[Kineto + nsys]` (ranges both profilers saw), `[Kineto]` (operators, shapes) and
+# `[nsys]` (OS runtime calls) — and the advisor's `data_stall_chain` finding links a step's data wait to what the
+# thread did meanwhile.
 
 # %% id="f4a66c84"
 if tr is not None:
