@@ -301,11 +301,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             raise _CliError(f"-o {args.output!r}: say --perfetto or --chrome (or end the name in .pftrace / .json)")
     method = {"perfetto": "to_perfetto", "chrome": "to_chrome_trace"}[fmt]
     tr = _load("export", args.trace)
-    fn = getattr(tr, method, None)
-    if fn is None:
-        raise _CliError(f"this nbprof has no Trace.{method}(): the {fmt} export is not part of this build")
-    fn(args.output)
-    _note(f"wrote {args.output}")
+    rep = getattr(tr, method)(args.output)
+    _note(f"wrote {args.output} ({rep})")
     return 0
 
 
