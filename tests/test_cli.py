@@ -292,8 +292,9 @@ def test_export_writes_perfetto_and_chrome_files_that_read_back(tmp_path):
     out = tmp_path / "t.json"  # the format from the suffix
     r = nbprof("export", TRACE, "-o", out)
     assert r.returncode == 0
-    slices = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("ph") in ("X", "i", "I")]
-    assert len(slices) == want.slices > 2000
+    events = json.loads(out.read_text())["traceEvents"]
+    assert sum(e.get("ph") == "X" for e in events) == want.slices == 2304  # every event of the trace
+    assert sum(e.get("name") == "[memory]" for e in events) == want.memory == 392
     r = nbprof("export", TRACE, "-o", tmp_path / "t.bin")
     assert r.returncode == 2 and "say --perfetto or --chrome" in r.stderr
 
