@@ -100,6 +100,10 @@ if log_path:
         display(table(log.flops[0].summary))
     display(table(log.comms.summary))
     display(table(log.timer_means()))
+    print(f"ZeRO stage printed in the log: {log.zero_stage if log.zero_stage is not None else 'not printed'}; "
+          f"steps skipped (fp16 overflow): {log.skipped_steps}")
+    if len(log.throughput):
+        display(table(log.throughput, caption="Throughput lines (DeepSpeed ThroughputTimer / pipeline engine)"))
     if len(log.quirks):
         print("quirks flagged while parsing:")
         display(table(log.quirks))
