@@ -204,12 +204,14 @@ def test_distributed_view_on_single_ddp_rank():
 
 
 def test_distributed_view_on_real_deepspeed_run(tmp_path):
-    """The real 2-rank DeepSpeed ZeRO-2 CPU run (nbprof.deepspeed.example under torchrun, gloo)."""
+    """The real 2-rank DeepSpeed ZeRO-2 CPU run (nbprof.deepspeed.example under torchrun, gloo): the dashboard's
+    distributed and all-ranks views, and the throughput / ZeRO stage / skipped steps of its log."""
     pytest.importorskip("deepspeed", reason="deepspeed not installed")
     from nbprof.deepspeed.run import run_examples
     from nbprof.viz.dashboard import Dashboard
 
-    run = run_examples((2,), out_dir=tmp_path / "ds", steps=4, start_step=2, end_step=4, timeout_s=400)[2]
+    run = run_examples((2,), out_dir=tmp_path / "ds", steps=4, start_step=2, end_step=4, comms_verbose=True,
+                       timeout_s=400)[2]  # comms_verbose: DeepSpeed logger at INFO (throughput, stage lines)
     traces = run.load_traces()
     d = Dashboard(traces)
     assert d.selector.options[-2:] == ("distributed", "ranks_timeline")
@@ -221,4 +223,10 @@ def test_distributed_view_on_real_deepspeed_run(tmp_path):
     assert len(wt) and (wt["wait_ns"] + wt["transfer_ns"] == wt["dur_ns"]).all()
     rt = d.show_view("ranks_timeline")
     assert not d.errors and len(rt.model.links) == len(wt)
+    # the run's own log: ThroughputTimer lines (steps_per_print 1), the ZeRO stage, no skipped step
+    log = run.log
+    assert log.zero_stage == 2 and log.skipped_steps == 0 and len(log.progress)
+    tp = log.throughput[log.throughput["source"] == "ThroughputTimer"]
+    assert len(tp) and (tp["samples_per_s"] > 0).all() and (tp["max_mem_allocated_bytes"] > 0).all()
+    assert tp["global_step"].is_monotonic_increasing and tp["global_step"].max() == 4
     assert len(rt.model.link_source.data["x0"]) == len(wt[["collective", "pg_name", "k"]].drop_duplicates())
