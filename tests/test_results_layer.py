@@ -83,7 +83,9 @@ def test_one_view_registry():
     dashboard = importlib.import_module("nbprof.viz.dashboard")
     static = importlib.import_module("nbprof.viz.static")
     assert registry.VIEWS == ("overview", "operators", "timeline", "memory", "critical_path", "roofline")  # dashboard
-    assert registry.names() == (*registry.VIEWS, "distributed")  # multi-rank, registered beyond the dashboard
+    # multi-rank views (ranks=True), registered beyond VIEWS: the dashboard adds them by registry.default_views
+    assert registry.names() == (*registry.VIEWS, "distributed", "ranks_timeline")
+    assert [n for n in registry.names() if registry.get(n).ranks] == ["distributed", "ranks_timeline"]
     assert dashboard.VIEWS == static.VIEWS == registry.VIEWS
     for name in registry.names():
         spec = registry.get(name)
