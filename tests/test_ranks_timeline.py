@@ -230,3 +230,18 @@ def test_distributed_view_on_real_deepspeed_run(tmp_path):
     assert len(tp) and (tp["samples_per_s"] > 0).all() and (tp["max_mem_allocated_bytes"] > 0).all()
     assert tp["global_step"].is_monotonic_increasing and tp["global_step"].max() == 4
     assert len(rt.model.link_source.data["x0"]) == len(wt[["collective", "pg_name", "k"]].drop_duplicates())
+
+
+def test_distributed_view_skew_table_on_real_straggler(straggler):
+    """Skew across ranks (issue 21): the injected 50 ms on rank 1 makes it arrive last at every all-reduce."""
+    from bokeh.models import ColumnDataSource
+
+    from nbprof.viz import registry
+
+    v = registry.live("distributed", straggler)
+    sk = v.tables["skew"].set_index("rank")
+    assert sk.loc[1, "straggler"] and not sk.loc[0, "straggler"]
+    src = next(m for m in v.bokeh_layout.select({"type": ColumnDataSource}) if m.name == "nbprof_dist_skew").data
+    assert src["straggler"] == ["", "straggler"] and src["rank"] == [0, 1]
+    assert src["lag_ms"][1] == pytest.approx(float(sk.loc[1, "mean_lag_ns"]) / 1e6)
+    assert registry.live("distributed", straggler[0]).tables["skew"].empty  # one rank: no skew

@@ -39,14 +39,15 @@ def _gbps(x: float) -> str:
 def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s: float | None = None) -> dict:
     """The frames the view shows: ``breakdown`` (:func:`~nbprof.analysis.distributed.step_breakdown`: per rank
     and step compute / overlapped / exposed communication / idle), ``collectives``
-    (:func:`~nbprof.analysis.distributed.collective_summary`), ``wait_transfer``, ``summary`` (per rank and
-    collective), ``stragglers``, ``bandwidth`` (:func:`~nbprof.analysis.distributed.busbw_vs_link`) and ``ranks``."""
+    (:func:`~nbprof.analysis.distributed.collective_summary`), ``skew`` (:func:`~nbprof.analysis.distributed.skew`,
+    several ranks only), ``wait_transfer``, ``summary`` (per rank and collective), ``stragglers``, ``bandwidth`` (:func:`~nbprof.analysis.distributed.busbw_vs_link`) and ``ranks``."""
     ts = _traces(traces)
     wt = D.wait_transfer(ts)
     bw = D.busbw_vs_link(ts, link, peak_bytes_per_s=peak_bytes_per_s)
     return dict(wait_transfer=wt, summary=D.wait_transfer_summary(wt), stragglers=D.stragglers(wt),
                 bandwidth=bw, ranks=sorted(int(t.meta.rank) for t in ts), breakdown=D.step_breakdown(ts),
                 collectives=D.collective_summary(ts), host_calls=_host_calls(ts),
+                skew=D.skew(ts) if len(ts) > 1 else pd.DataFrame(),
                 world_size=max(int(getattr(t.meta, "world_size", 1) or 1) for t in ts) if ts else 0)
 
 
@@ -155,6 +156,24 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     st_text = escape_html(_straggler_text(tables["stragglers"]))
     items.append(Div(text=st_text, name="nbprof_dist_straggler", width=width,  # the straggler highlighted
                      styles={"color": "#d62728", "font-weight": "bold"} if st_text.startswith("Straggler:") else {}))
+    sk = tables.get("skew")
+    if sk is not None and len(sk):
+        kd = {"rank": sk["rank"].astype(int).tolist(), "steps": sk["steps"].astype(int).tolist(),
+              "step_ms": sk["step_mean_ns"].to_numpy(np.float64) / 1e6,
+              "skew_ms": sk["step_mean_skew_ns"].to_numpy(np.float64) / 1e6,
+              "lag_ms": sk["mean_lag_ns"].to_numpy(np.float64) / 1e6,
+              "last": sk["last_arrival_count"].astype(int).tolist(),
+              "straggler": ["straggler" if x else "" for x in sk["straggler"]]}
+        num = NumberFormatter(format="0,0.000", nan_format="-")
+        items.append(DataTable(
+            source=ColumnDataSource(kd, name="nbprof_dist_skew"),
+            columns=[TableColumn(field="rank", title="rank"), TableColumn(field="steps", title="steps"),
+                     TableColumn(field="step_ms", title="mean step (ms)", formatter=num),
+                     TableColumn(field="skew_ms", title="step skew vs fastest (ms)", formatter=num),
+                     TableColumn(field="lag_ms", title="mean arrival lag (ms)", formatter=num),
+                     TableColumn(field="last", title="arrived last"), TableColumn(field="straggler", title="")],
+            width=int(width * 0.8), height=30 + 26 * min(len(sk), 16), index_position=None,
+            name="nbprof_dist_skew_table"))
     st = tables["stragglers"]
     if len(st):
         sd = {"rank": st["rank"].astype(int).tolist(), "straggler_steps": st["straggler_steps"].astype(int).tolist(),
