@@ -40,7 +40,9 @@ def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s
     """The frames the view shows: ``breakdown`` (:func:`~nbprof.analysis.distributed.step_breakdown`: per rank
     and step compute / overlapped / exposed communication / idle), ``collectives``
     (:func:`~nbprof.analysis.distributed.collective_summary`), ``skew`` (:func:`~nbprof.analysis.distributed.skew`,
-    several ranks only), ``wait_transfer``, ``summary`` (per rank and collective), ``stragglers``, ``bandwidth`` (:func:`~nbprof.analysis.distributed.busbw_vs_link`) and ``ranks``."""
+    several ranks only), ``wait_transfer``, ``summary`` (per rank and collective), ``stragglers``, ``bandwidth``
+    (:func:`~nbprof.analysis.distributed.busbw_vs_link`), ``host_calls`` (host-side communication calls per rank:
+    ``rank, name, calls, total_ns``), ``world_size`` and ``ranks``."""
     ts = _traces(traces)
     wt = D.wait_transfer(ts)
     bw = D.busbw_vs_link(ts, link, peak_bytes_per_s=peak_bytes_per_s)
