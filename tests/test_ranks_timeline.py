@@ -245,3 +245,17 @@ def test_distributed_view_skew_table_on_real_straggler(straggler):
     assert src["straggler"] == ["", "straggler"] and src["rank"] == [0, 1]
     assert src["lag_ms"][1] == pytest.approx(float(sk.loc[1, "mean_lag_ns"]) / 1e6)
     assert registry.live("distributed", straggler[0]).tables["skew"].empty  # one rank: no skew
+
+
+def test_ranks_timeline_takes_a_load_ranks_result():
+    from conftest import corpus_path
+
+    from nbprof.viz import registry
+    from nbprof.viz.dashboard import Dashboard
+
+    job = nbprof.load_ranks(str(corpus_path(HTA.rstrip("/"))), cache=False, progress=False)
+    assert job.ranks == [0, 1]
+    v = registry.live("ranks_timeline", job)
+    assert v.model.ranks == [0, 1] and len(v.model.link_source.data["x0"]) == 10
+    d = Dashboard(job)
+    assert d.selector.options[-2:] == ("distributed", "ranks_timeline") and len(d.ranks) == 2
