@@ -498,7 +498,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     r.add_argument("--nsys", dest="nsys_report", help="existing Nsight Systems report (.nsys-rep or .sqlite)")
     r.add_argument("--logdir", help="existing TensorBoard logdir")
     r.add_argument("--ds-log", help="existing DeepSpeed log (flops profiler / comms logger output)")
-    r.add_argument("--ds-trace", action="append", default=[], help="per-rank trace of a distributed job (repeatable)")
+    r.add_argument("--ds-trace", action="append", default=[], help="per-rank trace of a distributed job (repeatable), or a folder of them")
     r.add_argument("--no-nsys", action="store_true", help="do not run Nsight Systems on --script")
     r.add_argument("--no-progress", action="store_true", help="no progress bar while the notebooks run")
     r.add_argument("-o", "--output", default=None, metavar="FILE.html|DIR",

@@ -328,7 +328,8 @@ def validate_inputs(art: Artefacts) -> dict[str, Any]:
         except (ValueError, OSError) as exc:
             raise ReportError(f"{flag} {path!r} cannot be read: {type(exc).__name__}: {exc}") from exc
     for p in art.ds_traces:
-        _check_trace_path("--ds-trace", p)
+        if not os.path.isdir(p):  # a folder of rank traces is searched by load_ranks (step 4)
+            _check_trace_path("--ds-trace", p)
     return out
 
 

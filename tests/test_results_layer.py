@@ -84,8 +84,10 @@ def test_one_view_registry():
     static = importlib.import_module("nbprof.viz.static")
     assert registry.VIEWS == ("overview", "operators", "kernels", "timeline", "memory", "critical_path",
                               "roofline", "modules", "call_stack")  # dashboard
-    # multi-rank and two-trace views, registered beyond the dashboard
-    assert registry.names() == (*registry.VIEWS, "distributed", "diff")
+    # multi-rank views (ranks=True) and the two-trace diff, registered beyond VIEWS: the dashboard adds the
+    # multi-rank ones by registry.default_views
+    assert registry.names() == (*registry.VIEWS, "distributed", "ranks_timeline", "diff")
+    assert [n for n in registry.names() if registry.get(n).ranks] == ["distributed", "ranks_timeline"]
     assert dashboard.VIEWS == static.VIEWS == registry.VIEWS
     for name in registry.names():
         spec = registry.get(name)

@@ -35,6 +35,7 @@ QUIRKS = {
     "rank_prefix": "lines carried a launcher rank prefix ('[rank1]:', '[default0]:'), stripped and kept as rank",
     "unparsed_line": "a line looked like DeepSpeed output but could not be parsed",
     "truncated": "the report ends before its closing line",
+    "zero_stages": "the log prints several ZeRO stages (several engines in one launch)",
     "older_layout": "an older DeepSpeed layout was recognised (e.g. 'x, y% Params' instead of 'x = y% Params')",
     "bad_number": "a number field holds something that is not a number (e.g. '1.2.3'): read as NaN",
     "traceback": "the log holds a Python traceback: the error and the line it starts at are named",

@@ -113,6 +113,10 @@ class FlopsProfile:
         ``kind, line, message`` (see :data:`QUIRKS`).
     zero_stage : int or None
         The ZeRO stage used to interpret the numbers, when known.
+    end_line : int
+        The line of the report's closing dashed line (DeepSpeed ``profiler.py`` ``print_model_profile`` ends
+        with a line of 78 ``-``); -1 when the report has none (cut short or truncated). Nothing after it is
+        part of the report (a launcher log goes on with other output).
     """
 
     step: int = -1
@@ -122,6 +126,7 @@ class FlopsProfile:
     modules: pd.DataFrame = field(default_factory=pd.DataFrame)
     quirks: pd.DataFrame = field(default_factory=pd.DataFrame)
     zero_stage: int | None = None
+    end_line: int = -1
 
     def get(self, key: str, default: float = float("nan")) -> float:
         """Summary ``value`` for a canonical key (e.g. ``"fwd_macs_per_gpu"``), ``default`` if absent."""
@@ -243,8 +248,12 @@ def _parse_one_flops(lines: list[tuple[int, int, str]], q: _Quirks, zero_stage: 
             section = "detailed"
             continue
         if set(s) == {"-"}:
-            if section == "detailed" and mod_rows:
+            # the report's end: DeepSpeed's closing line is 78 dashes (aggregated: printed with detailed=False);
+            # a dash line of another length is not it
+            if section in ("detailed", "aggregated") and 40 <= len(s) <= 120:
                 closed = True
+                prof.end_line = ln
+                break
             continue
         if section == "summary":
             kv = _kv(s)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -362,6 +362,91 @@ def _memory(lines: list[tuple[int, int, str]], q: _Quirks | None = None) -> pd.D
                                        "max_reserved_bytes", "cpu_used_bytes", "cpu_used_ratio", "line"])
 
 
+# --------------------------------------------------------------------------- training progress
+
+_F = r"[-+]?(?:\d{1,30}(?:\.\d{0,30})?(?:[eE][-+]?\d{1,4})?|nan|inf)"
+#: DeepSpeed ``utils/timer.py`` ``ThroughputTimer.stop`` (every ``steps_per_print`` global steps, rank 0)
+_TPUT = re.compile(r"epoch=(?P<epoch>\d{1,9})/micro_step=(?P<micro>\d{1,12})/global_step=(?P<step>\d{1,12}),\s*"
+                   rf"RunningAvgSamplesPerSec=(?P<avg>{_F}),\s*CurrSamplesPerSec=(?P<cur>{_F})"
+                   r"(?:,\s*MemAllocated=(?P<ma>[\d.]{1,30})GB,\s*MaxMemAllocated=(?P<maxma>[\d.]{1,30})GB)?")
+#: DeepSpeed ``runtime/pipe/engine.py`` ``_aggregate_total_loss`` print (pipeline engine)
+_PIPE_TPUT = re.compile(rf"^steps:\s*(?P<step>\d{{1,12}})\s[^\n]{{0,400}}?samples/sec:\s*(?P<cur>{_F})")
+_TOKENS = re.compile(rf"(?:tokens/s(?:ec)?|TokensPerSec|tokens_per_sec(?:ond)?)\s*[:=]\s*(?P<tok>{_F})", re.I)
+_MAXCACHED = re.compile(r"MaxMemCached\s*[=:]\s*(?P<v>[\d.]{1,30})\s*GB")
+#: DeepSpeed ``runtime/fp16/loss_scaler.py`` (``OVERFLOW! Rank R Skipping step. Attempted loss scale: S, reducing
+#: to T``) and older fused optimizers (``Overflow detected. Skipping step. Attempted loss scale: ...``)
+_OVERFLOW = re.compile(r"(?:OVERFLOW!|[Oo]verflow detected\.|overflow!)(?:\s*Rank (?P<rank>\d{1,9}))?\s*Skipping step\."
+                       r"(?:\s*Attempted loss scale:\s*(?P<att>[\d.]{1,30})(?:,\s*reducing to\s*(?P<new>[\d.]{1,30}))?)?",
+                       re.I)
+#: DeepSpeed ``runtime/engine.py`` ``_report_progress``: ``step=N, skipped=K, lr=[...], mom=[...]``
+_PROGRESS = re.compile(r"\bstep=(?P<step>\d{1,12}),\s*skipped=(?P<skipped>\d{1,12}),\s*lr=\[?(?P<lr>" + _F + ")")
+#: the ZeRO stage as the engine prints it: ``Creating <dtype> ZeRO stage N optimizer`` (``engine.py``) and the config
+#: dump ``zero_optimization_stage ...... N`` (``runtime/config.py`` ``print``)
+_ZERO = re.compile(r"ZeRO stage (?P<a>\d) optimizer|zero_optimization_stage\s*\.{2,}\s*(?P<b>\d)\b")
+
+_TPUT_COLS = ["rank", "line", "source", "epoch", "micro_step", "global_step", "samples_per_s", "avg_samples_per_s",
+              "tokens_per_s", "mem_allocated_bytes", "max_mem_allocated_bytes", "max_mem_cached_bytes"]
+
+
+def _throughput(lines: list[tuple[int, int, str]]) -> pd.DataFrame:
+    rows: list[dict[str, Any]] = []
+    for ln, r, s in lines:
+        m = _TPUT.search(s)
+        p = None if m else _PIPE_TPUT.search(s.strip())
+        t = _TOKENS.search(s) if ("oken" in s) else None
+        if not (m or p or t):
+            continue
+        c = _MAXCACHED.search(s) if "MaxMemCached" in s else None
+        mp = m or p
+        row = dict(rank=r, line=ln, source="ThroughputTimer" if m else ("pipe_engine" if p else "tokens"),
+                   epoch=int(m.group("epoch")) if m else -1, micro_step=int(m.group("micro")) if m else -1,
+                   global_step=int(mp.group("step")) if mp else -1,
+                   samples_per_s=to_float(mp.group("cur")) if mp else np.nan,
+                   avg_samples_per_s=to_float(m.group("avg")) if m else np.nan,
+                   tokens_per_s=to_float(t.group("tok")) if t else np.nan,
+                   mem_allocated_bytes=to_float(m.group("ma")) * _GIB if m and m.group("ma") else np.nan,
+                   max_mem_allocated_bytes=to_float(m.group("maxma")) * _GIB if m and m.group("maxma") else np.nan,
+                   max_mem_cached_bytes=to_float(c.group("v")) * _GIB if c else np.nan)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=_TPUT_COLS)
+
+
+def _overflows(lines: list[tuple[int, int, str]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    ov: list[dict[str, Any]] = []
+    pr: list[dict[str, Any]] = []
+    for ln, r, s in lines:
+        if "kipping step" in s or "KIPPING STEP" in s:
+            m = _OVERFLOW.search(s)
+            if m:
+                rk = _DS_RANK.search(s)
+                rank = int(m.group("rank")) if m.group("rank") else (r if r >= 0 or rk is None else int(rk.group(1)))
+                ov.append(dict(rank=rank, line=ln,
+                               attempted_loss_scale=to_float(m.group("att")) if m.group("att") else np.nan,
+                               new_loss_scale=to_float(m.group("new")) if m.group("new") else np.nan))
+        if "skipped=" in s:
+            m2 = _PROGRESS.search(s)
+            if m2:
+                rk = _DS_RANK.search(s)
+                pr.append(dict(rank=r if r >= 0 or rk is None else int(rk.group(1)), line=ln, step=int(m2.group("step")),
+                               skipped=int(m2.group("skipped")),
+                               lr=to_float(m2.group("lr"))))
+    return (pd.DataFrame(ov, columns=["rank", "line", "attempted_loss_scale", "new_loss_scale"]),
+            pd.DataFrame(pr, columns=["rank", "line", "step", "skipped", "lr"]))
+
+
+def _zero_stage(lines: list[tuple[int, int, str]], q: _Quirks) -> int | None:
+    seen: dict[int, int] = {}
+    for ln, _r, s in lines:
+        if "ZeRO stage" in s or "zero_optimization_stage" in s:
+            m = _ZERO.search(s)
+            if m:
+                seen.setdefault(int(m.group("a") or m.group("b")), ln)
+    if len(seen) > 1:
+        q.add("zero_stages", min(seen.values()), f"the log prints several ZeRO stages {sorted(seen)} (several engines); "
+                                                 "zero_stage is the first")
+    return min(seen, key=lambda k: seen[k]) if seen else None
+
+
 # --------------------------------------------------------------------------- whole log
 
 
@@ -379,6 +464,23 @@ class DeepSpeedLog:
         See :func:`parse_memory_usage`.
     quirks : pandas.DataFrame
         ``kind, line, message`` for the whole log.
+    throughput : pandas.DataFrame
+        One row per throughput line: ``rank, line, source`` ("ThroughputTimer": DeepSpeed ``utils/timer.py``'s
+        ``epoch=../micro_step=../global_step=.., RunningAvgSamplesPerSec=.., CurrSamplesPerSec=..,
+        MemAllocated=..GB, MaxMemAllocated=..GB``; "pipe_engine": the pipeline engine's ``steps: N ...
+        samples/sec: X``; "tokens": a ``tokens/s``/``TokensPerSec`` value), ``epoch, micro_step, global_step``
+        (-1 unknown), ``samples_per_s`` (current), ``avg_samples_per_s`` (running average),
+        ``tokens_per_s``, ``mem_allocated_bytes, max_mem_allocated_bytes, max_mem_cached_bytes`` (DeepSpeed
+        prints GiB, 1024**3, rounded to 2 decimals; NaN when not printed).
+    overflows : pandas.DataFrame
+        fp16 loss-scale overflows, one per "OVERFLOW! ... Skipping step" line (``runtime/fp16/loss_scaler.py``;
+        older "Overflow detected. Skipping step"): ``rank, line, attempted_loss_scale, new_loss_scale``.
+    progress : pandas.DataFrame
+        The engine's ``step=N, skipped=K, lr=..`` lines (``engine.py`` ``_report_progress``): ``rank, line, step,
+        skipped, lr``.
+    zero_stage : int or None
+        The ZeRO stage the log prints (``Creating ... ZeRO stage N optimizer`` or the config dump's
+        ``zero_optimization_stage``); None when it prints none.
     """
 
     flops: list[FlopsProfile]
@@ -386,6 +488,20 @@ class DeepSpeedLog:
     timers: pd.DataFrame
     memory: pd.DataFrame
     quirks: pd.DataFrame
+    throughput: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=_TPUT_COLS))
+    overflows: pd.DataFrame = field(default_factory=pd.DataFrame)
+    progress: pd.DataFrame = field(default_factory=pd.DataFrame)
+    zero_stage: int | None = None
+
+    @property
+    def skipped_steps(self) -> int:
+        """Optimizer steps skipped for fp16 overflow: the engine's own ``skipped=`` counter (its last value) when
+        printed, else the number of overflow lines on the rank that printed most."""
+        if len(self.progress):
+            return int(self.progress["skipped"].max())
+        if len(self.overflows):
+            return int(self.overflows.groupby("rank").size().max())
+        return 0
 
     def timer_means(self) -> pd.DataFrame:
         """Per rank and timer: ``count``, ``mean_ns``, ``total_ns`` over every printed timer line."""
@@ -398,7 +514,8 @@ class DeepSpeedLog:
 
 def parse_log(source: str | os.PathLike[str] | Iterable[str], *, zero_stage: int | None = None,
               config: dict | str | os.PathLike[str] | None = None) -> DeepSpeedLog:
-    """Parse a DeepSpeed log: flops reports, comms tables and op lines, timers, memory lines.
+    """Parse a DeepSpeed log: flops reports, comms tables and op lines, timers, memory lines, throughput,
+    fp16 overflows (skipped steps) and the ZeRO stage.
 
     Parameters
     ----------
@@ -439,12 +556,16 @@ def parse_log(source: str | os.PathLike[str] | Iterable[str], *, zero_stage: int
     summary = _comms_tables(lines, q)
     ops = _comms_ops(lines, q)
     timers, memory = _timers(lines, q), _memory(lines, q)
-    for prof in flops:  # the whole-log quirks name a cut-short report too
+    for prof in flops:  # the whole-log quirks name a cut-short report and the lines of a report not understood
         for row in prof.quirks.itertuples():
-            if row.kind == "cut_short":
-                q.add("cut_short", row.line, row.message)
+            if row.kind in ("cut_short", "unparsed_line", "truncated"):
+                q.add(row.kind, row.line, row.message)
+    tput = _throughput(lines)
+    overflows, progress = _overflows(lines)
+    stage = _zero_stage(lines, q)
     comms = CommsLog(summary=summary, ops=ops, quirks=q.frame())
-    return DeepSpeedLog(flops=flops, comms=comms, timers=timers, memory=memory, quirks=q.frame())
+    return DeepSpeedLog(flops=flops, comms=comms, timers=timers, memory=memory, quirks=q.frame(), throughput=tput,
+                        overflows=overflows, progress=progress, zero_stage=stage)
 
 
 #: the log shows the flops profiler was on (config echo, or its own messages)

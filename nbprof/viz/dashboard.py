@@ -4,6 +4,10 @@ Bokeh layouts rendered inside an initially hidden tab measure zero size and coll
 (bokeh/bokeh#8655), so the dashboard does not use ``ipywidgets.Tab``: a ``ToggleButtons`` bar swaps
 the visible view, and each view is built the first time it is selected (so a large trace's
 timeline costs nothing until asked for).
+
+Given several ranks (a list of traces or a ``MultiRankTrace``), the dashboard shows the first rank's views
+and adds the multi-rank views (``registry.default_views``): ``distributed`` (also for one trace with
+collectives) and ``ranks_timeline``; those views receive every rank.
 """
 
 from __future__ import annotations
@@ -42,20 +46,22 @@ class Dashboard(widgets.VBox):
         View name -> the error message when a view could not be built for this trace.
     """
 
-    def __init__(self, trace, *, views=VIEWS, start: str | None = None, theme: str = "auto", width: int = 1100):
-        self.trace = trace
+    def __init__(self, trace, *, views=None, start: str | None = None, theme: str = "auto", width: int = 1100):
+        self.ranks = registry.ranks_of(trace)
+        trace = self.trace = self.ranks[0]
         self.theme = theme
         self.width = width
         self.views: dict = {}
         self.errors: dict = {}
-        names = list(views)
+        names = list(views) if views is not None else list(registry.default_views(trace, len(self.ranks)))
         for n in names:
             registry.get(n)  # ValueError for an unknown view
         s = trace.summary()
         head = widgets.HTML(
             f"<b>nbprof</b> <code>{escape_html(s['path'])}</code> &mdash; {s['events']} events, "
             f"{len(s['steps'])} steps, {s['duration_ns'] / 1e6:.3f} ms, rank {s['rank']}"
-            + (f", devices: {escape_html(', '.join(s['devices']))}" if s["devices"] else ""))
+            + (f", devices: {escape_html(', '.join(s['devices']))}" if s["devices"] else "")
+            + (f" (of {len(self.ranks)} ranks given)" if len(self.ranks) > 1 else ""))
         self.verdict = widgets.HTML(_verdict_html(trace))
         self.selector = widgets.ToggleButtons(options=names, value=start or names[0])
         self.body = widgets.VBox([])
@@ -71,7 +77,8 @@ class Dashboard(widgets.VBox):
         """Build (once) and show the view ``name``; returns it (or the error widget)."""
         if name not in self.views and name not in self.errors:
             try:
-                self.views[name] = registry.live(name, self.trace, theme=self.theme, width=self.width)
+                job = self.ranks if registry.get(name).ranks else self.trace
+                self.views[name] = registry.live(name, job, theme=self.theme, width=self.width)
             except (ValueError, KeyError) as e:  # e.g. no operators / no steps in this trace
                 self.errors[name] = f"{name} view not available for this trace: {e}"
         w = self.views.get(name) or widgets.HTML(f"<i>{escape_html(self.errors[name])}</i>")
@@ -92,14 +99,16 @@ class Dashboard(widgets.VBox):
         return data, meta
 
 
-def dashboard(trace, *, views=VIEWS, start: str | None = None, theme: str = "auto", width: int = 1100) -> Dashboard:
-    """One widget with the overview, operators, timeline and memory views of ``trace``.
+def dashboard(trace, *, views=None, start: str | None = None, theme: str = "auto", width: int = 1100) -> Dashboard:
+    """One widget with the views of ``trace`` (or of a job's ranks).
 
     Parameters
     ----------
-    trace : nbprof.Trace
+    trace : nbprof.Trace, sequence of Trace or MultiRankTrace
+        One trace, or one per rank (the single-trace views show the first).
     views : sequence of str
-        Which views, in order (default all: overview, operators, timeline, memory).
+        Which views, in order (default ``registry.default_views``: the trace views, plus ``distributed``
+        when there are collectives and ``ranks_timeline`` with several ranks).
     start : str
         The view shown first (default the first of ``views``).
     theme : {"auto", "light", "dark"}

@@ -37,13 +37,36 @@ def _gbps(x: float) -> str:
 
 
 def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s: float | None = None) -> dict:
-    """The frames the view shows: ``wait_transfer``, ``summary`` (per rank and collective), ``stragglers``,
-    ``bandwidth`` (:func:`~nbprof.analysis.distributed.busbw_vs_link`) and ``ranks``."""
+    """The frames the view shows: ``breakdown`` (:func:`~nbprof.analysis.distributed.step_breakdown`: per rank
+    and step compute / overlapped / exposed communication / idle), ``collectives``
+    (:func:`~nbprof.analysis.distributed.collective_summary`), ``skew`` (:func:`~nbprof.analysis.distributed.skew`,
+    several ranks only), ``wait_transfer``, ``summary`` (per rank and collective), ``stragglers``, ``bandwidth``
+    (:func:`~nbprof.analysis.distributed.busbw_vs_link`), ``host_calls`` (host-side communication calls per rank:
+    ``rank, name, calls, total_ns``), ``world_size`` and ``ranks``."""
     ts = _traces(traces)
     wt = D.wait_transfer(ts)
     bw = D.busbw_vs_link(ts, link, peak_bytes_per_s=peak_bytes_per_s)
     return dict(wait_transfer=wt, summary=D.wait_transfer_summary(wt), stragglers=D.stragglers(wt),
-                bandwidth=bw, ranks=sorted(int(t.meta.rank) for t in ts))
+                bandwidth=bw, ranks=sorted(int(t.meta.rank) for t in ts), breakdown=D.step_breakdown(ts),
+                collectives=D.collective_summary(ts), host_calls=_host_calls(ts),
+                skew=D.skew(ts) if len(ts) > 1 else pd.DataFrame(),
+                world_size=max(int(getattr(t.meta, "world_size", 1) or 1) for t in ts) if ts else 0)
+
+
+def _host_calls(ts: list) -> pd.DataFrame:
+    """Host-side communication calls per rank (``c10d::``/``nccl:``/``gloo:`` rows of
+    ``nbprof.trace.predicates.is_communication``): ``rank, name, calls, total_ns``."""
+    from ..trace import predicates as pred
+
+    parts = []
+    for t in ts:
+        ev = t.events
+        h = ev[pred.is_communication(ev) & (ev["device"] < 0)]
+        if len(h):
+            g = h.groupby(h["name"].astype(str))["dur_ns"].agg(calls="size", total_ns="sum").reset_index()
+            parts.append(g.assign(rank=int(t.meta.rank)))
+    cols = ["rank", "name", "calls", "total_ns"]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
 def _straggler_text(st: pd.DataFrame) -> str:
@@ -65,6 +88,53 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
 
     items: list = []
     plots = []
+    bd = tables.get("breakdown")
+    if bd is not None and len(bd):
+        keys = [f"r{int(r)} step {int(st)}" for r, st in zip(bd["rank"], bd["step"])]
+        parts = ["compute_ns", "overlapped_comm_ns", "exposed_comm_ns", "idle_ns"]
+        data = {"key": keys, "rank": bd["rank"].astype(int).tolist(), "step": bd["step"].astype(int).tolist(),
+                **{k.replace("_ns", "_ms"): bd[k].to_numpy(np.float64) / 1e6 for k in parts + ["step_ns"]}}
+        bsrc = ColumnDataSource(data, name="nbprof_dist_breakdown")
+        b = figure(x_range=keys, width=width, height=300, y_axis_label="ms", toolbar_location="right",
+                   tools="save,reset", name="nbprof_dist_breakdown_plot",
+                   title="Per rank and step: computation, overlapped and exposed communication, idle")
+        rs = b.vbar_stack([k.replace("_ns", "_ms") for k in parts], x="key", width=0.8, source=bsrc,
+                          color=["#2ca02c", "#9467bd", "#d62728", "#c7c7c7"],
+                          legend_label=["computation", "overlapped communication", "exposed communication", "idle"])
+        b.add_tools(HoverTool(renderers=rs, tooltips=[("rank", "@rank"), ("step", "@step"), ("step", "@step_ms{0,0.000} ms"),
+                                                      ("computation", "@compute_ms{0,0.000} ms"),
+                                                      ("overlapped comm.", "@overlapped_comm_ms{0,0.000} ms"),
+                                                      ("exposed comm.", "@exposed_comm_ms{0,0.000} ms"),
+                                                      ("idle", "@idle_ms{0,0.000} ms")]))
+        b.xaxis.major_label_orientation = 0.6
+        b.legend.location = "top_left"
+        plots.append(b)
+        items.append(b)
+    cs = tables.get("collectives")
+    if cs is not None and len(cs):
+        cd = {"rank": cs["rank"].astype(int).tolist(), "collective": cs["collective"].astype(str).tolist(),
+              "count": cs["count"].astype(int).tolist(), "total_mb": cs["total_bytes"].to_numpy(np.float64) / 1e6,
+              "total_ms": cs["total_ns"].to_numpy(np.float64) / 1e6,
+              "algbw_gbps": cs["algbw_bytes_per_s"].to_numpy(np.float64) / 1e9,
+              "busbw_gbps": cs["busbw_bytes_per_s"].to_numpy(np.float64) / 1e9,
+              "group_size": cs["group_size"].astype(int).tolist()}
+        num = NumberFormatter(format="0,0.000", nan_format="-")
+        items.append(DataTable(
+            source=ColumnDataSource(cd, name="nbprof_dist_collectives"),
+            columns=[TableColumn(field="rank", title="rank"), TableColumn(field="collective", title="collective"),
+                     TableColumn(field="count", title="calls"), TableColumn(field="total_mb", title="bytes (MB)", formatter=num),
+                     TableColumn(field="total_ms", title="time (ms)", formatter=num),
+                     TableColumn(field="algbw_gbps", title="algbw (GB/s)", formatter=num),
+                     TableColumn(field="busbw_gbps", title="busbw (GB/s)", formatter=num),
+                     TableColumn(field="group_size", title="ranks in group")],
+            width=width, height=30 + 26 * min(len(cs), 16), index_position=None, name="nbprof_dist_collectives_table"))
+    hc = tables.get("host_calls")
+    if (cs is None or cs.empty) and hc is not None and len(hc):
+        calls = ", ".join(f"{n} x{int(c)}" for n, c in zip(hc["name"], hc["calls"]))
+        items.append(Div(text=escape_html(
+            f"No collective executed (no communication kernel, no gloo work): the ranks called {calls} on the host."
+            + (" NCCL short-circuits collectives in a job of world size 1." if tables.get("world_size", 0) == 1 else "")),
+            name="nbprof_dist_host_calls", width=width))
     summ = tables["summary"]
     if len(summ):
         x = [f"r{int(r)} {c}" for r, c in zip(summ["rank"], summ["collective"])]
@@ -85,7 +155,27 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
         p.legend.location = "top_left"
         plots.append(p)
         items.append(p)
-    items.append(Div(text=escape_html(_straggler_text(tables["stragglers"])), name="nbprof_dist_straggler", width=width))
+    st_text = escape_html(_straggler_text(tables["stragglers"]))
+    items.append(Div(text=st_text, name="nbprof_dist_straggler", width=width,  # the straggler highlighted
+                     styles={"color": "#d62728", "font-weight": "bold"} if st_text.startswith("Straggler:") else {}))
+    sk = tables.get("skew")
+    if sk is not None and len(sk):
+        kd = {"rank": sk["rank"].astype(int).tolist(), "steps": sk["steps"].astype(int).tolist(),
+              "step_ms": sk["step_mean_ns"].to_numpy(np.float64) / 1e6,
+              "skew_ms": sk["step_mean_skew_ns"].to_numpy(np.float64) / 1e6,
+              "lag_ms": sk["mean_lag_ns"].to_numpy(np.float64) / 1e6,
+              "last": sk["last_arrival_count"].astype(int).tolist(),
+              "straggler": ["straggler" if x else "" for x in sk["straggler"]]}
+        num = NumberFormatter(format="0,0.000", nan_format="-")
+        items.append(DataTable(
+            source=ColumnDataSource(kd, name="nbprof_dist_skew"),
+            columns=[TableColumn(field="rank", title="rank"), TableColumn(field="steps", title="steps"),
+                     TableColumn(field="step_ms", title="mean step (ms)", formatter=num),
+                     TableColumn(field="skew_ms", title="step skew vs fastest (ms)", formatter=num),
+                     TableColumn(field="lag_ms", title="mean arrival lag (ms)", formatter=num),
+                     TableColumn(field="last", title="arrived last"), TableColumn(field="straggler", title="")],
+            width=int(width * 0.8), height=30 + 26 * min(len(sk), 16), index_position=None,
+            name="nbprof_dist_skew_table"))
     st = tables["stragglers"]
     if len(st):
         sd = {"rank": st["rank"].astype(int).tolist(), "straggler_steps": st["straggler_steps"].astype(int).tolist(),
@@ -145,6 +235,10 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
 
 def _text(tables: dict) -> str:
     lines = [f"nbprof distributed ({len(tables['ranks'])} ranks):"]
+    for r in tables.get("breakdown", pd.DataFrame()).itertuples(index=False):
+        lines.append(f"  rank {int(r.rank)} step {int(r.step)}: computation {fmt_ns(float(r.compute_ns))}, overlapped "
+                     f"communication {fmt_ns(float(r.overlapped_comm_ns))}, exposed {fmt_ns(float(r.exposed_comm_ns))}, "
+                     f"idle {fmt_ns(float(r.idle_ns))}")
     for r in tables["summary"].itertuples(index=False):
         lines.append(f"  rank {int(r.rank)} {r.collective}: {int(r.count)} calls, waiting {fmt_ns(float(r.wait_ns))}, "
                      f"transfer {fmt_ns(float(r.transfer_ns))}")

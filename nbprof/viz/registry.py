@@ -6,6 +6,10 @@ strings, imported on first use, so building the registry imports no view module 
 
 - live builder: ``f(trace, *, theme, width) -> NbprofView`` (ipywidgets);
 - static builder: ``f(trace, *, theme, width) -> bokeh LayoutDOM`` (browser-side interaction only).
+
+Views registered with ``ranks=True`` (distributed, all-ranks timeline) take the job instead of one trace:
+a sequence of traces (one per rank), a ``MultiRankTrace`` or a single ``Trace`` (one rank); the
+dashboard hands them every rank it was given.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ViewSpec", "register", "get", "names", "live", "static", "call_entry", "VIEWS"]
+__all__ = ["ViewSpec", "register", "get", "names", "live", "static", "call_entry", "VIEWS", "ranks_of", "default_views"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class ViewSpec:
     title: str
     live: str
     static: str
+    ranks: bool = False
 
     def live_builder(self) -> Callable[..., Any]:
         """The imported live builder."""
@@ -45,9 +50,10 @@ def _resolve(target: str) -> Callable[..., Any]:
 _REGISTRY: dict[str, ViewSpec] = {}
 
 
-def register(name: str, *, title: str, live: str, static: str) -> ViewSpec:
-    """Add (or replace) the view ``name``; ``live`` / ``static`` are ``"module:function"`` strings."""
-    spec = ViewSpec(name, title, live, static)
+def register(name: str, *, title: str, live: str, static: str, ranks: bool = False) -> ViewSpec:
+    """Add (or replace) the view ``name``; ``live`` / ``static`` are ``"module:function"`` strings; ``ranks``: the
+    builders take all ranks of a job (see the module doc)."""
+    spec = ViewSpec(name, title, live, static, ranks)
     _REGISTRY[name] = spec
     return spec
 
@@ -97,7 +103,11 @@ register("call_stack", title="Call stack", live="nbprof.viz.modules:call_stack_v
 
 #: the trace views, in the dashboard's order
 VIEWS = names()
-register("distributed", title="Distributed", live="nbprof.viz.distributed:distributed_view", static="nbprof.viz.distributed:static_view")
+#: multi-rank views (``ranks=True``): in the dashboard when the trace has collectives / several ranks are given
+register("distributed", title="Distributed", live="nbprof.viz.distributed:distributed_view",
+         static="nbprof.viz.distributed:static_view", ranks=True)
+register("ranks_timeline", title="All ranks", live="nbprof.viz.ranks_timeline:ranks_timeline_view",
+         static="nbprof.viz.ranks_timeline:static_view", ranks=True)
 # two traces (before, after): the first argument of its builders is the pair
 register("diff", title="Diff", live="nbprof.viz.compare:diff_view", static="nbprof.viz.compare:static_view")
 
@@ -123,3 +133,36 @@ def call_entry(names_: tuple[str, ...], trace, *args: Any, **kwargs: Any) -> Any
     )
     raise NotImplementedError(msg)
 
+
+
+def ranks_of(job: Any) -> list:
+    """The traces of a job, one per rank: a ``Trace`` -> ``[trace]``; a ``MultiRankTrace`` -> its full traces;
+    a sequence of traces -> a list of them.
+
+    Raises
+    ------
+    ValueError
+        No trace at all.
+    """
+    from ..trace.model import Trace
+
+    if isinstance(job, Trace):
+        return [job]
+    out = list(job.traces()) if callable(getattr(job, "traces", None)) else list(job)
+    if not out:
+        raise ValueError("no trace given: a job needs at least one rank's trace")
+    return out
+
+
+def default_views(trace: Any, n_ranks: int = 1) -> tuple[str, ...]:
+    """The dashboard's (and static page's) views for ``trace`` (the first rank of ``n_ranks``): :data:`VIEWS`,
+    then ``distributed`` when the trace has collectives (``nbprof.trace.predicates.is_communication``) or
+    several ranks are given, then ``ranks_timeline`` when several ranks are given."""
+    from ..trace import predicates as pred
+
+    out = list(VIEWS)
+    if n_ranks > 1 or bool(pred.is_communication(trace.events).any()):
+        out.append("distributed")
+    if n_ranks > 1:
+        out.append("ranks_timeline")
+    return tuple(out)

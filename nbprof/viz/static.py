@@ -33,18 +33,23 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
     if isinstance(trace_or_view, NbprofView):
         return trace_or_view.static_layout(theme=theme)
     if isinstance(trace_or_view, Dashboard):
-        trace = trace_or_view.trace
+        trace, ranks = trace_or_view.trace, trace_or_view.ranks
         views = views or list(trace_or_view.selector.options)
     elif isinstance(trace_or_view, Trace):
-        trace = trace_or_view
-        views = views or list(VIEWS)
+        trace, ranks = trace_or_view, [trace_or_view]
+        views = views or list(registry.default_views(trace))
+    elif isinstance(trace_or_view, (list, tuple)) or callable(getattr(trace_or_view, "traces", None)):
+        ranks = registry.ranks_of(trace_or_view)  # one trace per rank (a list or a MultiRankTrace)
+        trace = ranks[0]
+        views = views or list(registry.default_views(trace, len(ranks)))
     else:
-        raise TypeError(f"to_html takes a Trace, a view or a dashboard, not {type(trace_or_view).__name__}")
+        raise TypeError(f"to_html takes a Trace, a list of rank traces, a view or a dashboard, "
+                        f"not {type(trace_or_view).__name__}")
     panels = []
     for name in views:
-        registry.get(name)  # ValueError for an unknown view
+        spec = registry.get(name)  # ValueError for an unknown view
         try:
-            lay = registry.static(name, trace, theme=theme, width=width)
+            lay = registry.static(name, ranks if spec.ranks else trace, theme=theme, width=width)
         except (ValueError, KeyError) as e:
             lay = Div(text=f"{name} view not available for this trace: {e}", render_as_text=True)
         panels.append((name, lay))
@@ -78,10 +83,11 @@ def to_html(trace_or_view, path, views=None, *, theme: str = "light", title: str
 
     Parameters
     ----------
-    trace_or_view : Trace, NbprofView or Dashboard
+    trace_or_view : Trace, sequence of Trace (one per rank), MultiRankTrace, NbprofView or Dashboard
     path : str or Path
     views : list of str, optional
-        Subset of ``("overview", "operators", "timeline", "memory")`` for a Trace (default all).
+        Registered view names (default ``registry.default_views``: the trace views, plus the distributed view
+        when there are collectives and the all-ranks timeline with several ranks).
     theme : {"light", "dark"}
     title : str, optional
         Page title (default from the trace path); escaped.

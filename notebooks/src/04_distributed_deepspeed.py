@@ -30,7 +30,7 @@ compare_trace = ""      # optional second trace ("after the fix")
 nsys_report = ""        # .nsys-rep or .sqlite from Nsight Systems
 logdir = ""             # TensorBoard logdir with tensorboard_trace_handler runs
 ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms logger)
-ds_traces = []          # per-rank traces of a distributed job
+ds_traces = []          # per-rank traces of a distributed job (or one folder / glob / .tar.gz of them)
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
 trace_cache = ""        # Parquet cache of `trace` (nbprof report loads each input once and passes this)
@@ -57,7 +57,7 @@ from nbprof.results.table import table
 traces = []
 if paths:
     from nbprof.scale import load_ranks
-    job = load_ranks(paths, progress=False)
+    job = load_ranks(paths[0] if len(paths) == 1 else paths, progress=False)  # one entry: a folder, glob or archive
     traces = list(job.traces())
     print(f"{len(traces)} ranks loaded")
 elif trace:
@@ -75,8 +75,13 @@ if traces:
         display(table(rep.wait_summary, caption="Wait vs transfer per rank and collective "
                       "(wait: for the last rank to arrive; transfer: the rest)"))
         display(table(rep.stragglers, caption="Stragglers: the rank the others wait for, step after step"))
-        from nbprof.viz import distributed as dist_view
-        show(dist_view.static_view(traces) if static_views else dist_view.distributed_view(traces), static=static_views)
+    # the Distributed view (per step: computation / overlapped / exposed communication / idle; the collectives;
+    # waiting vs transfer and the straggler with several ranks) -- for one rank too
+    from nbprof.viz import distributed as dist_view
+    show(dist_view.static_view(traces) if static_views else dist_view.distributed_view(traces), static=static_views)
+    if len(traces) > 1:  # all ranks on one clock, the same collective linked across ranks
+        from nbprof.viz import ranks_timeline as rt_view
+        show(rt_view.static_view(traces) if static_views else rt_view.ranks_timeline_view(traces), static=static_views)
     print("ZeRO pattern per rank:", rep.zero)
 else:
     print("No distributed traces and no collectives in the trace: this step applies to multi-rank jobs.")
@@ -95,6 +100,10 @@ if log_path:
         display(table(log.flops[0].summary))
     display(table(log.comms.summary))
     display(table(log.timer_means()))
+    print(f"ZeRO stage printed in the log: {log.zero_stage if log.zero_stage is not None else 'not printed'}; "
+          f"steps skipped (fp16 overflow): {log.skipped_steps}")
+    if len(log.throughput):
+        display(table(log.throughput, caption="Throughput lines (DeepSpeed ThroughputTimer / pipeline engine)"))
     if len(log.quirks):
         print("quirks flagged while parsing:")
         display(table(log.quirks))

@@ -51,12 +51,14 @@ from .overlap_skew import (
     memory_per_rank,
     overlap,
     skew,
+    step_breakdown,
     zero_stage_pattern,
 )
 from .pipeline import (
     FsdpPattern,
     fsdp_pattern,
     pipeline_bubbles,
+    ranks_clock,
     ranks_timeline,
 )
 from .report import (
@@ -75,6 +77,7 @@ __all__ = [
     "collectives",
     "collective_summary",
     "overlap",
+    "step_breakdown",
     "skew",
     "collective_skew",
     "zero_stage_pattern",
@@ -86,6 +89,7 @@ __all__ = [
     "pipeline_bubbles",
     "FsdpPattern",
     "fsdp_pattern",
+    "ranks_clock",
     "ranks_timeline",
     "DistributedReport",
     "distributed_report",

@@ -105,6 +105,57 @@ def overlap(traces: Trace | Iterable[Trace], *, until_last_step: bool = False) -
                                        "comm_comp_overlap_ratio", "exposed_comm_ratio", "span_ns", "basis"])
 
 
+_STEP_BREAKDOWN_COLUMNS = ["rank", "step", "step_ns", "compute_ns", "overlapped_comm_ns", "exposed_comm_ns", "idle_ns",
+                           "basis"]
+
+
+def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
+    """Per rank and ``ProfilerStep``: computation, overlapped and exposed communication, idle.
+
+    The categories of the PyTorch TensorBoard plugin's Distributed view ("Computation", "Overlapping",
+    "Communication", "Other"; ``tb_plugin/torch_tb_profiler``, 0.4.3), on :func:`overlap`'s basis: in each
+    step window, ``comm`` = the union of collective executions (:func:`collectives`), ``comp`` = the union
+    of computation (GPU kernels that are not communication; on CPU traces host ops outside the
+    communication threads that neither are nor contain ``c10d::`` calls);
+    ``overlapped_comm_ns = |comm ∩ comp|``, ``compute_ns = |comp| - overlapped``, ``exposed_comm_ns =
+    |comm| - overlapped``, ``idle_ns`` = the rest of the window.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rank and step: ``rank, step, step_ns`` (the ProfilerStep's duration), ``compute_ns,
+        overlapped_comm_ns, exposed_comm_ns, idle_ns`` (int64 ns; they sum to ``step_ns``), ``basis``
+        ("gpu_kernels" or "cpu_ops"). Traces without ``ProfilerStep`` ranges give no rows (empty, with these
+        columns).
+    """
+    rows = []
+    for t in _as_list(traces):
+        ev = t.events
+        steps = ev[pred.is_step_row(ev)]
+        if steps.empty:
+            continue
+        c = collectives(t)
+        comm = iv.merge(c["ts_ns"].to_numpy(np.int64), (c["ts_ns"] + c["dur_ns"]).to_numpy(np.int64)) if len(c) else iv.empty()
+        comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
+        comp = _compute_intervals(t, comm_tids)
+        both = iv.intersect(comm, comp)
+        basis = "gpu_kernels" if t.has_device else "cpu_ops"
+        s0 = steps["ts_ns"].to_numpy(np.int64)
+        s1 = s0 + steps["dur_ns"].to_numpy(np.int64)
+        c_in = iv.overlap_with_windows(comm, s0, s1)
+        p_in = iv.overlap_with_windows(comp, s0, s1)
+        b_in = iv.overlap_with_windows(both, s0, s1)
+        for i, st in enumerate(steps["step"].to_numpy(np.int64)):
+            n = int(s1[i] - s0[i])
+            cn, pn, bn = int(c_in[i]), int(p_in[i]), int(b_in[i])
+            rows.append(dict(rank=int(t.meta.rank), step=int(st), step_ns=n, compute_ns=pn - bn, overlapped_comm_ns=bn,
+                             exposed_comm_ns=cn - bn, idle_ns=n - (cn + pn - bn), basis=basis))
+    out = pd.DataFrame(rows, columns=_STEP_BREAKDOWN_COLUMNS)
+    for k in _STEP_BREAKDOWN_COLUMNS[:-1]:
+        out[k] = out[k].astype(np.int64)
+    return out
+
+
 def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
     """Arrival skew of matched collectives across ranks.
 

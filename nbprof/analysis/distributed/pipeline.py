@@ -239,11 +239,53 @@ def fsdp_pattern(trace: Trace) -> FsdpPattern:
 _RT_COLUMNS = ["rank", "ts_ns", "dur_ns", "name", "cat", "tid", "device", "stream", "step"]
 
 
-_LINK_COLUMNS = ["collective", "k", "rank", "ts_ns", "dur_ns", "wait_ns", "last_rank"]
+_LINK_COLUMNS = ["collective", "k", "rank", "ts_ns", "dur_ns", "wait_ns", "last_rank", "pg_name"]
+
+
+def ranks_clock(traces: Sequence[Trace], *, align: str = "end") -> tuple[dict[int, int], pd.DataFrame]:
+    """The common time axis of several ranks: per-rank shifts and the matched collectives on that axis.
+
+    A rank's event at ``ts_ns`` (relative to its own origin) is at ``ts_ns + shifts[rank]`` on the common
+    axis: its absolute Kineto clock (``meta.origin_ns``, ``baseTimeNanoseconds``), minus
+    :func:`wait_transfer`'s ``clock_offset_ns`` when ``align="end"`` (collectives complete together on all
+    ranks; the median over matched instances), made relative to the earliest event of the job (0).
+
+    Parameters
+    ----------
+    traces : sequence of Trace
+        One per rank; those without an absolute origin are left out.
+    align : {"end", "none"}
+
+    Returns
+    -------
+    (shifts, links)
+        ``shifts``: rank -> int64 ns to add to its ``ts_ns``; ``links``: one row per collective instance
+        and rank, ``collective, k, rank, ts_ns, dur_ns`` (execution on the common axis), ``wait_ns,
+        last_rank, pg_name`` -- the rows of one ``(collective, pg_name, k)`` are the same collective on
+        each rank (:func:`wait_transfer`'s matching).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``align``.
+    """
+    if align not in ("none", "end"):
+        msg = f"align must be 'none' or 'end', got {align!r}"
+        raise ValueError(msg)
+    ts = [t for t in traces if t.meta.origin_ns is not None]
+    wt = wait_transfer(ts, align=align)
+    offsets = (wt.groupby("rank")["clock_offset_ns"].first().to_dict() if len(wt) else {})
+    raw = {int(t.meta.rank): int(t.meta.origin_ns or 0) - int(offsets.get(int(t.meta.rank), 0)) for t in ts}
+    firsts = [raw[int(t.meta.rank)] + int(t.events["ts_ns"].min()) for t in ts if len(t.events)]
+    zero = min(firsts) if firsts else 0
+    shifts = {r: v - zero for r, v in raw.items()}
+    links = wt.assign(ts_ns=(wt["arrival_abs_ns"] - zero).astype(np.int64))[_LINK_COLUMNS] if len(wt) else \
+        pd.DataFrame(columns=_LINK_COLUMNS)
+    return shifts, links.reset_index(drop=True)
 
 
 def ranks_timeline(traces: Sequence[Trace], *, align: str = "end") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """All ranks on one clock: the data of a stacked multi-rank timeline.
+    """All ranks on one clock: the data of a stacked multi-rank timeline (:func:`ranks_clock` applied).
 
     Each rank's events are moved onto one time axis: absolute Kineto clock (``meta.origin_ns +
     ts_ns``), refined by :func:`wait_transfer`'s ``clock_offset_ns`` when ``align="end"`` (collectives
@@ -259,35 +301,30 @@ def ranks_timeline(traces: Sequence[Trace], *, align: str = "end") -> tuple[pd.D
     -------
     (events, links) : tuple of pandas.DataFrame
         ``events``: ``rank, ts_ns, dur_ns, name, cat, tid, device, stream, step`` (int64 ns on the common
-        axis, every event of every rank -- a view aggregates them for its level of detail);
+        axis, every event of every rank -- a view aggregates them for its level of detail,
+        ``nbprof.viz.ranks_timeline``);
         ``links``: one row per collective instance and rank, ``collective, k, rank, ts_ns, dur_ns``
-        (execution on the common axis), ``wait_ns, last_rank`` -- the rows of one ``(collective, k)``
-        are the same collective on each rank, to be linked across ranks.
+        (execution on the common axis), ``wait_ns, last_rank, pg_name`` -- the rows of one
+        ``(collective, pg_name, k)`` are the same collective on each rank, to be linked across ranks.
 
     Raises
     ------
     ValueError
         Unknown ``align``.
     """
-    if align not in ("none", "end"):
-        msg = f"align must be 'none' or 'end', got {align!r}"
-        raise ValueError(msg)
-    ts = [t for t in traces if t.meta.origin_ns is not None]
-    wt = wait_transfer(ts, align=align)
-    offsets = (wt.groupby("rank")["clock_offset_ns"].first().to_dict() if len(wt) else {})
+    shifts, links = ranks_clock(traces, align=align)
     parts = []
-    for t in ts:
+    for t in traces:
+        if t.meta.origin_ns is None:
+            continue
         r = int(t.meta.rank)
         ev = t.events[["ts_ns", "dur_ns", "name", "cat", "tid", "device", "stream", "step"]].copy()
-        ev["ts_ns"] = ev["ts_ns"].astype(np.int64) + int(t.meta.origin_ns or 0) - int(offsets.get(r, 0))
+        ev["ts_ns"] = ev["ts_ns"].astype(np.int64) + shifts[r]
         ev.insert(0, "rank", r)
         parts.append(ev)
     if not parts:
-        return pd.DataFrame(columns=_RT_COLUMNS), pd.DataFrame(columns=_LINK_COLUMNS)
+        return pd.DataFrame(columns=_RT_COLUMNS), links
     events = pd.concat(parts, ignore_index=True)
-    zero = int(events["ts_ns"].min())
-    events["ts_ns"] = (events["ts_ns"] - zero).astype(np.int64)
+    events["ts_ns"] = events["ts_ns"].astype(np.int64)
     events = events.sort_values(["ts_ns", "rank"], kind="stable").reset_index(drop=True)
-    links = wt.assign(ts_ns=(wt["arrival_abs_ns"] - zero).astype(np.int64))[_LINK_COLUMNS] if len(wt) else \
-        pd.DataFrame(columns=_LINK_COLUMNS)
-    return events[_RT_COLUMNS], links.reset_index(drop=True)
+    return events[_RT_COLUMNS], links
