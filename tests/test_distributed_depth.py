@@ -212,8 +212,8 @@ def test_wait_transfer_clock_alignment_and_consistency(straggler_traces):
     assert plain["consistent"].all() and (plain["clock_offset_ns"] == 0).all()
     al = D.wait_transfer(straggler_traces, align="end")
     # one host, one clock: the estimate is off by the jitter of gloo's completions on a loaded CPU
-    # (measured 0.03-1.4 ms), far below the 50 ms it must find
-    assert (al["clock_offset_ns"].abs() < 5_000_000).all()
+    # (measured 0.03-1.4 ms, 7 ms once with 8 jobs on 2 cores), far below the 50 ms it must find
+    assert (al["clock_offset_ns"].abs() < 15_000_000).all()
     ar = al[(al["collective"] == "all_reduce") & (al["rank"] == 0)]
     assert ar["wait_ns"].tolist() == pytest.approx([SLEEP_S * 1e9] * STEPS, rel=0.15)
     assert D.stragglers(al).set_index("rank").loc[1, "straggler"]
