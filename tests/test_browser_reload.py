@@ -11,6 +11,7 @@ dashboard on the operators view and checks the table text differs enough from it
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 import uuid
@@ -100,10 +101,27 @@ def _wait_canvas(cell, what: str, errors: list[str], shots: Path):
     pytest.fail(f"{what}: canvas never got a size ({box})")
 
 
+def _shoot_views(page, cell, theme: str, shots: Path, errors: list[str]) -> list[str]:
+    """Select each view of the dashboard in ``cell`` (its toggle buttons), wait for it, screenshot it."""
+    from nbprof.viz import registry
+
+    names = [n for n in registry.names() if cell.get_by_role("button", name=n, exact=True).count()]
+    assert {"overview", "operators", "timeline", "memory"} <= set(names), names
+    for name in names:
+        cell.get_by_role("button", name=name, exact=True).first.click()
+        shown = cell.locator(f".nbprof-view.nbprof-{name} canvas, .nbprof-view.nbprof-{name.split('_')[0]} canvas")
+        with contextlib.suppress(Exception):  # a view not available for this trace shows its reason instead
+            shown.first.wait_for(state="visible", timeout=60_000)
+        time.sleep(1.5)
+        cell.locator(".jp-OutputArea").first.screenshot(path=str(shots / f"dashboard_{name}_{theme}.png"))
+    assert not errors, errors
+    return names
+
+
 def test_dashboard_survives_page_reload_and_reads_in_light_and_dark(lab, browser, tmp_path):  # noqa: F811
     nb = _write_nb(lab["root"])
     shots = _shot_dir(tmp_path)
-    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page = browser.new_page(viewport={"width": 1700, "height": 2400})  # tall: whole dashboard views in a shot
     errors = _errors_collector(page)
     ws = uuid.uuid4().hex[:8]
     _open(page, lab, nb, ws)
@@ -142,6 +160,7 @@ def test_dashboard_survives_page_reload_and_reads_in_light_and_dark(lab, browser
     light = slick.evaluate(_COLOURS)
     assert _contrast(light["fg"], light["bg"]) >= 4.5, light
     ops.locator(".jp-OutputArea").first.screenshot(path=str(shots / "dashboard_operators_light.png"))
+    _shoot_views(page, ops, "light", shots, errors)
 
     # dark theme: a dashboard shown now is dark, and its table and verdict stay readable
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
@@ -164,5 +183,6 @@ def test_dashboard_survives_page_reload_and_reads_in_light_and_dark(lab, browser
     assert _contrast(vc["fg"], vc["bg"]) >= 4.5, vc
     png = ops.locator(".jp-OutputArea").first.screenshot(path=str(shots / "dashboard_operators_dark.png"))
     assert _luminance(png) < 90, _luminance(png)
+    _shoot_views(page, ops, "dark", shots, errors)
     assert not errors, errors
     page.close()
