@@ -1,9 +1,10 @@
 """Widgets survive a page reload, and the dashboard reads well in JupyterLab light and dark (issue 20).
 
 A real JupyterLab + Debian's headless Chromium (the ``lab``/``browser`` fixtures of test_browser.py):
-runs ``d = tr.show()`` (the dashboard) on a real GPU trace, reloads the page (the kernel keeps running,
-the page loses BokehJS), displays the *existing* widget again and checks the Bokeh canvas draws with no
-"Failed to create view" and no console error. Then switches JupyterLab to its dark theme, shows a
+runs ``d = tr.show()`` (the dashboard) on a real GPU trace, saves the notebook and reloads the page (the
+kernel keeps running, the page loses BokehJS), checks the saved output draws again from the kernel's widget
+state, displays the *existing* widget again and checks its Bokeh canvas draws too, with no "Failed to create
+view" and no console error. Then switches JupyterLab to its dark theme, shows a
 dashboard on the operators view and checks the table text differs enough from its background
 (WCAG contrast ratio of the computed colours). Screenshots (light and dark) go to the test's tmp dir
 (``NBPROF_SCREENSHOTS`` overrides).
@@ -131,13 +132,18 @@ def test_dashboard_survives_page_reload_and_reads_in_light_and_dark(lab, browser
     cells.nth(0).locator(".jp-OutputArea").first.screenshot(path=str(shots / "dashboard_light.png"))
     assert not errors, errors
 
-    # reload: same kernel (the session survives), a new page without BokehJS
+    # save (the output keeps the widget's model id), then reload: same kernel (the session survives), a new
+    # page without BokehJS, as when a notebook whose kernel still runs is opened again
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=60_000)
     page.reload(timeout=90_000)
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
     page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
-    assert page.evaluate("() => window.Bokeh === undefined")  # the reload dropped it
     cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")
+    # the saved output of the first cell renders again from the kernel's widget state
+    _wait_canvas(cells.nth(0), "restored_dashboard", errors, shots)
+    assert "Failed to create view" not in cells.nth(0).inner_text()
     _run_cell(page, 1)  # the existing widget, displayed again
     _run_cell(page, 2)
     page.wait_for_selector(".jp-OutputArea >> text=REDISPLAY DONE", timeout=120_000)
