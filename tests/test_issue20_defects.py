@@ -120,3 +120,23 @@ def test_table_headers_have_units_and_no_index():
     t = table(df)
     assert "span (ms)" in t.html and "86.568" in t.html and "97.0%" in t.html
     assert ">7<" not in t.html and "span_ns" not in t.html
+
+
+def test_every_live_view_carries_the_bokehjs_loader():
+    # what makes a view render in a page opened after BokehJS was loaded (test_browser_reload.py runs it)
+    import bokeh
+    from bokeh.resources import INLINE
+
+    from nbprof.viz._bokehjs import loader_widget
+
+    tr = nbprof.load(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz")
+    views = [registry.live(n, tr) for n in ("overview", "operators")]
+    for v in views:
+        assert v.children[0] is loader_widget() and v.children[-1] is v.bokeh_widget
+    (out,) = loader_widget().outputs
+    js = out["data"]["application/javascript"]
+    assert f'const want = "{bokeh.__version__}";' in js and "B.Tables !== undefined" in js
+    import json
+
+    assert json.loads(js.split("const sources = ", 1)[1].split(";\n  for (const src", 1)[0]) == list(INLINE.js_raw)
+    assert "http://" not in js.split("const sources")[0] and "cdn.bokeh.org" not in js  # offline: inline only
