@@ -366,7 +366,7 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
             pass
         time.sleep(0.2)
     assert light_lum > 180 and dark_lum < 90, (light_lum, dark_lum)
-    outs = dark_cell.locator(".jp-OutputArea-child")
+    outs = dark_cell.locator(".jp-Cell-outputArea > .jp-OutputArea-child")  # not the views' nested loader outputs
     outs.last.locator("canvas").first.wait_for(state="visible", timeout=60_000)
     time.sleep(1.0)
     outs.nth(outs.count() - 2).screenshot(path=str(shots / "timeline_dark.png"))

@@ -6,6 +6,7 @@ import html
 from typing import TYPE_CHECKING
 
 from .render import render
+from .table import table
 
 if TYPE_CHECKING:  # pragma: no cover
     from .nsys import NsysResult
@@ -26,26 +27,28 @@ class NsysRenderer:
                 f"{s['duration_ns'] / 1e6:.1f} ms; {t.meta.producer}")
 
     def text(self, r: NsysResult) -> str:
-        """Headline, the summary tables (15 rows each) and the findings."""
+        """Headline, the non-empty summary tables (15 rows each, human units) and the findings."""
         lines = [self.head(r)]
         for k, df in r.summaries.items():
-            lines.append(f"\n{k}:\n{df.head(15).to_string(max_colwidth=60)}")
+            if len(df):  # an empty summary is left out, not shown as a header row
+                lines.append(f"\n{k}:\n{table(df, max_rows=15).text}")
         for f in r.findings:
             lines.append(f"\n[{f.severity}] {f.title} -- {f.next_step}")
         return "\n".join(lines)
 
     def html(self, r: NsysResult, max_rows: int = 15) -> str:
-        """The summary as escaped HTML (NVTX steps, tables, findings, load report)."""
+        """The summary as escaped HTML (NVTX steps, tables in human units via ``results.table``, findings, load report);
+        empty summaries are left out."""
         parts = [f"<div class='nbprof-nsys'><p><b>{html.escape(self.head(r))}</b></p>"]
         steps = r.steps
         if len(steps):
-            st = steps.assign(dur_ms=(steps["dur_ns"] / 1e6).round(3))[["step", "name", "dur_ms"]]
-            parts.append(f"<details open><summary>NVTX steps ({len(st)})</summary>"
-                         f"{st.to_html(index=False, escape=True, max_rows=max_rows)}</details>")
+            st = table(steps[["step", "name", "dur_ns"]], max_rows=max_rows)
+            parts.append(f"<details open><summary>NVTX steps ({len(steps)})</summary>{st.html}</details>")
         for k, df in r.summaries.items():
+            if not len(df):  # an empty summary is left out, not shown as a header row
+                continue
             parts.append(f"<details open><summary>{html.escape(k)} ({len(df)} rows)</summary>"
-                         f"{df.to_html(index=False, escape=True, max_rows=max_rows, float_format=lambda v: f'{v:.4g}')}"
-                         "</details>")
+                         f"{table(df, max_rows=max_rows).html}</details>")
         if r.findings:
             items = "".join(f"<li><b>{html.escape(f.severity)}</b> {html.escape(f.title)} "
                             f"<i>({html.escape(f.where)})</i>: {html.escape(f.next_step)}</li>" for f in r.findings)

@@ -129,7 +129,7 @@ def table(
         Which columns, in order (default all).
     blank : mapping, optional
         Column -> placeholder value shown blank (e.g. ``{"addr": -1, "free_ts_ns": 0}``); ``-1`` in an
-        ``*_ns`` column is always blank.
+        ``*_ns`` column or an ``addr`` column (the source gave no address) is always blank.
     max_rows : int
         Rows shown (the caption says "first N of M").
     caption : str
@@ -151,11 +151,8 @@ def table(
         tcells = []
         for c in cols:
             v = row[c]
-            if (c in bl and not is_missing(v) and v == bl[c]) or (u[c] == "ms" and not is_missing(v)
-                                                                 and isinstance(v, (int, np.integer)) and v == -1):
-                s = ""
-            else:
-                s = _cell(v, u[c])
+            placeholder = (u[c] == "ms" or c == "addr") and isinstance(v, (int, np.integer)) and v == -1
+            s = "" if (c in bl and not is_missing(v) and v == bl[c]) or placeholder else _cell(v, u[c])
             right = u[c] != "text"
             cells.append(f'<td style="text-align:{"right" if right else "left"}">{e(s)}</td>')
             tcells.append(s)

@@ -138,4 +138,5 @@ def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3) -> str:
         parts.append('<div style="margin:4px 12px"><b>What to fix first</b><ol>' + "".join(lis) + "</ol></div>")
     else:
         parts.append('<div style="margin:4px 12px"><i>No advisor finding for this trace.</i></div>')
-    return '<div class="nbprof-verdict-section">' + "".join(parts) + "</div>"
+    # line-height: ipywidgets' HTML widget sets its inline height (28 px) as the line height; a paragraph reads tighter
+    return '<div class="nbprof-verdict-section" style="line-height:1.45">' + "".join(parts) + "</div>"

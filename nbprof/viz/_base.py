@@ -8,35 +8,9 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..results.format import fmt_bytes, fmt_ns  # re-exported (the one home of units)
+from ._bokehjs import load_bokehjs, loader_widget
 
 __all__ = ["NbprofView", "load_bokehjs", "fmt_ns", "fmt_bytes"]
-
-_BOKEHJS_LOADED = False
-
-
-def load_bokehjs(force: bool = False) -> bool:
-    """Load BokehJS into the notebook page, INLINE (no CDN is needed or reachable), once per kernel.
-
-    ``jupyter_bokeh``'s widget calls ``window.Bokeh`` and fails with "Could not create a view" when
-    BokehJS is not in the page (../shared/notes/feasibility.md §4). Outside an IPython kernel this
-    does nothing and returns False.
-    """
-    global _BOKEHJS_LOADED
-    if _BOKEHJS_LOADED and not force:
-        return True
-    try:
-        from IPython import get_ipython
-    except ImportError:  # pragma: no cover - ipython is a dependency
-        return False
-    ip = get_ipython()
-    if ip is None or not hasattr(ip, "kernel"):
-        return False
-    from bokeh.io import output_notebook
-    from bokeh.resources import INLINE
-
-    output_notebook(INLINE, hide_banner=True)
-    _BOKEHJS_LOADED = True
-    return True
 
 
 class NbprofView(widgets.VBox):
@@ -62,7 +36,8 @@ class NbprofView(widgets.VBox):
         self.kind = kind
         self._static_builder = static_builder
         self.bokeh_widget = BokehModel(bokeh_layout)
-        super().__init__(list(extra or []) + [self.bokeh_widget], **kw)
+        # the loader first: its view (BokehJS, when the page lacks it) renders before the BokehView sibling
+        super().__init__([loader_widget(), *list(extra or []), self.bokeh_widget], **kw)
         self.add_class("nbprof-view")
         self.add_class(f"nbprof-{kind}")
 

@@ -12,6 +12,8 @@ collectives) and ``ranks_timeline``; those views receive every rank.
 
 from __future__ import annotations
 
+import os
+
 import ipywidgets as widgets
 
 from . import registry
@@ -88,7 +90,10 @@ class Dashboard(widgets.VBox):
         return w
 
     def __repr__(self) -> str:
-        return f"nbprof dashboard ({', '.join(self.selector.options)}) for {self.trace!r}"
+        s = self.trace.summary()
+        name = os.path.basename(str(s["path"])) or "trace"
+        return (f"nbprof dashboard ({', '.join(self.selector.options)}) of {name}: {s['events']} events, "
+                f"{len(s['steps'])} steps")
 
     def _repr_mimebundle_(self, **kwargs):
         data, meta = super()._repr_mimebundle_(**kwargs), {}

@@ -8,6 +8,8 @@ Numbers come from :mod:`nbprof.analysis.memory` (``memory_curve``, ``memory_peak
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -52,6 +54,11 @@ def memory_tables(trace, *, n_largest: int = 20) -> dict:
         m = m[m["total_allocated"] >= 0]
         out["curve"] = m[["ts_ns", "device", "total_allocated", "total_reserved"]].reset_index(drop=True)
     return out
+
+
+def _title(col: str) -> str:
+    """A column title for people: ``alloc_ts`` -> ``allocated at``, ``addr`` -> ``address``, underscores as spaces."""
+    return {"alloc_ts": "allocated at", "free_ts": "freed at", "addr": "address"}.get(col, col.replace("_", " "))
 
 
 def _pick(df: pd.DataFrame, names: tuple[str, ...]):
@@ -131,27 +138,41 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     if tables["missing"]:
         notes.append("Not available in this build of nbprof.analysis: " + ", ".join(tables["missing"]) + ".")
     apply_theme([p], "dark" if theme == "dark" else "light")
+    if curve is None or curve.empty:  # no blank "Device memory" plot: the note says why there is none
+        lay = column(Div(text=" ".join(notes), render_as_text=True, width=width, name="nbprof_mem_note"),
+                     name="nbprof_memory")
+        style_widgets(lay, theme)
+        return lay, peak_div_text, notes
     items = [p, Div(text=peak_div_text or "no peak", render_as_text=True, width=width, name="nbprof_mem_peak_text")]
     largest = tables["largest"]
     if largest is not None and len(largest):
-        data = {}
+        data: dict[str, Any] = {}
         cols = []
+        never = ~largest["freed"].to_numpy(bool) if "freed" in largest.columns else np.zeros(len(largest), bool)
         for c in largest.columns:
             v = largest[c]
+            if c in ("device_type", "freed"):  # the device column says it; "never freed" is shown as the free time
+                continue
             if pd.api.types.is_numeric_dtype(v):
+                # placeholders (-1: no address, not freed, unknown lifetime) are NaN, shown blank / "never freed"
+                x = v.to_numpy(np.float64)
+                x = np.where((x == -1) & (c.endswith("_ns") or c == "addr"), np.nan, x)
+                nan = "never freed" if c == "free_ts_ns" else ""
                 if c.endswith("_bytes") or c == "bytes":
-                    data[c] = v.to_numpy(np.float64) / 2**20
-                    cols.append(TableColumn(field=c, title=c.replace("_bytes", "").replace("bytes", "size") + " (MiB)",
-                                            formatter=NumberFormatter(format="0,0.000")))
+                    data[c] = x / 2**20
+                    cols.append(TableColumn(field=c, title=_title(c.replace("_bytes", "").replace("bytes", "size"))
+                                            + " (MiB)", formatter=NumberFormatter(format="0,0.000")))
                 elif c.endswith("_ns"):
-                    data[c] = v.to_numpy(np.float64) / 1e6
-                    cols.append(TableColumn(field=c, title=c.replace("_ns", "") + " (ms)",
-                                            formatter=NumberFormatter(format="0,0.000")))
+                    data[c] = np.where(never & (c == "free_ts_ns"), np.nan, x / 1e6)
+                    cols.append(TableColumn(field=c, title=_title(c.replace("_ns", "")) + " (ms)",
+                                            formatter=NumberFormatter(format="0,0.000", nan_format=nan)))
                 else:
-                    data[c] = v.to_numpy(np.float64)
-                    cols.append(TableColumn(field=c, title=c, formatter=NumberFormatter(format="0,0")))
+                    data[c] = x
+                    cols.append(TableColumn(field=c, title=_title(c), formatter=NumberFormatter(
+                        format="0" if c == "addr" else "0,0", nan_format="")))
             else:
-                data[c] = [truncate(str(x), 200) for x in v]
+                data[c] = ["" if x is None or (isinstance(x, float) and np.isnan(x)) else truncate(str(x), 200)
+                           for x in v]
                 cols.append(TableColumn(field=c, title=c, formatter=StringFormatter()))
         items.append(Div(text="Largest allocations", width=width))
         items.append(DataTable(source=ColumnDataSource(data, name="nbprof_mem_largest"), columns=cols, width=width,

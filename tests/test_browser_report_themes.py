@@ -1,0 +1,65 @@
+"""The `nbprof report` page in headless Chromium with a light and a dark colour scheme (issue 20).
+
+The page is built offline (BokehJS inline) from ``data/gpu/cnn_nw0_prep``; Chromium opens it with
+``prefers-color-scheme`` light, then dark, the network cut off. Each time: no console error, the first
+screen holds the verdict and "What to fix first", and the verdict and a table cell are readable -- the WCAG
+contrast ratio of their computed text colour against the box behind them is at least 4.5
+(https://www.w3.org/TR/WCAG21/#dfn-contrast-ratio). Screenshots of the first screen go to the test's tmp dir
+(``NBPROF_SCREENSHOTS`` overrides; ``scripts/screenshots.py`` copies them to docs/).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
+from conftest import DATA
+from test_browser_reload import _COLOURS, _contrast
+
+from nbprof.report import Artefacts, build_report
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_report_first_screen_light_and_dark(tmp_path):
+    need_chromium()
+    from playwright import sync_api
+
+    shots = Path(os.environ.get("NBPROF_SCREENSHOTS", tmp_path / "screenshots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    art = Artefacts(trace=str(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"))
+    html = build_report(art, tmp_path, progress=False, notebooks=["01_system_nsys.ipynb", "02_operators_pytorch.ipynb"])
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            for scheme in ("light", "dark"):
+                ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True, color_scheme=scheme)
+                blocked = block_network(ctx)
+                page = ctx.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+                page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+                page.goto(html.as_uri())
+                page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length >= 2",
+                                       timeout=90_000)
+                page.locator("canvas").first.wait_for(state="visible", timeout=60_000)
+                verdict = page.locator(".nbprof-verdict").first
+                assert verdict.is_visible() and "DataLoader-bound" in verdict.inner_text()
+                vb = verdict.bounding_box()
+                fb = page.get_by_text("What to fix first").first.bounding_box()
+                assert vb and fb and vb["y"] + vb["height"] < 1000 and fb["y"] < 1000  # on the first screen
+                c = verdict.evaluate(_COLOURS)
+                assert _contrast(c["fg"], c["bg"]) >= 4.5, (scheme, c)
+                cell = page.locator("table td").first
+                cell.scroll_into_view_if_needed()
+                c = cell.evaluate(_COLOURS)
+                assert c["text"].strip() and _contrast(c["fg"], c["bg"]) >= 4.5, (scheme, c)
+                page.evaluate("() => window.scrollTo(0, 0)")
+                page.screenshot(path=str(shots / f"report_first_screen_{scheme}.png"))
+                assert not blocked, blocked[:5]
+                assert not errors, (scheme, errors)
+                ctx.close()
+        finally:
+            browser.close()
