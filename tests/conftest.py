@@ -37,3 +37,20 @@ def corpus():
 @pytest.fixture(scope="session")
 def samples():
     return sample_path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium through Playwright (``executable_path``, never ``playwright install``); skips
+    with the reason when Chromium or Playwright is missing. One browser per test module."""
+    from browser_support import CHROMIUM, LAUNCH_ARGS, need_chromium
+
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
+from browser_support import block_network, need_chromium
 from conftest import CORPUS, ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -184,19 +184,6 @@ def lab(tmp_path_factory):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 VIEW_SHOTS = ("timeline", "operators", "memory", "overview", "dashboard")

@@ -9,26 +9,13 @@ import re
 import time
 
 import pytest
-from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
+from browser_support import block_network
 from conftest import ROOT, corpus_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 BENIGN = ("Failed to load resource", "favicon", "[Violation]", "DevTools")
 HTA = "facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter/"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _open(browser, path):

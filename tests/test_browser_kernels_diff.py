@@ -8,25 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
-from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
+from browser_support import block_network
 from conftest import DATA
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 EVIL = '</script><img src=x onerror="window.__nbprof_xss=1">"\'&<b>bold</b>'
-
-
-@pytest.fixture(scope="module")
-def browser():
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _open(browser, path: Path):

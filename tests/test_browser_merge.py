@@ -4,24 +4,10 @@ Debian Chromium via Playwright ``executable_path``; real nsys 2022.4 (both skipp
 
 from __future__ import annotations
 
-import pytest
-from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
+from browser_support import block_network
 from merge_support import capture_pair
 
 import nbprof
-
-
-@pytest.fixture(scope="module")
-def browser():
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def test_merged_timeline_static_page_has_both_sources_lanes(browser, tmp_path):

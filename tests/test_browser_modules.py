@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
+from browser_support import block_network
 from conftest import DATA
 from test_browser import lab  # noqa: F401 - the JupyterLab server fixture, reused
 
@@ -24,19 +24,6 @@ BENIGN = ("Failed to load resource", "favicon", "[Violation]", "DevTools")
 LM_MODULES = DATA / "cpu" / "lm_modules.pt.trace.json.gz"
 LM_GPU = DATA / "gpu" / "lm_mem.pt.trace.json.gz"
 EVIL = '</script><img src=x onerror="window.__nbprof_xss=1"><b>bold</b>'
-
-
-@pytest.fixture(scope="module")
-def browser():
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _page(browser, path: Path):
