@@ -73,6 +73,7 @@ from ..trace import predicates as pred
 from ..trace.model import Trace
 from . import evidence as evi
 from . import whatif
+from ._memo import per_trace
 from .steps import _is_dataloader
 
 #: A what-if scenario as :func:`nbprof.analysis.whatif.predict` takes it.
@@ -642,6 +643,7 @@ def _rank_key(f: Finding) -> tuple[int, int, int, int]:
     return (0, -int(f.predicted_saving_ns), sev, rule)
 
 
+@per_trace
 def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict[str, float] | None = None,
            quantify: bool = True) -> list[Finding]:
     """Run the advisor rules on a trace and rank the findings by the step time they would save.

@@ -46,6 +46,7 @@ import pandas as pd
 from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.model import Trace
+from ._memo import per_trace
 
 __all__ = ["operator_summary", "host_call_tree", "SORT_KEYS", "HOST_TREE_CATEGORIES"]
 
@@ -557,6 +558,7 @@ def _stack_keys(trace: Trace, tree: pd.DataFrame, depth: int) -> np.ndarray:
     return out
 
 
+@per_trace
 def operator_summary(
     trace: Trace, *, group_by: str = "name", stack_depth: int = 5, python_functions: bool = True
 ) -> pd.DataFrame:

@@ -38,7 +38,6 @@ in_report = False       # nbprof report sets True: its page opens with the verdi
 
 # %% id="c4706c7a"
 import pandas as pd
-import nbprof
 from nbprof.viz.embed import show
 from nbprof.results.table import table, findings_table
 from nbprof.report import load_input
@@ -52,7 +51,7 @@ pd.set_option("display.max_colwidth", 80)
 # %% id="dc6cba91"
 nsys_report = param(nsys_report, "nsys_report")
 if nsys_report:
-    sys_trace = nbprof.load(nsys_report)
+    sys_trace = load_input(nsys_report)  # read once per kernel (the report's verdict cell may have read it)
     from nbprof.analysis import nsys_stats, nsys_rules
     # the nsys stats reports (same rows and numbers as `nsys stats`): NVTX ranges, OS runtime, CUDA API, kernels, copies
     for name, df in nsys_stats.summaries(sys_trace).items():
@@ -104,6 +103,7 @@ if tr is not None:
 
 # %% [markdown] id="9babcce7"
 # ## Overview (with every finding) and timeline
+# <a id="nbprof-timeline"></a>
 # Zoom with the mouse wheel or W/S, pan with A/D. In the live notebook, selecting a kernel shows the CPU op that launched it.
 
 # %% id="f4a66c84"
