@@ -351,7 +351,7 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "") -> 
     if tr is None:
         return
     html = verdict_html(verdict(tr), advisor.advise(tr),
-                        zoom=lambda f: evidence.interval(tr, getattr(f, "evidence_rows", []) or []))
+                        zoom=lambda f: evidence.interval(tr, getattr(f, "evidence_rows", []) or [], top=1, pad_ratio=0.5))
     display(HTML(html), metadata={_VERDICT_KEY: True})
 
 

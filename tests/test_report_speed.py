@@ -49,6 +49,10 @@ def test_evidence_interval(tr):
     lo, hi = evidence.interval(tr, f.evidence_rows)
     ev = tr.events.iloc[f.evidence_rows]
     assert lo < int(ev["ts_ns"].min()) and hi > int((ev["ts_ns"] + ev["dur_ns"]).max())
+    one = evidence.interval(tr, f.evidence_rows, top=1, pad_ratio=0.5)
+    r0 = tr.events.iloc[f.evidence_rows[0]]
+    d = int(r0["dur_ns"])
+    assert one == (int(r0["ts_ns"]) - max(d // 2, 1000), int(r0["ts_ns"]) + d + max(d // 2, 1000))
     assert evidence.interval(tr, []) is None and evidence.interval(tr, [len(tr.events) + 5]) is None
 
 
@@ -95,5 +99,5 @@ def test_report_one_kernel_tables_and_links(tmp_path):
     from nbprof.results.verdict import rank_findings
 
     f = next(f for f in rank_findings(advisor.advise(tr), 3) if f.evidence_rows)
-    lo, hi = evidence.interval(tr, f.evidence_rows)
+    lo, hi = evidence.interval(tr, f.evidence_rows, top=1, pad_ratio=0.5)  # the strongest evidence event
     assert np.isclose(float(links[0][0]), lo / 1e6) and np.isclose(float(links[0][1]), hi / 1e6)
