@@ -112,6 +112,8 @@ class Artefacts:
     #: Parquet cache entries of ``trace`` / ``compare_trace`` (set by :func:`build_report`: one parse per input)
     trace_cache: str = ""
     compare_cache: str = ""
+    #: path -> Trace already loaded (by :func:`run_workload`): :func:`validate_inputs` takes it instead of a second parse
+    preloaded: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def parameters(self) -> dict[str, Any]:
         """Papermill parameters shared by all notebooks."""
@@ -256,7 +258,11 @@ def run_workload(
             from .tensorboard import write_run
 
             logdir = out / "tb"
-            write_run(str(trace), str(logdir), run=Path(script).stem)
+            from .sources import load
+
+            tr = load(str(trace))  # once: the TensorBoard run and the report (validate_inputs) share it
+            art.preloaded[str(trace)] = tr
+            write_run(tr, str(logdir), run=Path(script).stem)
             art.logdir = str(logdir)
         except Exception as exc:  # the report still runs without the TensorBoard run
             art.notes.append(f"TensorBoard run not written: {exc}")
@@ -294,13 +300,15 @@ def validate_inputs(art: Artefacts) -> dict[str, Any]:
         if path.endswith(".nsys-rep"):
             continue  # exported to SQLite by step 1 (needs nsys)
         try:
-            out[field_name] = load(path)
+            pre = art.preloaded.pop(path, None)
+            out[field_name] = pre if pre is not None else load(path)
         except NbprofError as exc:
             raise ReportError(f"{flag} {path!r} is not a trace nbprof can read: {exc}") from exc
         except (ValueError, OSError) as exc:
             raise ReportError(f"{flag} {path!r} cannot be read: {type(exc).__name__}: {exc}") from exc
     for p in art.ds_traces:
         _check_trace_path("--ds-trace", p)
+    art.preloaded.clear()  # the report holds its traces only as long as it needs them
     return out
 
 

@@ -65,6 +65,8 @@ def test_datatable_sorts_by_raw_numbers():
     h = t.datatable_html()
     assert '"orderData": [3]' in h and '"orderData": [4]' in h and "a&lt;b" in h and "a<b" not in h
     assert not EXTERNAL_SCRIPT.search(h) and "sizes &lt;x&gt;" in h
+    assert t.html in h and "_sort_1</th>" not in h.split("<script")[0]  # the no-JavaScript form is the plain table
+    assert "trusted" not in table_mod.datatables_init_html()
     assert table_mod.datatables_init_html().count("_itables_") >= 1
     try:
         assert table_mod.use_datatables(True)

@@ -11,7 +11,7 @@ Rules:
 - the memo belongs to the Trace's ``events`` frame: a Trace whose ``events`` is replaced by another frame
   (or whose row count changed) starts empty,
 - DataFrames and Series come back as shallow copies (pandas copy-on-write: the caller may add or change
-  columns without touching the memo); lists come back as new lists of the same objects.
+  columns without touching the memo); lists and dicts come back as new lists/dicts of the same objects.
 
 >>> from nbprof.analysis._memo import per_trace
 >>> calls = []
@@ -59,6 +59,8 @@ def _fresh(v: Any) -> Any:
         return v.copy(deep=False)
     if isinstance(v, list):
         return list(v)
+    if isinstance(v, dict):
+        return dict(v)
     return v
 
 

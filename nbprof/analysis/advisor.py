@@ -518,7 +518,7 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
         """Scale the kernels these op groups launched by ``factor`` (None when they launched none)."""
         ops = set(events_of(rows)) if len(rows) else set()
         evs = set(rows_of(rows)["event"]) | ops
-        names = sorted({str(n) for n in kw.loc[kw["op_event"].isin(evs), "name"]}) if len(kw) else []
+        names = sorted({str(n) for n in pd.unique(kw.loc[kw["op_event"].isin(evs), "name"])}) if len(kw) else []
         if not names:
             return None
         return whatif.scale(_exact(names), max(0.0, min(1.0, factor)), label=f"{len(names)} kernels of {label}")

@@ -265,6 +265,7 @@ def _thread_time_order(pid: np.ndarray, tid: np.ndarray, ts: np.ndarray, end: np
     return pre[np.argsort(thread, kind="stable")]
 
 
+@per_trace
 def host_call_tree(trace: Trace, *, python_functions: bool = True) -> pd.DataFrame:
     """The host call tree torch's profiler builds, one row per host event.
 

@@ -63,6 +63,7 @@ def _is_dataloader(name: str) -> bool:
     )
 
 
+@per_trace
 def role_intervals(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str, Any]:
     """Classify a trace's events into the Overview roles.
 
@@ -137,6 +138,7 @@ def role_intervals(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str,
     }
 
 
+@per_trace
 def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[str, Any] | None = None) -> pd.DataFrame:
     """Step boundaries as the Overview uses them, host steps extended to their device work.
 

@@ -32,6 +32,7 @@ DEVICE_OP_CATEGORIES = pred.DEVICE_OP_CATEGORIES
 DEFAULT_KERNEL_WAIT_NS = 30_000
 
 
+@per_trace
 def device_ops(trace: Trace) -> pd.DataFrame:
     """Device ops with their launching runtime call.
 

@@ -90,6 +90,8 @@ def _cell(v: Any, unit: str) -> str:
     return str(v)
 
 
+_FALLBACK = re.compile(r'(<div id="itables_[0-9a-f_]+_fallback">).*?(</div><script>document\.getElementById\()', re.S)
+
 #: :func:`use_datatables` switch: ``Table._repr_html_`` gives the sortable itables form (the report's kernel sets it)
 _DATATABLES = {"on": False}
 
@@ -117,7 +119,8 @@ def datatables_init_html() -> str:
         from itables.utils import find_package_file
     except ImportError:
         return ""
-    return generate_init_offline_itables_html(find_package_file("html/dt_bundle.js"))
+    html = str(generate_init_offline_itables_html(find_package_file("html/dt_bundle.js")))
+    return re.sub(r"<noscript>.*?</noscript>", "", html, flags=re.S)  # its "is your notebook trusted?" note
 
 
 class Table:
@@ -167,13 +170,16 @@ class Table:
             defs.append({"targets": list(range(n, n + len(numeric))), "visible": False, "searchable": False})
         frame = pd.DataFrame(data)
         buttons = [{"extend": b, "exportOptions": {"columns": ":visible"}} for b in ("copyHtml5", "csvHtml5")]
-        return str(to_html_datatable(
+        html = str(to_html_datatable(
             frame, caption=_html.escape(self.caption) if self.caption else None, connected=False,
             columnDefs=defs, order=[], buttons=buttons, showIndex=False, classes="display compact nbprof-datatable",
             layout={"topStart": "buttons", "topEnd": "search", "bottomStart": "info", "bottomEnd": "paging"},
             pageLength=15 if self.rows > 15 else -1, lengthMenu=[15, 50, -1], display_logo_when_loading=False,
             text_in_header_can_be_selected=False,  # a click anywhere on a header sorts (not only its icon)
         ))
+        # without JavaScript the page shows this table's plain form (human units), not itables' preview of the
+        # frame it was given (which lists the hidden sort columns)
+        return _FALLBACK.sub(lambda m: m.group(1) + self.html + m.group(2), html, count=1)
 
     def __repr__(self) -> str:
         return self.text
