@@ -59,8 +59,10 @@ elif not pair:
 # %% id="da1a26b3"
 if not pair:
     names = order_runs(list(dict.fromkeys(runs["run"])))
+    # each run loaded once: the comparison and the views below share it (tb.compare_runs would load them again)
+    pair_runs = {n: tb.load_run(logdir, n) for n in names[:2]}
     if len(names) >= 2:
-        cmp = tb.compare_runs(logdir, names[0], names[1])
+        cmp = compare.compare(pair_runs[names[0]], pair_runs[names[1]])
         a_name, b_name = names[0], names[1]
 else:
     names = ["before", "after"]
@@ -88,7 +90,7 @@ if pair:
         show(t, views=["overview"], static=static_views)
 else:
     for name in names[:2]:
-        show(tb.load_run(logdir, name), views=["overview"], static=static_views)
+        show(pair_runs[name], views=["overview"], static=static_views)
 
 # %% [markdown] id="5a161772"
 # ### In a live notebook
