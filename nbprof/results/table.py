@@ -174,6 +174,7 @@ class Table:
             frame, caption=_html.escape(self.caption) if self.caption else None, connected=False,
             columnDefs=defs, order=[], buttons=buttons, showIndex=False, classes="display compact nbprof-datatable",
             layout={"topStart": "buttons", "topEnd": "search", "bottomStart": "info", "bottomEnd": "paging"},
+            style={"caption-side": "top", "margin": "0", "width": "auto", "table-layout": "auto"},  # as table()'s
             pageLength=15 if self.rows > 15 else -1, lengthMenu=[15, 50, -1], display_logo_when_loading=False,
             text_in_header_can_be_selected=False,  # a click anywhere on a header sorts (not only its icon)
         ))

@@ -126,7 +126,7 @@ def _zoom_link(window: tuple[float, float] | None) -> str:
         return ""
     x0, x1 = float(window[0]), float(window[1])
     words = _html.escape(f"show on the timeline ({fmt_ns(max(x0, 0.0))} to {fmt_ns(x1)})")  # the window, padded
-    return (f' <a class="nbprof-zoom" href="#{TIMELINE_ANCHOR}" data-x0-ms="{x0 / 1e6!r}" '
+    return (f' &middot; <a class="nbprof-zoom" href="#{TIMELINE_ANCHOR}" data-x0-ms="{x0 / 1e6!r}" '
             f'data-x1-ms="{x1 / 1e6!r}">{words}</a>')
 
 
