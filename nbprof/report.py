@@ -477,6 +477,7 @@ def build_report(
                 with open(handoff, "wb") as fh:
                     pickle.dump(tr, fh, protocol=pickle.HIGHEST_PROTOCOL)
                 setattr(art, cache_field, str(handoff))
+            del tr  # the parent keeps no trace while the kernel runs (peak memory of the process tree)
         names = list(notebooks or [nb for nb, _ in NOTEBOOKS])
         first = loaded.get("trace") or loaded.get("nsys_report")
         if notebooks is None and not (art.ds_traces or art.ds_log or report_has_collectives(first)):
