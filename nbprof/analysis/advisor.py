@@ -77,6 +77,7 @@ from ..trace import predicates as pred
 from ..trace.model import Trace
 from . import evidence as evi
 from . import whatif
+from ._memo import per_trace
 from .steps import _is_dataloader
 
 #: A what-if scenario as :func:`nbprof.analysis.whatif.predict` takes it.
@@ -406,12 +407,14 @@ def _rule_tensor_cores(trace: Trace, th: dict[str, float], cache: dict[str, Any]
         if major < 7:
             continue  # unknown, or no Tensor Cores before Volta
         names = g["name"].astype(object).fillna("").astype(str)
-        is_gemm = names.map(lambda n: bool(_GEMM_RE.search(n)))
+        # the name tests once per distinct kernel name (a 1 M-event trace has ~100 names, 160 k kernels)
+        codes, uniq = pd.factorize(names)
+        is_gemm = pd.Series(np.array([bool(_GEMM_RE.search(n)) for n in uniq], dtype=bool)[codes], index=names.index)
         total = int(g["dur_ns"].sum())
         gemm_ns = int(g.loc[is_gemm.to_numpy(), "dur_ns"].sum())
         if total <= 0 or gemm_ns / total < th["gemm_time_ratio"]:
             continue
-        tc = names.map(_is_tc).to_numpy() & is_gemm.to_numpy()
+        tc = np.array([_is_tc(n) for n in uniq], dtype=bool)[codes] & is_gemm.to_numpy()
         tc_ns = int(g.loc[tc, "dur_ns"].sum())
         ratio = tc_ns / gemm_ns
         if ratio >= th["tensor_core_ratio"]:
@@ -482,6 +485,11 @@ def _rule_dominant_kernel(trace: Trace, th: dict[str, float], cache: dict[str, A
     return out
 
 
+def _pair_key(df: pd.DataFrame) -> pd.Series:
+    """``name`` and ``input_dims`` of each row as one string (unit separator between): a hashable row key."""
+    return df["name"].astype(str).str.cat(df["input_dims"].astype(str), sep="\x1f")
+
+
 def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     """Ops far below their roof, and fp32 matrix work where Tensor Cores would run it faster."""
     from . import efficiency as eff
@@ -494,8 +502,8 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
     oe = eff.operator_efficiency(trace, peaks_=pk)
     w = eff.op_work(trace)
     outer = w[w["counted"]]
-    keep = set(zip(outer["name"], outer["input_dims"], strict=True))
-    oe = oe[np.array([(n, d) in keep for n, d in zip(oe["name"], oe["input_dims"], strict=True)], dtype=bool)]
+    w_key = _pair_key(w)  # (name, input_dims) as one string per row: set lookups without a Python loop over rows
+    oe = oe[_pair_key(oe).isin(set(_pair_key(outer))).to_numpy()]
     ev = trace.events
     total = int(ev.loc[pred.is_kernel(ev), "dur_ns"].sum())
     if oe.empty or total <= 0:
@@ -504,17 +512,17 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
 
     kw = eff.kernel_work(trace)
 
+    def rows_of(rows: pd.DataFrame) -> pd.DataFrame:
+        return w[w_key.isin(set(_pair_key(rows))).to_numpy()]
+
     def events_of(rows: pd.DataFrame) -> list[int]:
-        keys = set(zip(rows["name"], rows["input_dims"], strict=True))
-        hit = w[[(n, d) in keys for n, d in zip(w["name"], w["input_dims"], strict=True)]]
-        return [int(x) for x in hit["event"].head(evi.MAX_ROWS)]
+        return [int(x) for x in rows_of(rows)["event"].head(evi.MAX_ROWS)]
 
     def scenario_of(rows: pd.DataFrame, factor: float, label: str) -> Scenario | None:
         """Scale the kernels these op groups launched by ``factor`` (None when they launched none)."""
         ops = set(events_of(rows)) if len(rows) else set()
-        keys = set(zip(rows["name"], rows["input_dims"], strict=True))
-        evs = set(w[[(n, d) in keys for n, d in zip(w["name"], w["input_dims"], strict=True)]]["event"]) | ops
-        names = sorted({str(n) for n in kw.loc[kw["op_event"].isin(evs), "name"]}) if len(kw) else []
+        evs = set(rows_of(rows)["event"]) | ops
+        names = sorted({str(n) for n in pd.unique(kw.loc[kw["op_event"].isin(evs), "name"])}) if len(kw) else []
         if not names:
             return None
         return whatif.scale(_exact(names), max(0.0, min(1.0, factor)), label=f"{len(names)} kernels of {label}")
@@ -663,6 +671,7 @@ def _rank_key(f: Finding) -> tuple[int, int, int, int]:
     return (0, -int(f.predicted_saving_ns), sev, rule)
 
 
+@per_trace
 def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict[str, float] | None = None,
            quantify: bool = True) -> list[Finding]:
     """Run the advisor rules on a trace and rank the findings by the step time they would save.

@@ -115,3 +115,23 @@ def covering_host_op(trace: Trace, name: str, t_ns: int, limit: int = MAX_ROWS) 
          & (ts <= t_ns) & (end >= t_ns))
     rows = np.flatnonzero(m)
     return _ordered(ev, rows, -(end[rows] - ts[rows]), limit)
+
+
+def interval(trace: Trace, rows: Iterable[int], *, top: int | None = None,
+             pad_ratio: float = 0.05) -> tuple[int, int] | None:
+    """The time window of evidence ``rows`` (positional rows of ``trace.events``): from the first start to the
+    last end, widened by ``pad_ratio`` of its span on each side (at least 1 µs), int64 ns from the trace origin;
+    None when no row is valid. What a view zooms to for a finding (the timeline's ``highlight=finding`` pads the
+    same way). ``top``: only the first ``top`` valid rows (evidence rows come strongest first: ``top=1`` is the
+    window of the finding's strongest event)."""
+    r = np.asarray(list(rows), dtype=np.int64).reshape(-1)
+    r = r[(r >= 0) & (r < len(trace.events))]
+    if top is not None:
+        r = r[: max(int(top), 0)]
+    if r.size == 0:
+        return None
+    ts = trace.events["ts_ns"].to_numpy(np.int64)[r]
+    end = ts + trace.events["dur_ns"].to_numpy(np.int64)[r]
+    lo, hi = int(ts.min()), int(end.max())
+    pad = max(int((hi - lo) * pad_ratio), 1000)
+    return lo - pad, hi + pad

@@ -24,6 +24,7 @@ from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.model import Trace
 from . import _intervals as iv
+from ._memo import per_trace
 
 __all__ = ["kernel_summary", "kernel_table", "gpu_metrics", "kernel_operators", "NO_OPERATOR", "GPU_METRIC_COLUMNS"]
 
@@ -31,6 +32,7 @@ _BY = {"name": ["name"], "stream": ["device", "stream"], "device": ["device"]}
 _STAT_COLUMNS = ["instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns", "gpu_time_ratio"]
 
 
+@per_trace
 def kernel_summary(
     trace: Trace, *, by: str = "name", categories: tuple[str, ...] = (schema.KERNEL,)
 ) -> pd.DataFrame:

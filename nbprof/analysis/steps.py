@@ -42,6 +42,7 @@ import pandas as pd
 from ..trace import predicates as pred
 from ..trace.model import Trace
 from . import _intervals as iv
+from ._memo import per_trace
 
 #: Host op names torch-tb-profiler 0.4.3 treats as communication (``profiler/trace.py``). The Overview keeps
 #: this exact list for host ops (``nccl:all_to_all``, ``nccl:_all_gather_base`` stay CPU Exec, as in 0.4.3);
@@ -62,6 +63,7 @@ def _is_dataloader(name: str) -> bool:
     )
 
 
+@per_trace
 def role_intervals(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str, Any]:
     """Classify a trace's events into the Overview roles.
 
@@ -136,6 +138,7 @@ def role_intervals(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str,
     }
 
 
+@per_trace
 def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[str, Any] | None = None) -> pd.DataFrame:
     """Step boundaries as the Overview uses them, host steps extended to their device work.
 
@@ -234,6 +237,7 @@ def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[s
     return out.iloc[:keep].reset_index(drop=True)
 
 
+@per_trace
 def step_breakdown(trace: Trace, *, legacy_tb_plugin: bool = False) -> pd.DataFrame:
     """Per-step time breakdown with priority counting (TensorBoard plugin Overview semantics).
 

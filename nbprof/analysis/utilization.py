@@ -24,6 +24,7 @@ import pandas as pd
 from ..trace import predicates as pred
 from ..trace.model import Trace
 from . import _intervals as iv
+from ._memo import per_trace
 
 DEVICE_OP_CATEGORIES = pred.DEVICE_OP_CATEGORIES
 
@@ -31,6 +32,7 @@ DEVICE_OP_CATEGORIES = pred.DEVICE_OP_CATEGORIES
 DEFAULT_KERNEL_WAIT_NS = 30_000
 
 
+@per_trace
 def device_ops(trace: Trace) -> pd.DataFrame:
     """Device ops with their launching runtime call.
 
@@ -83,6 +85,7 @@ def _util_rows(groups: Iterable[tuple[Any, pd.DataFrame]]) -> list[dict[str, Any
     return rows
 
 
+@per_trace
 def gpu_utilization(trace: Trace, *, by: str = "device") -> pd.DataFrame:
     """Busy and idle time per device (or per device and stream).
 
@@ -120,6 +123,7 @@ def gpu_utilization(trace: Trace, *, by: str = "device") -> pd.DataFrame:
     return pd.DataFrame(rows)[cols]
 
 
+@per_trace
 def idle_breakdown(trace: Trace, *, consecutive_kernel_delay_ns: int = DEFAULT_KERNEL_WAIT_NS) -> pd.DataFrame:
     """Idle time per device and stream, split into host wait, kernel wait and other (HTA's definition).
 

@@ -71,7 +71,9 @@ class ProfileOptions:
                                    metavar="NAME")
     gzip: bool = _opt(False, "Write TensorBoard files gzip-compressed (.pt.trace.json.gz).")
     force: bool = _opt(False, "Overwrite an existing trace file (default: write a new name).")
-    quiet: bool = _opt(False, "Do not display the result (the magic) and do not print notes.", flags=("-q", "--quiet"))
+    quiet: bool = _opt(False, "Do not display the result (the magic), do not print notes, and hide the profiler's own stderr "
+                      "lines (torch's USDT profiler_start/stop, Kineto and allocator warnings; the cell's own "
+                      "output stays).", flags=("-q", "--quiet"))
 
     def validated(self) -> ProfileOptions:
         """A normalised copy; raises ``ValueError`` naming the bad option.

@@ -27,7 +27,6 @@ Facts about torch 2.13 this module relies on (``../shared/notes/feasibility.md``
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import socket
@@ -41,6 +40,7 @@ from typing import Any, Literal
 
 from ._files import copy_trace, tmp_dir, unique_path, write_trace_bytes
 from .options import ACTIVITY_NAMES, ProfileOptions
+from .quiet import quiet_profiler
 
 __all__ = [
     "ACTIVITY_NAMES",
@@ -171,44 +171,12 @@ _TORCH_NOISE = (
 )
 
 
-#: lines libkineto writes straight to file descriptor 2 on every start/stop of the profiler
-#: (``USDT:<time> <pid>:<tid> SyncActivityProfilerHandler.cpp:52] profiler_start``, torch 2.13 CPU builds)
-_FD2_NOISE = re.compile(rb"^USDT:[^\n]*\] profiler_(?:start|stop)\s*$")
-
-
-@contextmanager
-def _filter_fd2() -> Iterator[None]:
-    """Run the block with file descriptor 2 sent to a temporary file, then write back every line but
-    :data:`_FD2_NOISE` (C++ writes to fd 2 bypass ``sys.stderr``, and ipykernel forwards fd 2 to the notebook)."""
-    import tempfile
-
-    try:
-        saved = os.dup(2)
-    except OSError:  # no fd 2 (an embedded interpreter): nothing to filter
-        yield
-        return
-    with tempfile.TemporaryFile() as tmp:
-        with contextlib.suppress(Exception):
-            sys.stderr.flush()
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(Exception):
-                sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            kept = b"".join(ln for ln in tmp.read().splitlines(keepends=True) if not _FD2_NOISE.match(ln))
-            if kept:
-                os.write(2, kept)
-
-
 @contextmanager
 def _quiet_torch_warnings() -> Iterator[None]:
-    """Silence torch.profiler warnings that do not apply to nbprof and libkineto's ``USDT ... profiler_start``
-    lines on fd 2 (only around nbprof's own calls: the user's code between them is untouched)."""
-    with warnings.catch_warnings(), _filter_fd2():
+    """Silence torch.profiler warnings that do not apply to nbprof and the profiler's own fd-2 lines
+    (:mod:`nbprof.capture.quiet`: ``USDT ... profiler_start``, Kineto ``STAGE:``) — only around nbprof's own
+    calls: the user's code between them is untouched."""
+    with warnings.catch_warnings(), quiet_profiler(python_warnings=False):
         for msg in _TORCH_NOISE:
             warnings.filterwarnings("ignore", message=re.escape(msg))
         yield

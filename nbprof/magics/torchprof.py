@@ -120,8 +120,11 @@ class TorchProfMagics(Magics):
         compiled = shell.compile(source, filename, "exec")  # a SyntaxError surfaces before profiling
         session = profile(options=options)
         result = session.result
+        from ..capture.quiet import quiet_profiler
+
         try:
-            with session:
+            # -q: the profiler's own stderr lines (USDT probes, Kineto/allocator warnings) are hidden, the cell's kept
+            with quiet_profiler(bool(args.quiet)), session:
                 for i in range(options.steps):
                     exec(compiled, shell.user_global_ns, shell.user_ns)
                     if i < options.steps - 1:

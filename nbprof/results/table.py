@@ -24,7 +24,7 @@ import pandas as pd
 
 from .format import fmt_bytes, fmt_flops, fmt_ms, fmt_ns, is_missing
 
-__all__ = ["Table", "table", "findings_table", "evidence_items", "column_unit", "UNITS"]
+__all__ = ["Table", "table", "use_datatables", "datatables_init_html", "findings_table", "evidence_items", "column_unit", "UNITS"]
 
 #: unit name -> (header suffix, formatter)
 UNITS = ("ms", "duration", "bytes", "percent", "count", "flops", "text", "us", "bandwidth")
@@ -90,16 +90,97 @@ def _cell(v: Any, unit: str) -> str:
     return str(v)
 
 
-class Table:
-    """An HTML table (``.html``) with a plain-text form; what notebooks ``display``."""
+_FALLBACK = re.compile(r'(<div id="itables_[0-9a-f_]+_fallback">).*?(</div><script>document\.getElementById\()', re.S)
 
-    def __init__(self, html: str, text: str, rows: int) -> None:
+#: :func:`use_datatables` switch: ``Table._repr_html_`` gives the sortable itables form (the report's kernel sets it)
+_DATATABLES = {"on": False}
+
+
+def use_datatables(on: bool = True) -> bool:
+    """Show every :class:`Table` as a sortable, filterable, downloadable DataTable (itables, offline mode) instead
+    of a plain HTML table; returns whether itables is importable (False: tables stay plain).
+
+    The page must load the itables bundle once (:func:`datatables_init_html`; ``nbprof report`` puts it in the
+    page's head, as it does BokehJS)."""
+    try:
+        import itables  # noqa: F401
+    except ImportError:
+        _DATATABLES["on"] = False
+        return False
+    _DATATABLES["on"] = bool(on)
+    return True
+
+
+def datatables_init_html() -> str:
+    """The itables offline bundle (DataTables + its CSS, base64 inline; no network) that the tables of
+    :meth:`Table.datatable_html` wait for; ``""`` when itables is not installed."""
+    try:
+        from itables.javascript import generate_init_offline_itables_html
+        from itables.utils import find_package_file
+    except ImportError:
+        return ""
+    html = str(generate_init_offline_itables_html(find_package_file("html/dt_bundle.js")))
+    return re.sub(r"<noscript>.*?</noscript>", "", html, flags=re.S)  # its "is your notebook trusted?" note
+
+
+class Table:
+    """An HTML table (``.html``) with a plain-text form; what notebooks ``display``.
+
+    ``heads``/``cells`` are the shown headers and cell texts, ``raw`` the numbers behind each numeric column
+    (``None`` for text columns): :meth:`datatable_html` sorts numeric columns by them.
+    """
+
+    def __init__(self, html: str, text: str, rows: int, *, heads: Sequence[str] = (),
+                 cells: Sequence[Sequence[str]] = (), raw: Sequence[Sequence[float] | None] = (),
+                 caption: str = "") -> None:
         self.html = html
         self.text = text
         self.rows = rows
+        self.heads = list(heads)
+        self.cells = [list(r) for r in cells]
+        self.raw = list(raw)
+        self.caption = caption
 
     def _repr_html_(self) -> str:
+        if _DATATABLES["on"] and self.heads:
+            return self.datatable_html()
         return self.html
+
+    def datatable_html(self) -> str:
+        """The table as an itables DataTable (offline: needs :func:`datatables_init_html` once in the page).
+
+        Cells show the human units of :func:`table`; a numeric column sorts by its raw value (a hidden column
+        named in ``orderData``), the CSV/copy buttons export the shown columns. Every cell is escaped by itables
+        (``allow_html`` off); the caption is escaped here. Falls back to ``.html`` without itables.
+        """
+        try:
+            from itables import to_html_datatable
+        except ImportError:
+            return self.html
+        n = len(self.heads)
+        heads = [h if self.heads.count(h) == 1 else f"{h} ({i + 1})" for i, h in enumerate(self.heads)]
+        data: dict[str, list[Any]] = {h: [r[i] for r in self.cells] for i, h in enumerate(heads)}
+        numeric = [i for i, r in enumerate(self.raw) if r is not None]
+        defs: list[dict[str, Any]] = []
+        for k, i in enumerate(numeric):
+            col = self.raw[i] or []
+            data[f"_sort_{i}"] = [float("-inf") if is_missing(v) else float(v) for v in col]
+            defs.append({"targets": i, "orderData": [n + k], "className": "dt-right"})
+        if numeric:
+            defs.append({"targets": list(range(n, n + len(numeric))), "visible": False, "searchable": False})
+        frame = pd.DataFrame(data)
+        buttons = [{"extend": b, "exportOptions": {"columns": ":visible"}} for b in ("copyHtml5", "csvHtml5")]
+        html = str(to_html_datatable(
+            frame, caption=_html.escape(self.caption) if self.caption else None, connected=False,
+            columnDefs=defs, order=[], buttons=buttons, showIndex=False, classes="display compact nbprof-datatable",
+            layout={"topStart": "buttons", "topEnd": "search", "bottomStart": "info", "bottomEnd": "paging"},
+            style={"caption-side": "top", "margin": "0", "width": "auto", "table-layout": "auto"},  # as table()'s
+            pageLength=15 if self.rows > 15 else -1, lengthMenu=[15, 50, -1], display_logo_when_loading=False,
+            text_in_header_can_be_selected=False,  # a click anywhere on a header sorts (not only its icon)
+        ))
+        # without JavaScript the page shows this table's plain form (human units), not itables' preview of the
+        # frame it was given (which lists the hidden sort columns)
+        return _FALLBACK.sub(lambda m: m.group(1) + self.html + m.group(2), html, count=1)
 
     def __repr__(self) -> str:
         return self.text
@@ -146,13 +227,18 @@ def table(
     bl = dict(blank or {})
     body = []
     text_rows = []
+    raw: list[list[float] | None] = [[] if u[c] != "text" else None for c in cols]
     for _, row in sub.iterrows():
-        cells = []
+        cells: list[str] = []
         tcells = []
         for c in cols:
             v = row[c]
-            placeholder = (u[c] == "ms" or c == "addr") and isinstance(v, (int, np.integer)) and v == -1
+            placeholder = ((u[c] == "ms" or c == "addr") and not is_missing(v) and isinstance(v, (int, np.integer))
+                           and v == -1)
             s = "" if (c in bl and not is_missing(v) and v == bl[c]) or placeholder else _cell(v, u[c])
+            r = raw[len(cells)]
+            if r is not None:
+                r.append(_number(v) if s else float("nan"))
             right = u[c] != "text"
             cells.append(f'<td style="text-align:{"right" if right else "left"}">{e(s)}</td>')
             tcells.append(s)
@@ -171,7 +257,15 @@ def table(
     lines += ["  ".join(s.rjust(w) if u[c] != "text" else s.ljust(w) for s, w, c in zip(r, widths, cols))
               for r in text_rows]
     text = ((cap + "\n") if cap else "") + "\n".join(lines)
-    return Table(html, text, len(sub))
+    return Table(html, text, len(sub), heads=heads, cells=text_rows, raw=raw, caption=cap)
+
+
+def _number(v: Any) -> float:
+    """A cell's value as a float for sorting (NaN when it is not a number)."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def findings_table(findings: Sequence[Any], caption: str = "Findings") -> Table:

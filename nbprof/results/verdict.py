@@ -10,12 +10,13 @@ the advisor's order; a rule shows once.
 from __future__ import annotations
 
 import html as _html
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .format import fmt_ns, is_missing
 
-__all__ = ["BOUND_LABELS", "verdict_sentence", "rank_findings", "verdict_html", "verdict_text"]
+__all__ = ["BOUND_LABELS", "verdict_sentence", "rank_findings", "verdict_html", "verdict_text", "ZOOM_SCRIPT",
+           "TIMELINE_ANCHOR"]
 
 #: bound -> (headline, what the time is)
 BOUND_LABELS: dict[str, tuple[str, str]] = {
@@ -114,8 +115,49 @@ _BOUND_COLORS = {"dataloader": "#e45756", "host": "#f58518", "gpu_compute": "#54
                  "memcpy": "#9467bd", "idle": "#9d9da1", "none": "#9d9da1"}
 
 
-def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3) -> str:
-    """The verdict sentence (bold headline) and the top findings, each with its next step and where it is."""
+#: the anchor a finding's timeline link scrolls to (the report puts it above step 1's timeline)
+TIMELINE_ANCHOR = "nbprof-timeline"
+
+
+def _zoom_link(window: tuple[float, float] | None) -> str:
+    """A finding's link to the timeline: ``data-x0-ms``/``data-x1-ms`` (the timeline's x axis is ms from the trace
+    origin) for the page's script (:data:`ZOOM_SCRIPT`), the window in words."""
+    if window is None:
+        return ""
+    x0, x1 = float(window[0]), float(window[1])
+    words = _html.escape(f"show on the timeline ({fmt_ns(max(x0, 0.0))} to {fmt_ns(x1)})")  # the window, padded
+    return (f' &middot; <a class="nbprof-zoom" href="#{TIMELINE_ANCHOR}" data-x0-ms="{x0 / 1e6!r}" '
+            f'data-x1-ms="{x1 / 1e6!r}">{words}</a>')
+
+
+#: the page script behind the links: sets the x range of the first Bokeh timeline (layout ``nbprof_timeline``,
+#: figure first) to the link's window; the link's own ``href`` scrolls there
+ZOOM_SCRIPT = """<script>
+document.addEventListener("click", function (ev) {
+  var a = ev.target && ev.target.closest ? ev.target.closest("a.nbprof-zoom") : null;
+  if (!a || !window.Bokeh) { return; }
+  var x0 = parseFloat(a.getAttribute("data-x0-ms")), x1 = parseFloat(a.getAttribute("data-x1-ms"));
+  if (!isFinite(x0) || !isFinite(x1) || x1 <= x0) { return; }
+  var docs = window.Bokeh.documents || [];
+  for (var i = 0; i < docs.length; i++) {
+    var lay = docs[i].get_model_by_name("nbprof_timeline");
+    if (lay && lay.children && lay.children.length) {
+      lay.children[0].x_range.setv({start: x0, end: x1});
+      return;
+    }
+  }
+});
+</script>"""
+
+
+def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3,
+                 zoom: Callable[[Any], tuple[float, float] | None] | None = None) -> str:
+    """The verdict sentence (bold headline) and the top findings, each with its next step and where it is.
+
+    ``zoom(finding)`` gives a finding's evidence window (ns from the trace origin, e.g.
+    ``nbprof.analysis.evidence.interval(trace, f.evidence_rows)``) or None: the finding then links to the
+    timeline at that window (:data:`ZOOM_SCRIPT` must be in the page). Every trace-derived text is escaped.
+    """
     e = _html.escape
     color = _BOUND_COLORS.get(v.bound, "#4c78a8")
     sent = verdict_sentence(v)
@@ -134,7 +176,9 @@ def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3) -> str:
             save = _saving_text(s, ' <span class="nbprof-saving">{}</span>', escape=True)
             where = f'<br><small>where: {e(f.where)}</small>' if getattr(f, "where", "") else ""
             nxt = f"<br><b>Next step:</b> {e(f.next_step)}" if getattr(f, "next_step", "") else ""
-            lis.append(f'<li style="margin:4px 0"><b>{e(f.title)}</b> <small>[{e(f.severity)}]</small>{save}{nxt}{where}</li>')
+            link = _zoom_link(zoom(f)) if zoom is not None else ""
+            lis.append(f'<li style="margin:4px 0"><b>{e(f.title)}</b> <small>[{e(f.severity)}]</small>{save}{link}{nxt}'
+                       f'{where}</li>')
         parts.append('<div style="margin:4px 12px"><b>What to fix first</b><ol>' + "".join(lis) + "</ol></div>")
     else:
         parts.append('<div style="margin:4px 12px"><i>No advisor finding for this trace.</i></div>')

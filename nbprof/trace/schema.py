@@ -221,7 +221,13 @@ def coerce(df: pd.DataFrame, columns: dict[str, tuple[str, str, str]]) -> pd.Dat
         if str(s.dtype) == dtype:
             out[col] = s
         elif dtype == "category":
-            out[col] = pd.Categorical([None if (v is None or (isinstance(v, float) and np.isnan(v))) else str(v) for v in s])
+            # str() of each distinct value (missing -> None), not of each row: a 1 M-row column has few values
+            codes, uniq = pd.factorize(s)
+            if len(uniq) == 0:  # all missing: what pd.Categorical([None] * n) gives (float64 categories, none)
+                out[col] = pd.Categorical(np.full(n, np.nan))
+            else:
+                labels = np.array([str(v) for v in uniq] + [None], dtype=object)
+                out[col] = pd.Categorical(labels[codes])  # code -1 (missing) takes the trailing None
         else:
             out[col] = s.astype(dtype)
     return pd.DataFrame(out, index=df.index)

@@ -32,7 +32,7 @@ ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
-trace_cache = ""        # Parquet cache of `trace` (nbprof report loads each input once and passes this)
+trace_cache = ""        # `trace` as loaded by nbprof report (it loads each input once and hands it over)
 compare_cache = ""      # the same for `compare_trace`
 in_report = False       # nbprof report sets True: its page opens with the verdict, so this notebook does not repeat it
 
@@ -52,7 +52,7 @@ pd.set_option("display.max_colwidth", 80)
 # %% id="dc6cba91"
 nsys_report = param(nsys_report, "nsys_report")
 if nsys_report:
-    sys_trace = nbprof.load(nsys_report)
+    sys_trace = load_input(nsys_report)  # read once per kernel (the report's verdict cell may have read it)
     from nbprof.analysis import nsys_stats, nsys_rules
     # the nsys stats reports (same rows and numbers as `nsys stats`): NVTX ranges, OS runtime, CUDA API, kernels, copies
     for name, df in nsys_stats.summaries(sys_trace).items():
@@ -117,6 +117,7 @@ if tr is not None:
 
 # %% [markdown] id="9babcce7"
 # ## Overview (with every finding) and timeline
+# <a id="nbprof-timeline"></a>
 # Zoom with the mouse wheel or W/S, pan with A/D. In the live notebook, selecting a kernel shows the CPU op that launched it.
 # When the nsys report and the PyTorch trace come from the same run, the timeline is the merged one: each thread's
 # lanes are split by source — `[Kineto + nsys]` (ranges both profilers saw), `[Kineto]` (operators, shapes) and

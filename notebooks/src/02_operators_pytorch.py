@@ -27,7 +27,7 @@ ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
-trace_cache = ""        # Parquet cache of `trace` (nbprof report loads each input once and passes this)
+trace_cache = ""        # `trace` as loaded by nbprof report (it loads each input once and hands it over)
 compare_cache = ""      # the same for `compare_trace`
 in_report = False       # nbprof report sets True (its page opens with the verdict)
 

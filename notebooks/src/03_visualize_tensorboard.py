@@ -26,7 +26,7 @@ ds_log = ""             # DeepSpeed launcher/torchrun log (flops profiler, comms
 ds_traces = []          # per-rank traces of a distributed job
 use_examples = True     # fill what is missing with bundled/corpus examples (teaching); reports set False
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
-trace_cache = ""        # Parquet cache of `trace` (nbprof report loads each input once and passes this)
+trace_cache = ""        # `trace` as loaded by nbprof report (it loads each input once and hands it over)
 compare_cache = ""      # the same for `compare_trace`
 in_report = False       # nbprof report sets True (its page opens with the verdict)
 
@@ -59,8 +59,10 @@ elif not pair:
 # %% id="da1a26b3"
 if not pair:
     names = order_runs(list(dict.fromkeys(runs["run"])))
+    # each run loaded once: the comparison and the views below share it (tb.compare_runs would load them again)
+    pair_runs = {n: tb.load_run(logdir, n) for n in names[:2]}
     if len(names) >= 2:
-        cmp = tb.compare_runs(logdir, names[0], names[1])
+        cmp = compare.compare(pair_runs[names[0]], pair_runs[names[1]])
         a_name, b_name = names[0], names[1]
 else:
     names = ["before", "after"]
@@ -85,9 +87,9 @@ if len(names) >= 2:
 
 # %% id="9e4b7a13"
 from nbprof.viz import registry
-# the two traces, or the two runs of the logdir (loaded once, shown again below)
+# the two traces, or the two runs of the logdir (loaded once above)
 before_after = ((pair["before"], pair["after"]) if pair
-                else tuple(tb.load_run(logdir, n) for n in names[:2]) if len(names) >= 2 else ())
+                else tuple(pair_runs[n] for n in names[:2]) if len(names) >= 2 else ())
 if before_after:
     show(registry.static("diff", before_after) if static_views else registry.live("diff", before_after),
          static=static_views)
@@ -101,8 +103,8 @@ if pair:
         print(name)
         show(t, views=["overview"], static=static_views)
 else:
-    for i, name in enumerate(names[:2]):
-        show(before_after[i] if before_after else tb.load_run(logdir, name), views=["overview"], static=static_views)
+    for name in names[:2]:
+        show(pair_runs[name], views=["overview"], static=static_views)
 
 # %% [markdown] id="5a161772"
 # ### In a live notebook

@@ -9,6 +9,7 @@ import pandas as pd
 
 from ...trace import schema
 from ...trace.model import Trace
+from .._memo import per_trace
 from .graph import build_graph
 from .longest import _walk_back, longest_path
 from .model import BREAKDOWN_KINDS, DEVICE, EDGE_KINDS, GPU_SYNC, HOST, LAUNCH, SYNC, Graph, _Lookup, inside_ranges
@@ -57,6 +58,7 @@ class CriticalPath:
         return f"<CriticalPath {len(self.row_ids)} events, {self.length_ns / 1e6:.3f} ms: {parts}>"
 
 
+@per_trace
 def critical_path(trace: Trace, step: int | None = None, *, annotation: str | None = None,
                   instance: int | tuple[int, int] = 0, window: tuple[int, int] | None = None,
                   sync_args: pd.DataFrame | None = None, slack: bool = True, model: str = "hta") -> CriticalPath:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ...trace import predicates as pred
 from ...trace.model import Trace
+from .._memo import per_trace
 from ..operators import _torch_shapes_key, host_call_tree
 
 #: Element size in bytes per ``Input type`` spelling (torch's ``c10::ScalarType`` names).
@@ -322,6 +323,7 @@ def _parse(text: Any) -> list[Any]:
 _CONV_LOOKAHEAD = 8
 
 
+@per_trace
 def op_work(trace: Trace) -> pd.DataFrame:
     """Work of every host operator event that has a model.
 
@@ -441,6 +443,7 @@ _KIND_KERNEL_RE = {
 }
 
 
+@per_trace
 def kernel_work(trace: Trace) -> pd.DataFrame:
     """Work of every kernel: its launching op's work shared out by duration (module docstring).
 
