@@ -47,9 +47,8 @@ def test_quiet_hides_profiler_lines_keeps_the_cells(ip, capfd, tmp_path):
     assert not [ln for ln in quiet.err.splitlines() if is_noise(ln)], quiet.err
     assert "profiler_start" not in quiet.err and "USDT" not in quiet.err
     assert quiet.out == ""  # -q: nothing displayed
-    if "profiler_start" not in loud:
-        pytest.skip("this torch build prints no USDT profiler_start line: nothing to hide")
-    assert "from the cell" in loud
+    # without -q too: nbprof's own start/stop calls run inside the same filter (fd-2 lines only)
+    assert "from the cell" in loud and "profiler_start" not in loud and "USDT" not in loud
 
 
 def test_quiet_reraises_the_cells_exception(ip, capfd, tmp_path):
