@@ -9,7 +9,8 @@ strings, imported on first use, so building the registry imports no view module 
 
 Views registered with ``ranks=True`` (distributed, all-ranks timeline) take the job instead of one trace:
 a sequence of traces (one per rank), a ``MultiRankTrace`` or a single ``Trace`` (one rank); the
-dashboard hands them every rank it was given.
+dashboard hands them every rank it was given. Views registered with ``pair=True`` (diff) take two traces
+``(before, after)``; they are not in the dashboard of one trace.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ViewSpec:
     live: str
     static: str
     ranks: bool = False
+    pair: bool = False
 
     def live_builder(self) -> Callable[..., Any]:
         """The imported live builder."""
@@ -50,10 +52,10 @@ def _resolve(target: str) -> Callable[..., Any]:
 _REGISTRY: dict[str, ViewSpec] = {}
 
 
-def register(name: str, *, title: str, live: str, static: str, ranks: bool = False) -> ViewSpec:
+def register(name: str, *, title: str, live: str, static: str, ranks: bool = False, pair: bool = False) -> ViewSpec:
     """Add (or replace) the view ``name``; ``live`` / ``static`` are ``"module:function"`` strings; ``ranks``: the
-    builders take all ranks of a job (see the module doc)."""
-    spec = ViewSpec(name, title, live, static, ranks)
+    builders take all ranks of a job; ``pair``: they take two traces ``(before, after)`` (see the module doc)."""
+    spec = ViewSpec(name, title, live, static, ranks, pair)
     _REGISTRY[name] = spec
     return spec
 
@@ -109,7 +111,7 @@ register("distributed", title="Distributed", live="nbprof.viz.distributed:distri
 register("ranks_timeline", title="All ranks", live="nbprof.viz.ranks_timeline:ranks_timeline_view",
          static="nbprof.viz.ranks_timeline:static_view", ranks=True)
 # two traces (before, after): the first argument of its builders is the pair
-register("diff", title="Diff", live="nbprof.viz.compare:diff_view", static="nbprof.viz.compare:static_view")
+register("diff", title="Diff", live="nbprof.viz.compare:diff_view", static="nbprof.viz.compare:static_view", pair=True)
 
 
 def call_entry(names_: tuple[str, ...], trace, *args: Any, **kwargs: Any) -> Any:
