@@ -13,7 +13,10 @@ def longest_path(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
 
     ``dist[v] = base[v]`` for a node without in-edges, else ``max(dist[u] + w)`` over its in-edges
     (ties: the first in-edge in array order). Nodes with one in-edge are resolved by pointer jumping
-    (vectorised, log depth rounds); only nodes with several in-edges go through a Python loop.
+    (vectorised, log depth rounds); nodes with several in-edges (*merges*) by :func:`_resolve_merges`
+    (vectorised rounds, max-plus pointer jumping along chains of merges; a Python loop only for what is
+    left when a round stops paying). Integer arithmetic throughout: the result does not depend on the
+    order in which merges are resolved.
 
     Returns
     -------
@@ -41,38 +44,109 @@ def longest_path(n: int, src: np.ndarray, dst: np.ndarray, w: np.ndarray,
         acc[act] += acc[a]
         anc[act] = anc[a]
         act = act[anc[anc[act]] != anc[act]]
-    # roots: sources and merge nodes; resolve merges in order
+    # roots: sources and merge nodes; resolve merges
     dist_root = base.astype(np.int64).copy()
     merges = np.flatnonzero(indeg >= 2)
     if merges.size:
         e_lo = ptr[merges]
-        e_hi = ptr[merges + 1]
-        cnt = e_hi - e_lo
+        cnt = ptr[merges + 1] - e_lo
         eidx = np.repeat(e_lo - np.cumsum(np.concatenate([[0], cnt[:-1]])), cnt) + np.arange(cnt.sum())
-        r_k = anc[s_src[eidx]].tolist()
-        c_k = (acc[s_src[eidx]] + s_w[eidx]).tolist()
-        e_ord = order[eidx].tolist()
-        D = dist_root.tolist()
-        mlist = merges.tolist()
-        cl = cnt.tolist()
-        argm = [0] * len(mlist)
-        k = 0
-        for i, mnode in enumerate(mlist):
-            best = D[r_k[k]] + c_k[k]
-            arg = e_ord[k]
-            k2 = k + 1
-            for kk in range(k2, k + cl[i]):
-                val = D[r_k[kk]] + c_k[kk]
-                if val > best:
-                    best = val
-                    arg = e_ord[kk]
-            k += cl[i]
-            D[mnode] = best
-            argm[i] = arg
-        dist_root = np.asarray(D, dtype=np.int64)
-        pred_edge[merges] = np.asarray(argm, dtype=np.int64)
+        r_k = anc[s_src[eidx]]
+        c_k = acc[s_src[eidx]] + s_w[eidx]
+        _resolve_merges(dist_root, merges, cnt, r_k, c_k)
+        # the in-edge of each merge: the first (array order) reaching its maximum
+        seg = np.repeat(np.arange(merges.size), cnt)
+        hit = np.flatnonzero(dist_root[r_k] + c_k == dist_root[merges][seg])
+        _, first = np.unique(seg[hit], return_index=True)
+        pred_edge[merges] = order[eidx[hit[first]]]
     dist = dist_root[anc] + acc
     return dist, pred_edge
+
+
+#: :func:`_resolve_merges` goes on with vectorised rounds while a round resolves at least this share of the
+#: merges left (a round costs about what the Python loop spends on a few percent of them).
+_ROUND_MIN_SHARE = 0.05
+
+
+def _resolve_merges(D: np.ndarray, merges: np.ndarray, cnt: np.ndarray, r_k: np.ndarray, c_k: np.ndarray) -> None:
+    """Set ``D[merges[i]] = max(D[r] + c)`` over merge i's in-edges (``cnt[i]`` consecutive entries of ``r_k``
+    (root node: a source, whose ``D`` is known, or another merge) and ``c_k`` (weight)), in place.
+
+    Each round resolves the merges whose roots are all resolved and, by max-plus pointer jumping
+    (``x = max(a, x_parent + c)`` composes), the chains of merges with exactly one unresolved root that
+    lead to one of them. Merges are in topological order (node order), which the Python loop for the
+    rest relies on.
+    """
+    M = merges.size
+    midx = np.full(D.size, -1, np.int64)
+    midx[merges] = np.arange(M)
+    pk = midx[r_k]  # merge index of each edge's root, -1 for a source
+    done = np.zeros(M, bool)
+    live = np.arange(M)  # unresolved merges
+    lo = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+    e_live = np.arange(r_k.size)  # their edges, grouped by merge
+    c_live = cnt
+    neg = np.iinfo(np.int64).min // 4
+    while live.size:
+        unres = pk[e_live] >= 0
+        unres[unres] = ~done[pk[e_live][unres]]
+        starts = np.concatenate([[0], np.cumsum(c_live)[:-1]])
+        vals = np.where(unres, neg, D[r_k[e_live]] + c_k[e_live])
+        A = np.maximum.reduceat(vals, starts)
+        n_un = np.add.reduceat(unres.astype(np.int64), starts)
+        ready = n_un == 0
+        # chains: one unresolved root (its merge index `par`, the edge weight `cc`)
+        ch = n_un == 1
+        pos = np.full(M, -1, np.int64)  # merge index -> position in `live`
+        pos[live] = np.arange(live.size)
+        seg = np.repeat(np.arange(live.size), c_live)
+        ue = np.flatnonzero(unres & ch[seg])
+        par = np.full(live.size, -1, np.int64)
+        cc = np.zeros(live.size, np.int64)
+        par[seg[ue]] = pos[pk[e_live[ue]]]
+        cc[seg[ue]] = c_k[e_live[ue]]
+        best = A.copy()
+        # jump while the parent is itself a chain node
+        act = np.flatnonzero(ch)
+        act = act[ch[par[act]]]
+        while act.size:
+            p = par[act]
+            b_new = np.maximum(best[act], best[p] + cc[act])
+            c_new = cc[act] + cc[p]
+            par[act] = par[p]
+            best[act] = b_new
+            cc[act] = c_new
+            act = act[ch[par[act]]]
+        x = np.where(ready, A, neg)
+        solve = ch.copy()
+        solve[ch] = ready[par[ch]]
+        x[solve] = np.maximum(best[solve], A[par[solve]] + cc[solve])
+        ok = ready | solve
+        D[merges[live[ok]]] = x[ok]
+        done[live[ok]] = True
+        keep = ~ok
+        n_ok = int(ok.sum())
+        live_before = live.size
+        live = live[keep]
+        e_live = e_live[keep[seg]]
+        c_live = c_live[keep]
+        if live.size and n_ok < _ROUND_MIN_SHARE * live_before:
+            break
+    if live.size:  # the rest in topological order
+        Dl = D.tolist()
+        ml = merges[live].tolist()
+        rl = r_k[e_live].tolist()
+        cl = c_k[e_live].tolist()
+        k = 0
+        for i, mnode in enumerate(ml):
+            best_v = Dl[rl[k]] + cl[k]
+            for kk in range(k + 1, k + int(c_live[i])):
+                v = Dl[rl[kk]] + cl[kk]
+                if v > best_v:
+                    best_v = v
+            k += int(c_live[i])
+            Dl[mnode] = best_v
+        D[merges[live]] = np.asarray(Dl, dtype=np.int64)[merges[live]]
 
 
 def _walk_back(pred_edge: np.ndarray, src: np.ndarray, end_node: int) -> tuple[np.ndarray, np.ndarray]:
