@@ -53,7 +53,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -61,7 +61,7 @@ import pandas as pd
 from ..trace.model import Trace
 from ..trace.predicates import name_mask as _name_mask
 from . import critical_path as cpm
-from .steps import _is_dataloader, step_windows
+from .steps import _is_dataloader, step_windows, step_windows_at
 
 SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication", "cuda_graphs")
 
@@ -291,10 +291,7 @@ def predict(trace: Trace, scenario: str | Change | Sequence[str | Change] | None
     new_end = rep[g.end]
     ts[g.rows] = new_ts
     dur[g.rows] = np.maximum(new_end - new_ts, 0)
-    ev2 = ev.copy(deep=False)
-    ev2["ts_ns"] = ts
-    ev2["dur_ns"] = dur
-    pred = step_windows(replace(trace, events=ev2))
+    pred = step_windows_at(trace, ts, dur)
     per = pd.DataFrame({"step": base["step"].to_numpy(np.int64),
                         "baseline_ns": (base["end_ns"] - base["start_ns"]).to_numpy(np.int64)})
     p2 = pd.DataFrame({"step": pred["step"].to_numpy(np.int64),

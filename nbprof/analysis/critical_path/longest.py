@@ -83,7 +83,6 @@ def _resolve_merges(D: np.ndarray, merges: np.ndarray, cnt: np.ndarray, r_k: np.
     pk = midx[r_k]  # merge index of each edge's root, -1 for a source
     done = np.zeros(M, bool)
     live = np.arange(M)  # unresolved merges
-    lo = np.concatenate([[0], np.cumsum(cnt)[:-1]])
     e_live = np.arange(r_k.size)  # their edges, grouped by merge
     c_live = cnt
     neg = np.iinfo(np.int64).min // 4
