@@ -80,3 +80,39 @@ def test_rounds_equal_the_plain_loop_on_random_dags():
         d, p = longest.longest_path(n, src, dst, w, base)
         rd, rp = _reference(n, src, dst, w, base)
         assert np.array_equal(d, rd) and np.array_equal(p, rp), trial
+
+
+def test_planned_replay_equals_unplanned_on_real_graphs(graphs):
+    for name, (tr, g) in graphs.items():
+        plan = longest.longest_plan(g.n_nodes, g.src, g.dst)
+        assert plan is not None, name
+        for changes in ([], [whatif.scale("gemm|conv", 0.5)], [whatif.faster_host(2.0)], ["overlap_communication"]):
+            w, keep = whatif._apply(g, tr.events, whatif._as_changes(changes))
+            assert keep.all()
+            d, p = longest.longest_path(g.n_nodes, g.src, g.dst, w, g.t, plan=plan)
+            rd, rp = longest.longest_path(g.n_nodes, g.src, g.dst, w, g.t)
+            assert np.array_equal(d, rd) and np.array_equal(p, rp), (name, changes)
+        with pytest.raises(ValueError, match="plan for"):
+            longest.longest_path(g.n_nodes, g.src[1:], g.dst[1:], g.wmin[1:], g.t, plan=plan)
+
+
+def test_planned_equals_plain_loop_on_random_dags():
+    rng = np.random.default_rng(21)
+    planned = 0
+    for trial in range(200):
+        n = int(rng.integers(2, 200))
+        a, b = rng.integers(0, n, n), rng.integers(0, n, n)
+        k = a != b
+        src, dst = np.minimum(a, b)[k], np.maximum(a, b)[k]
+        if trial % 2:  # long single-in-edge chains with branches off them
+            src, dst = np.concatenate([src, np.arange(n - 1)]), np.concatenate([dst, np.arange(1, n)])
+        w = rng.integers(0, 4 if trial % 3 else 1000, src.size).astype(np.int64)
+        base = rng.integers(0, 50, n).astype(np.int64)
+        plan = longest.longest_plan(n, src, dst)
+        if plan is None:
+            continue
+        planned += 1
+        d, p = longest.longest_path(n, src, dst, w, base, plan=plan)
+        rd, rp = _reference(n, src, dst, w, base)
+        assert np.array_equal(d, rd) and np.array_equal(p, rp), trial
+    assert planned == 200

@@ -112,7 +112,7 @@ binding chain have 0; -1 marks events outside the graph.
 from __future__ import annotations
 
 from .graph import build_graph
-from .longest import longest_path, replay_times
+from .longest import LongestPlan, longest_path, longest_plan, replay_times
 from .model import (
     BLOCKING_CALLS,
     BREAKDOWN_KINDS,
@@ -160,7 +160,9 @@ __all__ = [
     "critical_path",
     "event_slack",
     "inside_ranges",
+    "LongestPlan",
     "longest_path",
+    "longest_plan",
     "replay_times",
     "tail_lengths",
 ]
