@@ -116,3 +116,14 @@ def test_planned_equals_plain_loop_on_random_dags():
         rd, rp = _reference(n, src, dst, w, base)
         assert np.array_equal(d, rd) and np.array_equal(p, rp), trial
     assert planned == 200
+
+
+def test_critical_path_and_replays_share_one_graph(graphs):
+    from nbprof.analysis.critical_path import critical_path
+
+    for name, (tr, _g) in graphs.items():
+        cp = critical_path(tr, slack=False)
+        assert cp.graph is whatif.trace_graph(tr), name
+        assert critical_path(tr, window=cp.window, slack=False).graph is not cp.graph  # a window: its own graph
+        whatif.clear_graph_cache()
+        assert whatif.trace_graph(tr) is not cp.graph  # cleared: built again

@@ -71,34 +71,21 @@ SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication", "cuda_gra
 #: The launch calls of ``"cuda_graphs"`` (HTA's launch names, ``critical_path.LAUNCH_NAMES``), as a regex.
 LAUNCH_PATTERN = "^(?:" + "|".join(re.escape(n) for n in sorted(cpm.LAUNCH_NAMES)) + ")$"
 
-#: id(trace) -> (weak reference to the trace, id of its events table, its whole-trace graph).
-_GRAPHS: dict[int, tuple[weakref.ref[Trace], int, cpm.Graph]] = {}
-
-
 def trace_graph(trace: Trace) -> cpm.Graph:
     """The whole-trace dependency graph of ``trace`` (:func:`~nbprof.analysis.critical_path.build_graph`),
-    built once and cached while ``trace`` lives and ``trace.events`` is the same table object.
+    built once and cached while ``trace`` lives and ``trace.events`` is the same table object
+    (:func:`~nbprof.analysis.critical_path.whole_graph`, shared with ``critical_path(trace)``).
 
     Returns
     -------
     Graph
     """
-    key = id(trace)
-    hit = _GRAPHS.get(key)
-    if hit is not None and hit[0]() is trace and hit[1] == id(trace.events):
-        return hit[2]
-    g = cpm.build_graph(trace)
-
-    def _drop(_ref: object, key: int = key) -> None:
-        _GRAPHS.pop(key, None)
-
-    _GRAPHS[key] = (weakref.ref(trace, _drop), id(trace.events), g)
-    return g
+    return cpm.whole_graph(trace)
 
 
 def clear_graph_cache() -> None:
     """Forget every cached graph (:func:`trace_graph`) and replay plan (:func:`_plan_of`)."""
-    _GRAPHS.clear()
+    cpm.clear_whole_graphs()
     _PLANS.clear()
 
 

@@ -111,7 +111,7 @@ binding chain have 0; -1 marks events outside the graph.
 
 from __future__ import annotations
 
-from .graph import build_graph
+from .graph import build_graph, clear_whole_graphs, whole_graph
 from .longest import LongestPlan, longest_path, longest_plan, replay_times
 from .model import (
     BLOCKING_CALLS,
@@ -157,6 +157,8 @@ __all__ = [
     "path_of_graph",
     "Graph",
     "build_graph",
+    "clear_whole_graphs",
+    "whole_graph",
     "critical_path",
     "event_slack",
     "inside_ranges",
