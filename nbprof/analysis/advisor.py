@@ -501,9 +501,8 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
         return []
     oe = eff.operator_efficiency(trace, peaks_=pk)
     w = eff.op_work(trace)
-    outer = w[w["counted"]]
     w_key = _pair_key(w)  # (name, input_dims) as one string per row: set lookups without a Python loop over rows
-    oe = oe[_pair_key(oe).isin(set(_pair_key(outer))).to_numpy()]
+    oe = oe[_pair_key(oe).isin(w_key[w["counted"].to_numpy()].unique()).to_numpy()]
     ev = trace.events
     total = int(ev.loc[pred.is_kernel(ev), "dur_ns"].sum())
     if oe.empty or total <= 0:

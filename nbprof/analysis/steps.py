@@ -64,6 +64,69 @@ def _is_dataloader(name: str) -> bool:
 
 
 @per_trace
+def _row_roles(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str, Any]:
+    """The time-independent half of :func:`role_intervals`: a bool mask (aligned with ``trace.events`` rows)
+    per role, plus ``"is_step"``, ``"window"`` (host ops and steps), ``"is_runtime"``, ``"is_dev"`` and
+    ``"step_numbers"`` (N per step row, -1 when unnumbered). Masks depend on names and categories only,
+    so a what-if replay (new times, same rows) reuses them."""
+    ev = trace.events
+    names = ev["name"]
+    ext = ev["external_id"].to_numpy(np.int64)
+
+    is_cpu_op = pred.is_host_op(ev, annotations=False)
+    is_anno = pred.is_host_op(ev) & ~is_cpu_op
+    is_step = (is_cpu_op | is_anno) & pred.is_step_row(ev)
+    comm_names = set(NCCL_OP_NAMES + GLOO_OP_NAMES)
+    is_comm_op = (is_cpu_op | is_anno) & pred.name_mask(names, comm_names.__contains__)
+    is_dl = (is_cpu_op if legacy_tb_plugin else (is_cpu_op | is_anno)) & pred.name_mask(names, _is_dataloader)
+    host_ops = is_cpu_op if legacy_tb_plugin else (is_cpu_op | is_anno)
+    is_cpu_exec = host_ops & ~is_step & ~is_dl & ~is_comm_op
+
+    is_kernel = pred.is_kernel(ev)
+    comm_ext = np.unique(ext[is_comm_op & (ext >= 0)])
+    is_comm_kernel = is_kernel & np.isin(ext, comm_ext) & (ext >= 0)
+    if not legacy_tb_plugin:
+        is_comm_kernel |= is_kernel & pred.is_communication(ev, where="device")
+    is_memcpy = pred.is_memcpy(ev)
+    is_memset = pred.is_memset(ev)
+    is_runtime = pred.is_runtime(ev)
+    step_nums = [pred.step_number(n) for n in names[is_step]]
+    return {
+        "kernel_ns": is_kernel & ~is_comm_kernel,
+        "memcpy_ns": is_memcpy,
+        "memset_ns": is_memset,
+        "communication_ns": is_comm_kernel | is_comm_op,
+        "runtime_ns": is_runtime,
+        "dataloader_ns": is_dl,
+        "cpu_exec_ns": is_cpu_exec,
+        "is_step": is_step,
+        "window": host_ops | is_step,
+        "is_runtime": is_runtime,
+        "is_dev": is_kernel | is_memcpy | is_memset,
+        "step_numbers": np.array([-1 if n is None else n for n in step_nums], dtype=np.int64),
+    }
+
+
+def _roles_at(trace: Trace, ts: np.ndarray, end: np.ndarray, legacy_tb_plugin: bool,
+              intervals: bool) -> dict[str, Any]:
+    """:func:`role_intervals` of ``trace`` with event times ``ts``/``end`` (int64 ns per row); without
+    ``intervals`` the ``"roles"`` entry (the interval unions, which :func:`step_windows` does not use) is empty."""
+    k = _row_roles(trace, legacy_tb_plugin=legacy_tb_plugin)
+    roles = {c: iv.merge(ts[k[c]], end[k[c]]) for c in ROLE_COLUMNS} if intervals else {}
+    is_step, window_mask, is_runtime, is_dev = k["is_step"], k["window"], k["is_runtime"], k["is_dev"]
+    steps = pd.DataFrame({"step": k["step_numbers"], "ts_ns": ts[is_step], "end_ns": end[is_step]})
+    host_window = (int(ts[window_mask].min()), int(end[window_mask].max())) if window_mask.any() else None
+    corr = trace.events["correlation"].to_numpy(np.int64)
+    return {
+        "roles": roles,
+        "steps": steps,
+        "host_window": host_window,
+        "runtime": pd.DataFrame({"ts_ns": ts[is_runtime], "end_ns": end[is_runtime], "correlation": corr[is_runtime]}),
+        "device": pd.DataFrame({"ts_ns": ts[is_dev], "end_ns": end[is_dev], "correlation": corr[is_dev]}),
+    }
+
+
+@per_trace
 def role_intervals(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str, Any]:
     """Classify a trace's events into the Overview roles.
 
@@ -84,58 +147,24 @@ def role_intervals(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str,
         ``"device"``: DataFrame of device ops ``ts_ns, end_ns, correlation``.
     """
     ev = trace.events
-    names = ev["name"]
     ts = ev["ts_ns"].to_numpy(np.int64)
     end = ts + ev["dur_ns"].to_numpy(np.int64)
-    ext = ev["external_id"].to_numpy(np.int64)
+    return _roles_at(trace, ts, end, legacy_tb_plugin, intervals=True)
 
-    is_cpu_op = pred.is_host_op(ev, annotations=False)
-    is_anno = pred.is_host_op(ev) & ~is_cpu_op
-    is_step = (is_cpu_op | is_anno) & pred.is_step_row(ev)
-    comm_names = set(NCCL_OP_NAMES + GLOO_OP_NAMES)
-    is_comm_op = (is_cpu_op | is_anno) & pred.name_mask(names, comm_names.__contains__)
-    is_dl = (is_cpu_op if legacy_tb_plugin else (is_cpu_op | is_anno)) & pred.name_mask(names, _is_dataloader)
-    host_ops = is_cpu_op if legacy_tb_plugin else (is_cpu_op | is_anno)
-    is_cpu_exec = host_ops & ~is_step & ~is_dl & ~is_comm_op
 
-    is_kernel = pred.is_kernel(ev)
-    comm_ext = np.unique(ext[is_comm_op & (ext >= 0)])
-    is_comm_kernel = is_kernel & np.isin(ext, comm_ext) & (ext >= 0)
-    if not legacy_tb_plugin:
-        is_comm_kernel |= is_kernel & pred.is_communication(ev, where="device")
-    is_memcpy = pred.is_memcpy(ev)
-    is_memset = pred.is_memset(ev)
-    is_runtime = pred.is_runtime(ev)
+def step_windows_at(trace: Trace, ts_ns: np.ndarray, dur_ns: np.ndarray) -> pd.DataFrame:
+    """:func:`step_windows` of ``trace`` with its events at other times: ``ts_ns``/``dur_ns`` (int64 ns, one
+    per ``trace.events`` row, e.g. a what-if replay's). The same result as ``step_windows`` of a copy of the
+    trace with those columns, without classifying the rows again (names and categories are unchanged).
 
-    def m(mask: np.ndarray) -> iv.Intervals:
-        return iv.merge(ts[mask], end[mask])
-
-    roles = {
-        "kernel_ns": m(is_kernel & ~is_comm_kernel),
-        "memcpy_ns": m(is_memcpy),
-        "memset_ns": m(is_memset),
-        "communication_ns": m(is_comm_kernel | is_comm_op),
-        "runtime_ns": m(is_runtime),
-        "dataloader_ns": m(is_dl),
-        "cpu_exec_ns": m(is_cpu_exec),
-    }
-    step_nums = [pred.step_number(n) for n in names[is_step]]
-    steps = pd.DataFrame({
-        "step": np.array([-1 if n is None else n for n in step_nums], dtype=np.int64),
-        "ts_ns": ts[is_step],
-        "end_ns": end[is_step],
-    })
-    window_mask = host_ops | is_step
-    host_window = (int(ts[window_mask].min()), int(end[window_mask].max())) if window_mask.any() else None
-    corr = ev["correlation"].to_numpy(np.int64)
-    is_dev = is_kernel | is_memcpy | is_memset
-    return {
-        "roles": roles,
-        "steps": steps,
-        "host_window": host_window,
-        "runtime": pd.DataFrame({"ts_ns": ts[is_runtime], "end_ns": end[is_runtime], "correlation": corr[is_runtime]}),
-        "device": pd.DataFrame({"ts_ns": ts[is_dev], "end_ns": end[is_dev], "correlation": corr[is_dev]}),
-    }
+    Returns
+    -------
+    pandas.DataFrame
+        As :func:`step_windows`.
+    """
+    ts = np.asarray(ts_ns, dtype=np.int64)
+    end = ts + np.asarray(dur_ns, dtype=np.int64)
+    return step_windows(trace, _roles=_roles_at(trace, ts, end, False, intervals=False))
 
 
 @per_trace

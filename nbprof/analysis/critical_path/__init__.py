@@ -111,8 +111,8 @@ binding chain have 0; -1 marks events outside the graph.
 
 from __future__ import annotations
 
-from .graph import build_graph
-from .longest import longest_path, replay_times
+from .graph import build_graph, clear_whole_graphs, whole_graph
+from .longest import LongestPlan, longest_path, longest_plan, replay_times
 from .model import (
     BLOCKING_CALLS,
     BREAKDOWN_KINDS,
@@ -157,10 +157,14 @@ __all__ = [
     "path_of_graph",
     "Graph",
     "build_graph",
+    "clear_whole_graphs",
+    "whole_graph",
     "critical_path",
     "event_slack",
     "inside_ranges",
+    "LongestPlan",
     "longest_path",
+    "longest_plan",
     "replay_times",
     "tail_lengths",
 ]

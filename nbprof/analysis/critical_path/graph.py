@@ -3,6 +3,7 @@ gpu_sync / fwdbwd / wake edges; see the package docstring for each kind and its 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 
 import numpy as np
@@ -577,3 +578,34 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
                  is_comm=is_comm, is_launch_call=is_launch_call, is_blocking=is_blocking,
                  is_step_range=step_rows_all[rows], dropped_edges=dropped,
                  window=(w0, w1), queued_gap_ns=int(gq), launch_delay_ns=int(lq))
+
+
+#: id(trace) -> (weak reference to the trace, id of its events table, its whole-trace graph).
+_WHOLE: dict[int, tuple[weakref.ref[Trace], int, Graph]] = {}
+
+
+def whole_graph(trace: Trace) -> Graph:
+    """``build_graph(trace)`` (the whole trace, default arguments), built once and cached while ``trace``
+    lives and ``trace.events`` is the same table object: :func:`~nbprof.analysis.critical_path.critical_path`
+    of the whole trace and every :func:`nbprof.analysis.whatif.predict` of it share one graph (issue 20).
+
+    Returns
+    -------
+    Graph
+    """
+    key = id(trace)
+    hit = _WHOLE.get(key)
+    if hit is not None and hit[0]() is trace and hit[1] == id(trace.events):
+        return hit[2]
+    g = build_graph(trace)
+
+    def _drop(_ref: object, key: int = key) -> None:
+        _WHOLE.pop(key, None)
+
+    _WHOLE[key] = (weakref.ref(trace, _drop), id(trace.events), g)
+    return g
+
+
+def clear_whole_graphs() -> None:
+    """Forget every graph cached by :func:`whole_graph`."""
+    _WHOLE.clear()

@@ -10,7 +10,7 @@ import pandas as pd
 from ...trace import schema
 from ...trace.model import Trace
 from .._memo import per_trace
-from .graph import build_graph
+from .graph import build_graph, whole_graph
 from .longest import _walk_back, longest_path
 from .model import BREAKDOWN_KINDS, DEVICE, EDGE_KINDS, GPU_SYNC, HOST, LAUNCH, SYNC, Graph, _Lookup, inside_ranges
 from .slack import event_slack
@@ -89,7 +89,10 @@ def critical_path(trace: Trace, step: int | None = None, *, annotation: str | No
     ValueError
         When the step or annotation is not in the trace, or the window holds no event.
     """
-    g = build_graph(trace, step, annotation=annotation, instance=instance, window=window, sync_args=sync_args)
+    if step is None and annotation is None and instance == 0 and window is None and sync_args is None:
+        g = whole_graph(trace)  # the what-if replays' graph: built once per trace
+    else:
+        g = build_graph(trace, step, annotation=annotation, instance=instance, window=window, sync_args=sync_args)
     return path_of_graph(trace, g, slack=slack, model=model)
 
 
