@@ -5,6 +5,11 @@ Bokeh layouts rendered inside an initially hidden tab measure zero size and coll
 the visible view, and each view is built the first time it is selected (so a large trace's
 timeline costs nothing until asked for).
 
+Above the views: the verdict and the top findings (``results.verdict``); each finding with evidence gets a
+"show on the timeline" button whose click (a Python callback in the kernel) selects the timeline view and sets
+its range to the finding's evidence window (``analysis.evidence.finding_window``, the window of the report's
+links too), re-aggregated for that window (``TimelineView.set_range``).
+
 Given several ranks (a list of traces or a ``MultiRankTrace``), the dashboard shows the first rank's views
 and adds the multi-rank views (``registry.default_views``): ``distributed`` (also for one trace with
 collectives) and ``ranks_timeline``; those views receive every rank.
@@ -64,6 +69,11 @@ class Dashboard(widgets.VBox):
         View name -> the view widget, for the views built so far.
     errors : dict
         View name -> the error message when a view could not be built for this trace.
+    findings : list
+        ``(Finding, window)`` of the findings listed under the verdict, ranked; window: ``(start_ns, end_ns)``
+        from the trace origin (``evidence.finding_window``) or None.
+    zoom_buttons : list of ipywidgets.Button
+        The "show on the timeline" buttons (one per listed finding with a window; none without a timeline view).
     """
 
     def __init__(self, trace, *, views=None, start: str | None = None, theme: str = "auto", width: int = 1100):
