@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 from conftest import CORPUS
-from test_browser import BENIGN, browser, lab  # noqa: F401 - the JupyterLab server and Chromium fixtures
+from test_browser import BENIGN, lab  # noqa: F401 - the JupyterLab server fixture (Chromium: conftest)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

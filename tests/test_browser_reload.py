@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_browser import _errors_collector, _luminance, _shot_dir, browser, lab  # noqa: F401 - fixtures
+from test_browser import _errors_collector, _luminance, _shot_dir, lab  # noqa: F401 - fixtures (browser: conftest)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
