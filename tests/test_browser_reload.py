@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_browser import _errors_collector, _luminance, _shot_dir, lab  # noqa: F401 - fixtures (browser: conftest)
+from test_browser import _errors_collector, _luminance, _shot_dir, lab  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
