@@ -400,8 +400,7 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "") -> 
     tr = load_input(trace, trace_cache) if trace else load_input(nsys_report) if nsys_report else None
     if tr is None:
         return
-    html = verdict_html(verdict(tr), advisor.advise(tr),
-                        zoom=lambda f: evidence.interval(tr, getattr(f, "evidence_rows", []) or [], top=1, pad_ratio=0.5))
+    html = verdict_html(verdict(tr), advisor.advise(tr), zoom=lambda f: evidence.finding_window(tr, f))
     display(HTML(html), metadata={_VERDICT_KEY: True})
 
 

@@ -135,3 +135,10 @@ def interval(trace: Trace, rows: Iterable[int], *, top: int | None = None,
     lo, hi = int(ts.min()), int(end.max())
     pad = max(int((hi - lo) * pad_ratio), 1000)
     return lo - pad, hi + pad
+
+
+def finding_window(trace: Trace, finding: object) -> tuple[int, int] | None:
+    """The window a finding's "show on the timeline" link zooms to (the report's and the live dashboard's): the
+    :func:`interval` of its strongest evidence row (``top=1``) padded by half its span (``pad_ratio=0.5``, at least
+    1 µs), int64 ns from the trace origin; None when the finding has no ``evidence_rows``."""
+    return interval(trace, getattr(finding, "evidence_rows", None) or [], top=1, pad_ratio=0.5)

@@ -5,6 +5,11 @@ Bokeh layouts rendered inside an initially hidden tab measure zero size and coll
 the visible view, and each view is built the first time it is selected (so a large trace's
 timeline costs nothing until asked for).
 
+Above the views: the verdict and the top findings (``results.verdict``); each finding with evidence gets a
+"show on the timeline" button whose click (a Python callback in the kernel) selects the timeline view and sets
+its range to the finding's evidence window (``analysis.evidence.finding_window``, the window of the report's
+links too), re-aggregated for that window (``TimelineView.set_range``).
+
 Given several ranks (a list of traces or a ``MultiRankTrace``), the dashboard shows the first rank's views
 and adds the multi-rank views (``registry.default_views``): ``distributed`` (also for one trace with
 collectives) and ``ranks_timeline``; those views receive every rank.
@@ -16,6 +21,7 @@ import os
 
 import ipywidgets as widgets
 
+from ..results.format import fmt_ns
 from . import registry
 from ._escape import escape_html
 
@@ -23,18 +29,35 @@ __all__ = ["dashboard", "Dashboard", "VIEWS", "show_trace"]
 
 #: the views of the dashboard, in order (``nbprof.viz.registry``)
 VIEWS = registry.VIEWS
+#: findings listed under the verdict (the report lists as many)
+TOP_FINDINGS = 3
 
 
-def _verdict_html(trace) -> str:
-    """The verdict and the top findings (``results.verdict``), shown above every tab; empty when it cannot be made."""
-    from ..analysis import advisor
+def _verdict(trace) -> tuple[str, list]:
+    """The verdict and the top findings (``results.verdict``), shown above every tab, and ``(finding, window)``
+    pairs of the findings listed (window: ``evidence.finding_window``, ns, or None); the HTML says why when the
+    verdict cannot be made."""
+    from ..analysis import advisor, evidence
     from ..analysis.verdict import verdict
-    from ..results.verdict import verdict_html
+    from ..results.verdict import rank_findings, verdict_html
 
     try:
-        return verdict_html(verdict(trace), advisor.advise(trace))
+        findings = advisor.advise(trace)
+        html = verdict_html(verdict(trace), findings, top=TOP_FINDINGS)
     except (ValueError, KeyError) as e:  # e.g. a trace without the columns the step breakdown needs
-        return f"<i>verdict not available: {escape_html(str(e))}</i>"
+        return f"<i>verdict not available: {escape_html(str(e))}</i>", []
+    return html, [(f, evidence.finding_window(trace, f)) for f in rank_findings(findings, TOP_FINDINGS)]
+
+
+def _zoom_button(i: int, finding, window: tuple[int, int]) -> widgets.Button:
+    """Finding ``i``'s "show on the timeline" button: its label names the window (human units); the finding's title
+    (trace text) goes to the tooltip, which the browser shows as text."""
+    x0, x1 = window
+    b = widgets.Button(description=f"{i}. show on the timeline ({fmt_ns(max(x0, 0))} to {fmt_ns(x1)})",
+                       tooltip=str(getattr(finding, "title", "")), icon="search",
+                       layout=widgets.Layout(width="auto"))
+    b.add_class("nbprof-zoom")
+    return b
 
 
 class Dashboard(widgets.VBox):
@@ -46,6 +69,11 @@ class Dashboard(widgets.VBox):
         View name -> the view widget, for the views built so far.
     errors : dict
         View name -> the error message when a view could not be built for this trace.
+    findings : list
+        ``(Finding, window)`` of the findings listed under the verdict, ranked; window: ``(start_ns, end_ns)``
+        from the trace origin (``evidence.finding_window``) or None.
+    zoom_buttons : list of ipywidgets.Button
+        The "show on the timeline" buttons (one per listed finding with a window; none without a timeline view).
     """
 
     def __init__(self, trace, *, views=None, start: str | None = None, theme: str = "auto", width: int = 1100):
@@ -64,30 +92,69 @@ class Dashboard(widgets.VBox):
             f"{len(s['steps'])} steps, {s['duration_ns'] / 1e6:.3f} ms, rank {s['rank']}"
             + (f", devices: {escape_html(', '.join(s['devices']))}" if s["devices"] else "")
             + (f" (of {len(self.ranks)} ranks given)" if len(self.ranks) > 1 else ""))
-        self.verdict = widgets.HTML(_verdict_html(trace))
+        html, self.findings = _verdict(trace)
+        self.verdict = widgets.HTML(html)
+        # each listed finding with evidence gets a button that zooms the timeline there (when it is a view here)
+        self.zoom_buttons: list = []
+        if "timeline" in names:
+            for i, (f, window) in enumerate(self.findings, 1):
+                if window is not None:
+                    b = _zoom_button(i, f, window)
+                    b.on_click(lambda _b, i=i: self.zoom_to_finding(i))
+                    self.zoom_buttons.append(b)
+        links = widgets.HBox(self.zoom_buttons, layout=widgets.Layout(flex_flow="row wrap"))
+        links.add_class("nbprof-zoom-links")
         self.selector = widgets.ToggleButtons(options=names, value=start or names[0])
         self.body = widgets.VBox([])
         self.selector.observe(self._on_select, names="value")
-        super().__init__([head, self.verdict, self.selector, self.body])
+        super().__init__([head, self.verdict, links, self.selector, self.body])
         self.add_class("nbprof-dashboard")
         self.show_view(self.selector.value)
 
     def _on_select(self, change) -> None:
         self.show_view(change["new"])
 
-    def show_view(self, name: str):
-        """Build (once) and show the view ``name``; returns it (or the error widget)."""
+    def _view(self, name: str):
+        """The view ``name``, built on first use (None when it cannot be built for this trace: ``errors``)."""
         if name not in self.views and name not in self.errors:
             try:
                 job = self.ranks if registry.get(name).ranks else self.trace
                 self.views[name] = registry.live(name, job, theme=self.theme, width=self.width)
             except (ValueError, KeyError) as e:  # e.g. no operators / no steps in this trace
                 self.errors[name] = f"{name} view not available for this trace: {e}"
-        w = self.views.get(name) or widgets.HTML(f"<i>{escape_html(self.errors[name])}</i>")
+        return self.views.get(name)
+
+    def show_view(self, name: str):
+        """Build (once) and show the view ``name``; returns it (or the error widget)."""
+        w = self._view(name) or widgets.HTML(f"<i>{escape_html(self.errors[name])}</i>")
         self.body.children = [w]
         if self.selector.value != name:
             self.selector.value = name
         return w
+
+    def zoom_to_finding(self, i: int):
+        """Select the timeline and show finding ``i``'s evidence window (1-based, as listed under the verdict).
+
+        The window is :func:`nbprof.analysis.evidence.finding_window` (ns; the timeline's axis is ms); the live
+        timeline re-aggregates for it in the kernel (``TimelineView.set_range``). Returns the timeline view, or
+        None when the finding has no evidence window. Raises ``IndexError`` for a finding not listed and
+        ``ValueError`` when this dashboard has no timeline view.
+        """
+        if "timeline" not in self.selector.options:
+            raise ValueError("this dashboard has no timeline view")
+        if not 1 <= i <= len(self.findings):
+            raise IndexError(f"finding {i} is not listed (1..{len(self.findings)})")
+        window = self.findings[i - 1][1]
+        if window is None:
+            return None
+        view = self._view("timeline")
+        if view is not None and hasattr(view, "set_range"):
+            view.set_range(window[0] / 1e6, window[1] / 1e6)
+            # jupyter_bokeh sends range/data patches only to a BokehView that exists; the tab's view is (re)made
+            # from ``render_bundle`` when shown, so that bundle must hold the new window
+            view.bokeh_widget.update_from_model(view.bokeh_layout)
+        self.show_view("timeline")
+        return view
 
     def __repr__(self) -> str:
         s = self.trace.summary()

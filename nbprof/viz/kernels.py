@@ -51,24 +51,53 @@ def _yes(v) -> list[str]:
     return ["Yes" if bool(x) else "No" for x in v]
 
 
+def _num(v, missing: float = np.nan) -> np.ndarray:
+    """``v`` as float64 with NaN (and ``missing``) replaced by -1, the sort value of a blank cell (a table sorts on
+    these numbers; NaN compares false both ways, which would leave such rows anywhere)."""
+    x = np.asarray(v, dtype=np.float64).copy()
+    x[np.isnan(x) | (x == missing)] = -1.0
+    return x
+
+
 def _table_data(df: pd.DataFrame, with_op: bool) -> dict:
-    """Display columns (strings in human units) of a ``kernel_table`` frame, at most ``MAX_ROWS`` rows."""
+    """The columns of a ``kernel_table`` frame for its DataTable, at most ``MAX_ROWS`` rows.
+
+    Each numeric column is a pair: the raw number under the frame's name (``calls``, ``total_ns``, ``mean_ns``,
+    ``max_ns``, ``min_ns`` in ns; ``shared_mem_bytes`` in bytes; ``registers``; ``mean_blocks_per_sm``;
+    ``mean_est_achieved_occupancy_ratio`` 0..1; -1 where the trace has no value), which a header click sorts by,
+    and its text in human units (``results.format``) under ``<name>_text``, which the cell shows.
+    """
     d = df.head(MAX_ROWS)
-    data = {"name": d["name"].astype(str).tolist()}
+    data: dict = {"name": d["name"].astype(str).tolist()}
+    nums: dict = {}
     if with_op:
         data["operator"] = d["operator"].astype(str).tolist()
         data["grid"] = d["grid"].astype(str).tolist()
         data["block"] = d["block"].astype(str).tolist()
-        data["registers"] = [str(int(x)) if x >= 0 else "" for x in d["registers"]]
-        data["shared_mem"] = [fmt_bytes(x) if x >= 0 else "" for x in d["shared_mem_bytes"]]
+        nums["registers"] = (_num(d["registers"]), [str(int(x)) if x >= 0 else "" for x in d["registers"]])
+        nums["shared_mem_bytes"] = (_num(d["shared_mem_bytes"]),
+                                    [fmt_bytes(x) if x >= 0 else "" for x in d["shared_mem_bytes"]])
         data["op_tc"] = _yes(d["operator_tensor_core_eligible"])
     data["tc"] = _yes(d["tensor_cores_used"])
-    data["calls"] = [f"{int(x):,}" for x in d["calls"]]
+    nums["calls"] = (d["calls"].to_numpy(np.int64), [f"{int(x):,}" for x in d["calls"]])
     for c in ("total_ns", "mean_ns", "max_ns", "min_ns"):
-        data[c] = [fmt_ns(x) for x in d[c]]
-    data["bps"] = ["" if np.isnan(x) else f"{x:,.2f}" for x in d["mean_blocks_per_sm"]]
-    data["occ"] = [fmt_pct(x) for x in d["mean_est_achieved_occupancy_ratio"]]
+        nums[c] = (d[c].to_numpy(np.int64), [fmt_ns(x) for x in d[c]])
+    bps = d["mean_blocks_per_sm"].to_numpy(np.float64)
+    nums["mean_blocks_per_sm"] = (_num(bps), ["" if np.isnan(x) else f"{x:,.2f}" for x in bps])
+    occ = d["mean_est_achieved_occupancy_ratio"].to_numpy(np.float64)
+    nums["mean_est_achieved_occupancy_ratio"] = (_num(occ), [fmt_pct(x) for x in occ])
+    for k, (raw, text) in nums.items():
+        data[k], data[f"{k}_text"] = raw, text
     return data
+
+
+def _num_column(field: str, title: str, width: int):
+    """A sortable column of the raw number ``field`` showing its ``<field>_text`` twin, right-aligned (the twin is
+    text made by ``results.format``, escaped again by the template's ``<%- %>``)."""
+    from bokeh.models import HTMLTemplateFormatter, TableColumn
+
+    fmt = HTMLTemplateFormatter(template=f'<div style="text-align:right"><%- {field}_text %></div>')
+    return TableColumn(field=field, title=title, width=width, formatter=fmt, sortable=True)
 
 
 def _data_table(df: pd.DataFrame, with_op: bool, name: str, width: int):
@@ -80,22 +109,22 @@ def _data_table(df: pd.DataFrame, with_op: bool, name: str, width: int):
         cols += [TableColumn(field="operator", title="Operator", width=220, formatter=StringFormatter()),
                  TableColumn(field="grid", title="Grid", width=90, formatter=StringFormatter()),
                  TableColumn(field="block", title="Block", width=90, formatter=StringFormatter()),
-                 TableColumn(field="registers", title="Registers / thread", width=60),
-                 TableColumn(field="shared_mem", title="Shared memory", width=80),
+                 _num_column("registers", "Registers / thread", 60),
+                 _num_column("shared_mem_bytes", "Shared memory", 80),
                  TableColumn(field="op_tc", title="Op is Tensor Cores eligible", width=60)]
     cols += [TableColumn(field="tc", title="Tensor Cores used", width=60),
-             TableColumn(field="calls", title="Calls", width=60),
-             TableColumn(field="total_ns", title="Total duration", width=90),
-             TableColumn(field="mean_ns", title="Mean duration", width=90),
-             TableColumn(field="max_ns", title="Max duration", width=90),
-             TableColumn(field="min_ns", title="Min duration", width=90),
-             TableColumn(field="bps", title="Mean blocks per SM", width=80),
-             TableColumn(field="occ", title="Mean est. achieved occupancy", width=90)]
+             _num_column("calls", "Calls", 60),
+             _num_column("total_ns", "Total duration", 90),
+             _num_column("mean_ns", "Mean duration", 90),
+             _num_column("max_ns", "Max duration", 90),
+             _num_column("min_ns", "Min duration", 90),
+             _num_column("mean_blocks_per_sm", "Mean blocks per SM", 80),
+             _num_column("mean_est_achieved_occupancy_ratio", "Mean est. achieved occupancy", 90)]
     n = len(data["name"])
-    # the cells are formatted text: sorting them would sort strings, so the rows stay by total duration
+    # rows start by total duration; a header click sorts by the column's raw number (ns, bytes, count)
     # the kernel + operator table is wider than the page: its columns keep their widths and it scrolls
     return DataTable(source=ColumnDataSource(data, name=f"{name}_source"), columns=cols, width=width,
-                     height=min(420, 30 + 26 * max(n, 1)), index_position=None, sortable=False, name=name,
+                     height=min(420, 30 + 26 * max(n, 1)), index_position=None, sortable=True, name=name,
                      autosize_mode="none" if with_op else "force_fit")
 
 

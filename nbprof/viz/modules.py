@@ -52,7 +52,8 @@ for (let i = 0; i < n; i++) {
 }
 shown.data = out;
 if (shown.selected.indices.length) { shown.selected.indices = []; }
-status.text = base + ' \\u2014 ' + out.label.length + ' rows open; click a row to open or close it';
+status.text = base + ' \\u2014 ' + out.label.length
+  + ' rows open; click a row to open or close it, the header of a number to order the open rows by it';
 if (typeof document !== 'undefined') {
   document.body.dataset.nbprofTree = String(Number(document.body.dataset.nbprofTree || 0) + 1);
 }
@@ -107,6 +108,7 @@ def _tree_table(df: pd.DataFrame, *, kind: str, base: str, extra_cols: list[tupl
         CustomJS,
         DataTable,
         Div,
+        HTMLTemplateFormatter,
         NumberFormatter,
         StringFormatter,
         TableColumn,
@@ -119,16 +121,20 @@ def _tree_table(df: pd.DataFrame, *, kind: str, base: str, extra_cols: list[tupl
             data[field] = df[field].to_numpy(np.int64) if numeric else [truncate(str(x), 200) for x in df[field]]
     full = ColumnDataSource(data, name=f"nbprof_{kind}_full")
     shown = ColumnDataSource({**{k: [] for k in data}, "label": []}, name=f"nbprof_{kind}_shown")
+    # the tree's order is its own (parents first): the name column does not sort; a numeric header click orders the
+    # open rows by that number (ns / count), the cells showing the number's text twin (``results.format``)
     cols = [TableColumn(field="label", title="name", width=380, formatter=StringFormatter(), sortable=False)]
     for field, title, w in extra_cols:
-        fmt = StringFormatter() if isinstance(data[field], list) else NumberFormatter(format="0,0")
-        cols.append(TableColumn(field=field, title=title, width=w, formatter=fmt, sortable=False))
+        numeric = not isinstance(data[field], list)
+        fmt = NumberFormatter(format="0,0") if numeric else StringFormatter()
+        cols.append(TableColumn(field=field, title=title, width=w, formatter=fmt, sortable=numeric))
     cols.append(TableColumn(field="calls", title="calls", width=60, formatter=NumberFormatter(format="0,0"),
-                            sortable=False))
+                            sortable=True))
     for c, title in time_cols:
-        cols.append(TableColumn(field=c.replace("_ns", "_text"), title=title, width=105,
-                                formatter=StringFormatter(text_align="right"), sortable=False))
-    table = DataTable(source=shown, columns=cols, width=width, height=420, sortable=False, index_position=None,
+        twin = c.replace("_ns", "_text")
+        cols.append(TableColumn(field=c, title=title, width=105, sortable=True, formatter=HTMLTemplateFormatter(
+            template=f'<div style="text-align:right"><%- {twin} %></div>')))
+    table = DataTable(source=shown, columns=cols, width=width, height=420, sortable=True, index_position=None,
                       autosize_mode="none", selectable=True, name=f"nbprof_{kind}_table")
     status = Div(text=base, render_as_text=True, width=width, name=f"nbprof_{kind}_status")
     args = dict(full=full, shown=shown, status=status, base=base)
