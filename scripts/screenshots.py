@@ -25,6 +25,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: the dashboard's views of one trace (the registry's order), each shot light and dark
+DASHBOARD_VIEWS = ("overview", "operators", "kernels", "timeline", "memory", "critical_path", "roofline", "modules",
+                   "call_stack")
+
 #: group -> (test file, [(shot taken by the test, name in docs/), ...])
 DOCS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "report": ("tests/test_browser_report_themes.py", [
@@ -33,7 +37,7 @@ DOCS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     ]),
     "dashboard": ("tests/test_browser_reload.py", [
         *((f"dashboard_{v}_{t}.png", f"dashboard_{v}_{t}.png")
-          for v in ("overview", "operators", "timeline", "memory", "critical_path", "roofline")
+          for v in DASHBOARD_VIEWS
           for t in ("light", "dark")),
         ("dashboard_overview_light.png", "dashboard.png"),
     ]),
