@@ -341,6 +341,7 @@ def analysis_inputs():
         "busbw_vs_link": ([tr],),
         "link_peaks": (),
         "step_waterfall": (compare(tr, tr),),
+        "step_windows_at": (tr, tr.events["ts_ns"].to_numpy(), tr.events["dur_ns"].to_numpy()),
     }
 
 

@@ -160,7 +160,8 @@ def step_windows_at(trace: Trace, ts_ns: np.ndarray, dur_ns: np.ndarray) -> pd.D
     Returns
     -------
     pandas.DataFrame
-        As :func:`step_windows`.
+        As :func:`step_windows`: ``step``, ``start_ns``, ``end_ns``, ``host_start_ns``, ``host_end_ns`` (int64
+        ns), ``device_ops``.
     """
     ts = np.asarray(ts_ns, dtype=np.int64)
     end = ts + np.asarray(dur_ns, dtype=np.int64)
