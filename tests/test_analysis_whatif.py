@@ -159,12 +159,13 @@ def test_cpu_predict_preprocess_half_and_zero(cpu_runs):
         pytest.skip(f"machine too loaded for a before/after comparison: DataLoader {dl1 / 1e6:.1f} ms/step at "
                     f"1 ms/sample vs {dl05 / 1e6:.1f} ms at 0.5 ms/sample ({dl1 / dl05:.2f}x, the workload is 2x)")
     # the same for the rest of the step: "no_dataloader" keeps the 1 ms run's non-DataLoader time, so the two
-    # runs' non-DataLoader time must agree (measured on a quiet machine: within 5 %; with 8 jobs on the 2 cores
-    # it was 34 vs 22 ms/step, and the test then compared load, not the prediction)
+    # runs' non-DataLoader time must agree within what the bound below allows (quiet machine: 0.91-1.29x, e.g.
+    # 33.0 vs 25.6 ms in a CI run; with 8 jobs on the 2 cores it was 34 vs 22 ms/step (1.55x), and the test
+    # then compared load, not the prediction)
     dl0 = _mean([_dataloader_ns_per_step(cpu_runs[(0.0, r)]) for r in range(ROUNDS)])
     rest1 = _mean([whatif.predict(cpu_runs[(1.0, r)], []).baseline_step_ns for r in range(ROUNDS)]) - dl1
     rest0 = meas_zero - dl0
-    if not 0.8 <= rest1 / rest0 <= 1.25:
+    if not 0.75 <= rest1 / rest0 <= 1.4:
         pytest.skip(f"machine too loaded: the non-DataLoader time of a step is {rest1 / 1e6:.1f} ms in the 1 ms run "
                     f"and {rest0 / 1e6:.1f} ms in the 0 ms run (the same work)")
     err_half = pred_half / meas_half - 1
