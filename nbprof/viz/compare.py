@@ -20,7 +20,7 @@ from ..results.format import fmt_delta_ns, fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
 from .overview import BREAKDOWN_COLUMNS
-from .theme import apply_theme, auto_theme_callback, style_widgets
+from .theme import apply_theme, on_render, style_widgets
 
 __all__ = ["compare_tables", "compare_view", "diff_view", "static_view", "summary_sentence", "TOP"]
 
@@ -135,7 +135,7 @@ def _delta_table(df: pd.DataFrame, metric: str, key_label: str, names: tuple[str
 
 def _build(tables: dict, names: tuple[str, str], *, theme: str = "light", width: int = 1100):
     from bokeh.layouts import column
-    from bokeh.models import CustomJS, Div
+    from bokeh.models import Div
 
     wf = tables["waterfall"]
     cmp = tables["comparison"]
@@ -159,11 +159,7 @@ def _build(tables: dict, names: tuple[str, str], *, theme: str = "light", width:
     apply_theme(plots, "dark" if theme == "dark" else "light")
     lay = column(*items, name="nbprof_diff")
     style_widgets(lay, theme)
-    if plots:
-        cb = auto_theme_callback(plots, lay) if theme == "auto" else CustomJS(code="""
-            if (typeof document !== 'undefined') {
-              document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }""")
-        plots[0].js_on_change("inner_width", cb)
+    on_render(lay, plots, theme)
     return lay
 
 

@@ -17,7 +17,7 @@ from ..analysis import distributed as D
 from ..results.format import fmt_ns
 from ._base import NbprofView
 from ._escape import escape_html
-from .theme import apply_theme, auto_theme_callback, style_widgets
+from .theme import apply_theme, on_render, style_widgets
 
 __all__ = ["distributed_tables", "distributed_view", "static_view"]
 
@@ -83,7 +83,7 @@ def _straggler_text(st: pd.DataFrame) -> str:
 
 def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     from bokeh.layouts import column
-    from bokeh.models import ColumnDataSource, CustomJS, DataTable, Div, HoverTool, NumberFormatter, Span, TableColumn
+    from bokeh.models import ColumnDataSource, DataTable, Div, HoverTool, NumberFormatter, Span, TableColumn
     from bokeh.plotting import figure
 
     items: list = []
@@ -225,11 +225,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     apply_theme(plots, "dark" if theme == "dark" else "light")
     lay = column(*items, name="nbprof_distributed")
     style_widgets(lay, theme)
-    cb = auto_theme_callback(plots, lay) if theme == "auto" else CustomJS(code="""
-        if (typeof document !== 'undefined') {
-          document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }""")
-    if plots:
-        plots[0].js_on_change("inner_width", cb)
+    on_render(lay, plots, theme)
     return lay
 
 

@@ -16,7 +16,7 @@ from ..analysis import kernels as K
 from ..results.format import fmt_bytes, fmt_ns, fmt_pct
 from ._base import NbprofView
 from ._escape import truncate
-from .theme import apply_theme, auto_theme_callback, style_widgets
+from .theme import apply_theme, on_render, style_widgets
 
 __all__ = ["kernel_tables", "kernels_view", "static_view", "metrics_lines", "MAX_ROWS"]
 
@@ -135,7 +135,7 @@ def _shown(df: pd.DataFrame, what: str) -> str:
 
 def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     from bokeh.layouts import column
-    from bokeh.models import ColumnDataSource, CustomJS, Div, HoverTool
+    from bokeh.models import ColumnDataSource, Div, HoverTool
     from bokeh.plotting import figure
 
     kt = tables["kernel"]
@@ -170,10 +170,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     apply_theme([p], "dark" if theme == "dark" else "light")
     lay = column(*items, name="nbprof_kernels")
     style_widgets(lay, theme)
-    cb = auto_theme_callback([p], lay) if theme == "auto" else CustomJS(code="""
-        if (typeof document !== 'undefined') {
-          document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }""")
-    p.js_on_change("inner_width", cb)
+    on_render(lay, [p], theme)
     return lay
 
 

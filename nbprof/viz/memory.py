@@ -17,7 +17,7 @@ from ..analysis import memory as mem
 from ..results.format import fmt_bytes, fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
-from .theme import apply_theme, auto_theme_callback, style_widgets
+from .theme import apply_theme, on_render, style_widgets
 
 __all__ = ["memory_view", "memory_tables", "decimate_minmax"]
 
@@ -72,7 +72,6 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     from bokeh.layouts import column
     from bokeh.models import (
         ColumnDataSource,
-        CustomJS,
         DataTable,
         Div,
         HoverTool,
@@ -182,10 +181,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
         items.append(Div(text=" ".join(notes), render_as_text=True, width=width))
     lay = column(*items, name="nbprof_memory")
     style_widgets(lay, theme)
-    cb = auto_theme_callback([p], lay) if theme == "auto" else CustomJS(code="""
-        if (typeof document !== 'undefined') {
-          document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }""")
-    p.js_on_change("inner_width", cb)
+    on_render(lay, [p], theme)
     return lay, peak_div_text, notes
 
 

@@ -15,7 +15,7 @@ from ..results.format import fmt_ns
 from ..results.table import evidence_items
 from ._base import NbprofView
 from ._escape import escape_html, truncate
-from .theme import apply_theme, auto_theme_callback, style_widgets
+from .theme import apply_theme, on_render, style_widgets
 
 __all__ = ["overview_view", "overview_tables", "BREAKDOWN_COLUMNS"]
 
@@ -65,7 +65,7 @@ def _finding_html(f) -> str:
 
 def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     from bokeh.layouts import column, row
-    from bokeh.models import ColumnDataSource, CustomJS, DataTable, Div, HoverTool, NumberFormatter, TableColumn
+    from bokeh.models import ColumnDataSource, DataTable, Div, HoverTool, NumberFormatter, TableColumn
     from bokeh.plotting import figure
 
     items = []
@@ -133,11 +133,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     apply_theme(plots, "dark" if theme == "dark" else "light")
     lay = column(*items, name="nbprof_overview")
     style_widgets(lay, theme)
-    cb = auto_theme_callback(plots, lay) if theme == "auto" else CustomJS(code="""
-        if (typeof document !== 'undefined') {
-          document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }""")
-    if plots:
-        plots[0].js_on_change("inner_width", cb)
+    on_render(lay, plots, theme)
     return lay
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from bokeh.models import CustomJS
 
-__all__ = ["LIGHT", "DARK", "CATEGORY_COLORS", "apply_theme", "auto_theme_callback", "palette"]
+__all__ = ["LIGHT", "DARK", "CATEGORY_COLORS", "apply_theme", "auto_theme_callback", "on_render", "palette"]
 
 LIGHT = {
     "background": "#ffffff",
@@ -182,3 +182,22 @@ def style_widgets(layout, theme: str) -> None:
     for m in layout.references():
         if isinstance(m, (Div, DataTable, Select, TextInput, Button)):
             m.stylesheets = list(m.stylesheets) + [sheet]
+
+
+_READY_JS = """
+if (typeof document !== 'undefined') {
+  document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }"""
+
+
+def on_render(layout, plots: list, theme: str) -> None:
+    """Attach the first-render callback of a static view to ``plots[0]`` (nothing when there is no plot).
+
+    With ``theme="auto"`` it is :func:`auto_theme_callback` (dark colours under a dark JupyterLab); otherwise
+    it only increments ``document.body.dataset.nbprofReady`` (the hook browser tests wait on).
+    """
+    if not plots:
+        return
+    from bokeh.models import CustomJS
+
+    cb = auto_theme_callback(plots, layout) if theme == "auto" else CustomJS(code=_READY_JS)
+    plots[0].js_on_change("inner_width", cb)
