@@ -33,7 +33,7 @@ def test_units(value, ms, size, flops):
 
 
 def test_human_durations():
-    assert [fmt.fmt_ns(v) for v in (789, 1500, 1_230_000, 1.5e9)] == ["789 ns", "1.50 us", "1.230 ms", "1.500 s"]
+    assert [fmt.fmt_ns(v) for v in (789, 1500, 1_230_000, 1.5e9)] == ["789 ns", "1.50 µs", "1.230 ms", "1.500 s"]
     assert fmt.fmt_ns(math.nan) == ""
     assert fmt.fmt_ms(1_234_567_890, 1) == "1,234.6"
 

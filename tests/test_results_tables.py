@@ -87,7 +87,7 @@ def test_operator_table_clamps_negative_self_and_says_so():
                         "self_device_ns": [0, 0, 0, 0], "total_device_ns": [5, 10, 50, 0]})
     host, clamped = host_operators(ops)
     assert list(host["name"]) == ["b", "a"] and clamped.rows == 1 and clamped.overrun_ns == 73400
-    assert "1 self time below zero" in operator_table(ops).html and "73.40 us" in str(clamped)
+    assert "1 self time below zero" in operator_table(ops).html and "73.40 µs" in str(clamped)
 
 
 def test_cpu_profile_says_there_is_no_device_time():

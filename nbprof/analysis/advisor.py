@@ -260,17 +260,15 @@ _SYNC_MEMCPY = re.compile(r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemcpyToS
 
 def _rule_memcpy(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
     ev = trace.events
-    names = ev["name"].astype(object).fillna("").astype(str)
-    mc = ev[pred.is_memcpy(ev)]
-    pageable = mc[names[mc.index].str.contains("Pageable", regex=False)]
-    rt = ev[pred.is_runtime(ev)]
-    sync = rt[names[rt.index].str.match(_SYNC_MEMCPY)]
+    # per category of the name column (name_mask), never a string copy of every event's name
+    pageable = ev[pred.is_memcpy(ev) & pred.name_mask(ev["name"], lambda n: "Pageable" in n)]
+    sync = ev[pred.is_runtime(ev) & pred.name_mask(ev["name"], _SYNC_MEMCPY.match)]
     if pageable.empty and sync.empty:
         return []
     span = max(trace.duration_ns, 1)
     total = int(pageable["dur_ns"].sum()) + int(sync["dur_ns"].sum())
-    kinds = {str(k): int(v) for k, v in names[pageable.index].value_counts().items()}
-    sync_kinds = {str(k): int(v) for k, v in names[sync.index].value_counts().items()}
+    kinds = {str(k): int(v) for k, v in pageable["name"].astype(str).value_counts().items()}
+    sync_kinds = {str(k): int(v) for k, v in sync["name"].astype(str).value_counts().items()}
     first = pd.concat([pageable["ts_ns"], sync["ts_ns"]]).min()
     rows = evi.label_rows(trace, list(pageable.index) + list(sync.index))
     mask = np.zeros(len(ev), bool)

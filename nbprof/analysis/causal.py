@@ -45,8 +45,9 @@ _DATA_RANGE_NAMES = frozenset({"data", "dataloader", "data_loading", "load_data"
 def has_system_view(trace: Trace) -> bool:
     """True when the trace holds what nsys sees of the OS: ``osrt`` rows, or a ``sched``/``cpu_samples`` table."""
     tables = trace.tables or {}
-    cats = set(trace.events["cat"].astype(str).unique().tolist()) if len(trace.events) else set()
-    return "osrt" in cats or bool(len(tables.get("sched", ()))) or bool(len(tables.get("cpu_samples", ())))
+    if bool(pred.category_in(trace.events, ("osrt",)).any()):
+        return True
+    return bool(len(tables.get("sched", ()))) or bool(len(tables.get("cpu_samples", ())))
 
 
 def _is_wait_name(name: str) -> bool:

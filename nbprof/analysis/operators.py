@@ -438,6 +438,15 @@ def _device_own_ns(trace: Trace, t: dict[str, Any]) -> np.ndarray:
     return own
 
 
+def _pair_rank(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Lexicographic rank of each ``(a[i], b[i])`` pair among the distinct pairs (int64): what
+    ``np.unique(np.stack([a, b], 1), axis=0, return_inverse=True)[1]`` gives, without its row sort
+    (three 1-D ``np.unique`` calls: 20x faster on 640 k rows)."""
+    _, ia = np.unique(a, return_inverse=True)
+    ub, ib = np.unique(b, return_inverse=True)
+    return np.unique(ia.astype(np.int64).ravel() * max(len(ub), 1) + ib.ravel(), return_inverse=True)[1].ravel()
+
+
 def _python_parents(tree: pd.DataFrame) -> np.ndarray:
     """Per tree row, the innermost enclosing ``python_function`` row (-1 if none).
 
@@ -455,7 +464,7 @@ def _python_parents(tree: pd.DataFrame) -> np.ndarray:
     tid = tree["tid"].to_numpy()
     ts = tree["ts_ns"].to_numpy()
     end = ts + tree["dur_ns"].to_numpy()
-    tkey = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)[1].ravel()
+    tkey = _pair_rank(pid, tid)
     ppar, _ = _tree_links(tkey[py], ts[py], end[py])
     out[py] = np.where(ppar >= 0, py[np.clip(ppar, 0, None)], -1)
     rest = np.flatnonzero(~is_py)
@@ -491,7 +500,7 @@ def _stack_keys(trace: Trace, tree: pd.DataFrame, depth: int) -> np.ndarray:
     n = len(tree)
     ev = trace.events
     rows = tree["event"].to_numpy()
-    cs = ev["call_stack"].to_numpy()[rows] if "call_stack" in ev else np.full(n, np.nan)
+    cs = ev["call_stack"].astype(object).to_numpy()[rows] if "call_stack" in ev else np.full(n, np.nan)
     full = np.empty(n, dtype=object)
     have = pd.notna(cs)
     if have.any():
@@ -506,11 +515,12 @@ def _stack_keys(trace: Trace, tree: pd.DataFrame, depth: int) -> np.ndarray:
             full[i] = k
     rest = np.flatnonzero(~have)
     names = tree["name"].astype(object).to_numpy()
+    # name tests once per distinct name (a 1 M-event trace has ~100 of them)
+    ncodes, nuniq = pd.factorize(pd.Series(names, dtype=object))
     if len(rest):
         pyp = _python_parents(tree)
+        codes, uniq = ncodes, nuniq
         # skip the frames torch filters out (_filter_stack_entry)
-        # once per distinct name (a 1 M-event trace has ~100 of them)
-        codes, uniq = pd.factorize(pd.Series(names, dtype=object))
         skip_u = np.array([any(a in nm and b in nm for a, b in _FILTERED_FRAMES) for nm in uniq], dtype=bool)
         skip = np.where(codes >= 0, skip_u[np.clip(codes, 0, None)], False) if len(uniq) else np.zeros(n, bool)
         if skip.any():
@@ -519,23 +529,41 @@ def _stack_keys(trace: Trace, tree: pd.DataFrame, depth: int) -> np.ndarray:
                 if not m.any():
                     break
                 pyp[m] = pyp[pyp[m]]
+        # the enclosing frames' name codes, innermost first (-1: none); strings joined once per distinct chain
         frames = []
         cur = pyp[rest]
         for _ in range(max(depth, 1)):
-            frames.append(np.where(cur >= 0, names[np.clip(cur, 0, None)], ""))
+            frames.append(np.where(cur >= 0, codes[np.clip(cur, 0, None)], -1))
             cur = np.where(cur >= 0, pyp[np.clip(cur, 0, None)], -1)
-        joined = frames[0].astype(object)
-        for f in frames[1:]:
-            joined = np.where(f != "", joined + ";" + f, joined)
-        full[rest] = joined
+        key = frames[0] + 1
+        for f in frames[1:]:  # one int64 id per distinct chain (hash factorize, no sort)
+            key = pd.factorize(key.astype(np.int64) * (len(uniq) + 1) + (f + 1))[0]
+        key = pd.factorize(key)[0]
+        first = np.empty(int(key.max()) + 1 if len(key) else 0, dtype=np.int64)
+        first[key] = np.arange(len(key))  # any row of a chain stands for it
+        word = [str(u) if isinstance(u, str) else "" for u in uniq]
+        joined_u = np.empty(len(first), dtype=object)
+        for j, r in enumerate(first.tolist()):
+            parts = [word[f[r]] if f[r] >= 0 else "" for f in frames]
+            txt = parts[0]
+            for w in parts[1:]:
+                if w != "":
+                    txt = txt + ";" + w
+            joined_u[j] = txt
+        full[rest] = joined_u[key]
     # backward ops take their forward op's stack
     parent = tree["parent"].to_numpy()
     has_p = parent >= 0
-    pnames = np.where(has_p, names[np.clip(parent, 0, None)], "")
-    bw_root = np.array(
-        [bool(p) and p.startswith(_BW_PREFIX) and p[len(_BW_PREFIX):] == nm for p, nm in zip(pnames, names)],
-        dtype=bool,
-    ) if n else np.zeros(0, bool)
+    # a row whose parent is "<_BW_PREFIX><its own name>": tested once per distinct name
+    code_of = {nm: i for i, nm in enumerate(nuniq)}
+    stripped = np.array([code_of.get(nm[len(_BW_PREFIX):], -2) if isinstance(nm, str) and nm.startswith(_BW_PREFIX)
+                         else -2 for nm in nuniq], dtype=np.int64)
+    pcode = np.where(has_p, ncodes[np.clip(parent, 0, None)], -1)
+    bw_root = has_p & (pcode >= 0) & (ncodes >= 0)
+    if len(stripped):
+        bw_root &= stripped[np.clip(pcode, 0, None)] == ncodes
+    else:
+        bw_root[:] = False
     if bw_root.any():
         bwp = np.where(bw_root, np.arange(n), -1)
         dep = tree["depth"].to_numpy()
@@ -550,16 +578,13 @@ def _stack_keys(trace: Trace, tree: pd.DataFrame, depth: int) -> np.ndarray:
         under = np.flatnonzero(bwp >= 0)
         got = fwd.reindex(seq[bwp[under]]).to_numpy()
         full[under] = np.where(pd.isna(got), "", got)
-    out = np.empty(n, dtype=object)
-    cache2: dict[str, str] = {}
-    for i in range(n):
-        st = full[i] if isinstance(full[i], str) else ""
-        k = cache2.get(st)
-        if k is None:
-            k = ";".join(st.split(";")[:depth]) if st else ""
-            cache2[st] = k
-        out[i] = k
-    return out
+    # the top ``depth`` frames, once per distinct stack (missing values -> "")
+    scodes, suniq = pd.factorize(pd.Series(full, dtype=object))
+    cut = np.array([";".join(st.split(";")[:depth]) if isinstance(st, str) and st else "" for st in suniq],
+                   dtype=object)
+    if not len(cut):
+        return np.full(n, "", dtype=object)
+    return np.where(scodes >= 0, cut[np.clip(scodes, 0, None)], "").astype(object)
 
 
 @per_trace

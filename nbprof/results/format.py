@@ -1,4 +1,4 @@
-"""Human units, in one place: durations (ns -> ns/us/ms/s), milliseconds, sizes (bytes -> KiB/MiB/GiB), FLOPs.
+"""Human units, in one place: durations (ns -> ns/µs/ms/s), milliseconds, sizes (bytes -> KiB/MiB/GiB), FLOPs.
 
 Every text, HTML, TensorBoard and viewer output of nbprof formats numbers through these functions, so
 a duration or a size reads the same in the operator table, the dashboard and TensorBoard. Missing
@@ -24,7 +24,7 @@ def is_missing(v: Any) -> bool:
 
 
 def fmt_ns(ns: float) -> str:
-    """Human duration with its unit: ``1.500 s``, ``1.230 ms``, ``456.00 us``, ``789 ns``."""
+    """Human duration with its unit: ``1.500 s``, ``1.230 ms``, ``456.00 µs``, ``789 ns``."""
     if is_missing(ns):
         return ""
     a = abs(float(ns))
@@ -33,7 +33,7 @@ def fmt_ns(ns: float) -> str:
     if a >= 1e6:
         return f"{ns / 1e6:.3f} ms"
     if a >= 1e3:
-        return f"{ns / 1e3:.2f} us"
+        return f"{ns / 1e3:.2f} µs"
     return f"{ns:.0f} ns"
 
 
@@ -76,7 +76,7 @@ def fmt_pct(ratio: float, digits: int = 2) -> str:
 
 
 def fmt_delta_ns(ns: float) -> str:
-    """A signed duration change (after - before): ``+1.230 ms``, ``-456.00 us``, ``0 ns``."""
+    """A signed duration change (after - before): ``+1.230 ms``, ``-456.00 µs``, ``0 ns``."""
     if is_missing(ns):
         return ""
     v = float(ns)

@@ -107,7 +107,7 @@ class TimelineModel(TimelineLayout):
             const v = Math.abs(value);
             if (v >= 1e9) return (value/1e9).toFixed(3) + ' s';
             if (v >= 1e6) return (value/1e6).toFixed(3) + ' ms';
-            if (v >= 1e3) return (value/1e3).toFixed(2) + ' us';
+            if (v >= 1e3) return (value/1e3).toFixed(2) + ' µs';
             return value.toFixed(0) + ' ns';""")
         hover = HoverTool(tooltips=[("name", "@nid{custom}"), ("duration", "@dur_ns{custom}"),
                                     ("events", "@count"), ("busy", "@busy_ratio{0%}"),
@@ -141,7 +141,7 @@ class TimelineModel(TimelineLayout):
         if (sel.length == 0) { flow.data = {x0: [], y0: [], x1: [], y1: []}; return; }
         const i = sel[0]; const d = src.data;
         const nm = (k) => (k >= 0 && k < names.data.name.length) ? String(names.data.name[k]) : '';
-        let txt = nm(d.nid[i]) + '  (' + (d.dur_ns[i] / 1000).toFixed(2) + ' us';
+        let txt = nm(d.nid[i]) + '  (' + (d.dur_ns[i] / 1000).toFixed(2) + ' µs';
         txt += d.count[i] > 1 ? ', ' + d.count[i] + ' events)' : ')';
         if (!Number.isNaN(d.lx[i])) {
           flow.data = {x0: [d.lx[i]], y0: [d.ly[i]], x1: [d.left[i]], y1: [d.y[i]]};

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ...trace import predicates as pred
 from ...trace.model import Trace
+from .._memo import per_trace
 
 BUSBW_FACTOR_SOURCE = "NVIDIA nccl-tests doc/PERFORMANCE.md (busbw = algbw * factor)"
 
@@ -175,8 +176,7 @@ def _comm_exec_mask(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _api_ops(ev: pd.DataFrame) -> pd.DataFrame:
-    names = ev["name"].astype(str)
-    m = names.str.startswith("c10d::").to_numpy() & (ev["device"].to_numpy() < 0)
+    m = pred.name_mask(ev["name"], lambda n: n.startswith("c10d::")) & (ev["device"].to_numpy() < 0)
     api = ev.loc[m, ["ts_ns", "dur_ns", "name", "pid", "tid", "input_dims", "input_types"]].copy()
     key = api["name"].astype(str).str.slice(6).str.rstrip("_")
     api["api"] = key.map(lambda k: _C10D_TO_API.get(k, _C10D_TO_API.get(k.lstrip("_"), k)))
@@ -184,6 +184,7 @@ def _api_ops(ev: pd.DataFrame) -> pd.DataFrame:
     return api.sort_values("ts_ns", kind="stable")
 
 
+@per_trace
 def collectives(trace: Trace) -> pd.DataFrame:
     """One row per executed collective of one rank.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,10 @@ def _before_last_step(trace: Trace) -> tuple[int | None, set[int] | None]:
     return last, set(host["correlation"].tolist())
 
 
+#: HTA's ``NCCL_COMPUTE_KERNEL_RE`` exclusion (communication, memcpy/memset and sync kernels are not compute)
+_HTA_NON_COMPUTE = re.compile(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+
 def _compute_intervals(trace: Trace, comm_tids: set[int], keep_corr: set[int] | None = None,
                        before_ns: int | None = None) -> iv.Intervals:
     ev = trace.events
@@ -38,7 +43,7 @@ def _compute_intervals(trace: Trace, comm_tids: set[int], keep_corr: set[int] | 
         is_kernel = pred.is_kernel(ev)
         k = ev[is_kernel & ~pred.is_communication(ev, where="device")]
         # HTA's NCCL_COMPUTE_KERNEL_RE exclusion, kept verbatim for parity with get_comm_comp_overlap
-        memlike = k["name"].astype(str).str.match(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+        memlike = pred.name_mask(k["name"], _HTA_NON_COMPUTE.match)  # once per distinct name
         k = k[~memlike]
         if keep_corr is not None:
             k = k[k["correlation"].isin(keep_corr)]
@@ -47,8 +52,7 @@ def _compute_intervals(trace: Trace, comm_tids: set[int], keep_corr: set[int] | 
     host = host[~host["tid"].isin(comm_tids)]
     if before_ns is not None:
         host = host[host["ts_ns"] < before_ns]
-    hn = host["name"].astype(str)
-    is_comm = hn.str.startswith("c10d::") | (hn == "record_param_comms")
+    is_comm = pred.name_mask(host["name"], lambda n: n.startswith("c10d::") or n == "record_param_comms")
     comm_ops = host[is_comm]
     cand = host[~is_comm]
     if len(comm_ops) and len(cand):
