@@ -444,7 +444,8 @@ def _pair_rank(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     (three 1-D ``np.unique`` calls: 20x faster on 640 k rows)."""
     _, ia = np.unique(a, return_inverse=True)
     ub, ib = np.unique(b, return_inverse=True)
-    return np.unique(ia.astype(np.int64).ravel() * max(len(ub), 1) + ib.ravel(), return_inverse=True)[1].ravel()
+    inv: np.ndarray = np.unique(ia.astype(np.int64).ravel() * max(len(ub), 1) + ib.ravel(), return_inverse=True)[1]
+    return inv.ravel()
 
 
 def _python_parents(tree: pd.DataFrame) -> np.ndarray:
