@@ -351,6 +351,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     """Run the workflow notebooks (on a fresh run of --script, or on given artefacts) into one HTML page."""
     from .report import Artefacts, ReportError, build_report, run_workload
 
+    # papermill -> nbformat -> jsonschema imports rfc3987-syntax when installed, which compiles ~35 Earley grammars
+    # at import (about 1 s; python-jsonschema/jsonschema#1428, opendatahub-io/notebooks#3532). No notebook schema
+    # uses the "iri" format: this command's own process goes without that one format checker.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     _classify_inputs(args)
     out_file = None
     out_dir = args.out

@@ -95,5 +95,5 @@ def test_call_stack_status_says_what_was_clamped(tmp_path):
     path, _name = _overrun_trace(tmp_path)
     v = registry.live("call_stack", nbprof.load(path), theme="light")
     status = _one(v.bokeh_layout, Div, "nbprof_call_stack_status")
-    assert re.search(r"; 1 self time below zero \(a child frame overruns its parent by 3\.\d\d us in total\) shown as 0$",
+    assert re.search(r"; 1 self time below zero \(a child frame overruns its parent by 3\.\d\d µs in total\) shown as 0$",
                      status.text), status.text

@@ -50,6 +50,7 @@ import pandas as pd
 from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.model import Trace
+from ._memo import per_trace
 from .operators import _thread_time_order, _tree_links
 
 __all__ = ["MODULE_PREFIX", "RECORD_HINT", "has_module_frames", "module_tree", "call_stack", "MODULE_COLUMNS",
@@ -159,19 +160,66 @@ def _subtree_sum(values: np.ndarray, last: np.ndarray) -> np.ndarray:
 
 
 def _paths(rows: np.ndarray, parent_of: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, list[tuple[int, str]]]:
-    """Node id per row of ``rows`` (in preorder: parents first); nodes as (parent node, name), in first-call order."""
+    """Node id per row of ``rows`` (in preorder: parents first); nodes as (parent node, name), in first-call order.
+
+    A node is a (parent node, name) pair. Built one nesting level at a time (a hash factorize per level, no loop
+    over rows), then numbered by the position of each node's first row in ``rows``: what a loop over ``rows``
+    creating nodes as it meets them gives."""
     node_of = np.full(len(parent_of), -1, dtype=np.int64)
-    index: dict[tuple[int, str], int] = {}
-    nodes: list[tuple[int, str]] = []
-    for r in rows.tolist():
-        p = parent_of[r]
-        key = (int(node_of[p]) if p >= 0 else -1, names[r])
-        k = index.get(key)
-        if k is None:
-            k = index[key] = len(nodes)
-            nodes.append(key)
-        node_of[r] = k
+    if not len(rows):
+        return node_of, []
+    ncode, nuniq = pd.factorize(pd.Series(names[rows], dtype=object))
+    k_names = len(nuniq) + 1
+    pos = np.zeros(len(parent_of), dtype=np.int64)
+    pos[rows] = np.arange(len(rows))
+    # nesting level of each row among ``rows`` (parents come first, so one pass per level)
+    in_rows = np.zeros(len(parent_of), dtype=bool)
+    in_rows[rows] = True
+    par = parent_of[rows]
+    par = np.where((par >= 0) & in_rows[np.clip(par, 0, None)], par, -1)  # a parent outside ``rows``: a root
+    level = np.full(len(rows), -1, dtype=np.int64)
+    level[par < 0] = 0
+    todo = np.flatnonzero(level < 0)
+    while len(todo):
+        pl = level[pos[par[todo]]]
+        ok = pl >= 0
+        if not ok.any():
+            raise ValueError("module rows nest in a cycle")
+        level[todo[ok]] = pl[ok] + 1
+        todo = todo[~ok]
+    tmp = np.full(len(rows), -1, dtype=np.int64)  # level-wise node id per row
+    t_parent: list[np.ndarray] = []
+    t_name: list[np.ndarray] = []
+    t_first: list[np.ndarray] = []
+    n_tmp = 0
+    for lv in range(int(level.max()) + 1):
+        at = np.flatnonzero(level == lv)
+        pnode = np.where(par[at] >= 0, tmp[pos[np.clip(par[at], 0, None)]], -1)
+        codes, uniq = pd.factorize((pnode + 1) * k_names + ncode[at])
+        first = np.full(len(uniq), len(rows), dtype=np.int64)
+        np.minimum.at(first, codes, at)
+        tmp[at] = n_tmp + codes
+        t_parent.append(_node_parents(pnode, codes, len(uniq)))
+        t_name.append(ncode[first])
+        t_first.append(first)
+        n_tmp += len(uniq)
+    parent_tmp = np.concatenate(t_parent)
+    name_tmp = np.concatenate(t_name)
+    first_tmp = np.concatenate(t_first)
+    order = np.argsort(first_tmp, kind="stable")  # first-call order
+    final = np.empty(n_tmp, dtype=np.int64)
+    final[order] = np.arange(n_tmp)
+    node_of[rows] = final[tmp]
+    words = [str(u) for u in nuniq]
+    nodes = [(int(final[parent_tmp[t]]) if parent_tmp[t] >= 0 else -1, words[name_tmp[t]]) for t in order.tolist()]
     return node_of, nodes
+
+
+def _node_parents(pnode: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
+    """The parent node of each of ``n`` nodes from its rows (all rows of a node share it)."""
+    out = np.full(n, -1, dtype=np.int64)
+    out[codes] = pnode
+    return out
 
 
 def _preorder(nodes: list[tuple[int, str]]) -> np.ndarray:
@@ -205,6 +253,7 @@ def _frame(nodes: list[tuple[int, str]], cols: dict[str, np.ndarray]) -> pd.Data
     return pd.DataFrame(out)
 
 
+@per_trace
 def module_tree(trace: Trace) -> pd.DataFrame:
     """The nn.Module tree of ``trace`` with torch-tb-profiler 0.4.3's Module-view numbers (module docstring).
 
@@ -280,6 +329,7 @@ def module_tree(trace: Trace) -> pd.DataFrame:
     return _frame(nodes, cols)[MODULE_COLUMNS]
 
 
+@per_trace
 def call_stack(trace: Trace, *, max_nodes: int | None = None) -> pd.DataFrame:
     """The Python call tree of ``trace`` (module docstring): one row per path of ``python_function`` frames.
 
