@@ -22,6 +22,18 @@ from nbprof.report import Artefacts, build_report
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
+#: the background colour of every Bokeh plot of the page (BokehJS models, after the views' first render)
+_PLOT_BACKGROUNDS = """() => { const out = [];
+  for (const d of Bokeh.documents) for (const m of d._all_models.values())
+    if (m.renderers !== undefined && m.background_fill_color != null) out.push(m.background_fill_color);
+  return out; }"""
+
+
+def _hex(c: str) -> list[float]:
+    """``#rrggbb`` (or a CSS colour name Bokeh keeps: white) as [r, g, b, 1]."""
+    c = {"white": "#ffffff", "black": "#000000"}.get(c, c)
+    return [int(c[i:i + 2], 16) for i in (1, 3, 5)] + [1]
+
 
 def test_report_first_screen_light_and_dark(tmp_path):
     need_chromium()
@@ -56,6 +68,17 @@ def test_report_first_screen_light_and_dark(tmp_path):
                 cell.scroll_into_view_if_needed()
                 c = cell.evaluate(_COLOURS)
                 assert c["text"].strip() and _contrast(c["fg"], c["bg"]) >= 4.5, (scheme, c)
+                # the page follows the colour scheme: its background, and the plots' once they have rendered
+                page.wait_for_function("() => Number(document.body.dataset.nbprofReady || 0) >= 1", timeout=60_000)
+                body = page.locator("body").evaluate(_COLOURS)["bg"]
+                plot_bgs = page.evaluate(_PLOT_BACKGROUNDS)
+                assert plot_bgs, "no Bokeh plot in the page"
+                if scheme == "dark":
+                    assert _contrast(body, [255, 255, 255, 1]) >= 10, body  # a dark page
+                    assert all(_contrast(_hex(b), [255, 255, 255, 1]) >= 10 for b in plot_bgs), plot_bgs
+                else:
+                    assert _contrast(body, [0, 0, 0, 1]) >= 15, body
+                    assert all(_contrast(_hex(b), [0, 0, 0, 1]) >= 15 for b in plot_bgs), plot_bgs
                 page.evaluate("() => window.scrollTo(0, 0)")
                 page.screenshot(path=str(shots / f"report_first_screen_{scheme}.png"))
                 assert not blocked, blocked[:5]

@@ -166,6 +166,9 @@ class Table:
             col = self.raw[i] or []
             data[f"_sort_{i}"] = [float("-inf") if is_missing(v) else float(v) for v in col]
             defs.append({"targets": i, "orderData": [n + k], "className": "dt-right"})
+        text = [i for i in range(n) if i not in numeric]
+        if text:  # names and other text read from the left (DataTables would align them by its type guess)
+            defs.append({"targets": text, "className": "dt-left"})
         if numeric:
             defs.append({"targets": list(range(n, n + len(numeric))), "visible": False, "searchable": False})
         frame = pd.DataFrame(data)

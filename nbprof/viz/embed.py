@@ -11,7 +11,7 @@ from __future__ import annotations
 __all__ = ["show"]
 
 
-def show(obj, views=None, *, static: bool = False, theme: str = "light", width: int = 1100):
+def show(obj, views=None, *, static: bool = False, theme: str = "auto", width: int = 1100):
     """Display ``obj`` (a Trace, an ``NbprofView``, a dashboard or a Bokeh layout).
 
     Parameters
@@ -21,8 +21,9 @@ def show(obj, views=None, *, static: bool = False, theme: str = "light", width: 
         For a Trace: which views (``nbprof.viz.static.VIEWS``); default all.
     static : bool, default False
         Static components (True: for a report page that loads BokehJS itself) or the live widget.
-    theme : {"light", "dark"}
-        Theme of the static form.
+    theme : {"auto", "light", "dark"}
+        Theme of the static form; ``"auto"`` draws light colours and switches to dark ones in the browser under
+        a dark JupyterLab or a report page read with a dark colour scheme (``data-jp-theme-light="false"``).
 
     Returns
     -------

@@ -18,7 +18,7 @@ import pandas as pd
 from ..results.format import fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
-from .theme import apply_theme
+from .theme import apply_theme, on_render, style_widgets
 
 __all__ = ["roofline_view", "roofline_tables", "static_view"]
 
@@ -131,8 +131,11 @@ def _build(tables: dict[str, Any], *, theme: str = "light", width: int = 1100) -
     ]))
     status = Div(text=f"showing {n} of {tables['total']} {tables['level']} with a work model", name="nbprof_roofline_status")
     note = Div(text=" ".join(notes), render_as_text=True)
-    apply_theme([p], theme)
-    return column(status, p, note)
+    apply_theme([p], "dark" if theme == "dark" else "light")
+    lay = column(status, p, note)
+    style_widgets(lay, theme)
+    on_render(lay, [p], theme)  # "auto": dark colours under a dark JupyterLab or a dark report page
+    return lay
 
 
 def _text(tables: dict[str, Any]) -> str:
@@ -148,7 +151,7 @@ def _text(tables: dict[str, Any]) -> str:
 def roofline_view(trace: Any, *, level: str = "auto", theme: str = "auto", width: int = 1100) -> NbprofView:
     """Roofline of ``trace``'s operators or kernels (an ipywidgets widget); see the module docstring."""
     tables = roofline_tables(trace, level=level)
-    lay = _build(tables, theme="light" if theme == "auto" else theme, width=width)
+    lay = _build(tables, theme=theme, width=width)
     view = NbprofView(lay, _text(tables), "roofline",
                       static_builder=lambda theme="light": _build(tables, theme=theme, width=width))
     view.tables = tables

@@ -28,8 +28,8 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
     from ._base import NbprofView
     from .dashboard import Dashboard
 
-    if theme not in ("light", "dark"):
-        raise ValueError(f"static theme must be 'light' or 'dark', got {theme!r}")
+    if theme not in ("light", "dark", "auto"):
+        raise ValueError(f"static theme must be 'light', 'dark' or 'auto', got {theme!r}")
     if isinstance(trace_or_view, NbprofView):
         return trace_or_view.static_layout(theme=theme)
     if isinstance(trace_or_view, Dashboard):
