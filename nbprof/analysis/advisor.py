@@ -483,9 +483,22 @@ def _rule_dominant_kernel(trace: Trace, th: dict[str, float], cache: dict[str, A
     return out
 
 
-def _pair_key(df: pd.DataFrame) -> pd.Series:
-    """``name`` and ``input_dims`` of each row as one string (unit separator between): a hashable row key."""
-    return df["name"].astype(str).str.cat(df["input_dims"].astype(str), sep="\x1f")
+class _PairIndex:
+    """(``name``, ``input_dims``) pairs of :func:`nbprof.analysis.efficiency.op_work`'s rows as int64 keys (its
+    categorical codes), so that "the ops of these op groups" is an integer ``np.isin``, not a string per row."""
+
+    def __init__(self, w: pd.DataFrame) -> None:
+        name = w["name"].astype("category")
+        dims = w["input_dims"].astype("category")
+        self._names, self._dims = name.cat.categories, dims.cat.categories
+        nc, dc = name.cat.codes.to_numpy(np.int64), dims.cat.codes.to_numpy(np.int64)
+        self.keys = np.where((nc >= 0) & (dc >= 0), nc * (len(self._dims) + 1) + dc, -1)
+
+    def of(self, df: pd.DataFrame) -> np.ndarray:
+        """The key of each row of ``df`` (-2 for a pair no op_work row has)."""
+        nc = self._names.get_indexer(df["name"].astype(object))
+        dc = self._dims.get_indexer(df["input_dims"].astype(object))
+        return np.where((nc >= 0) & (dc >= 0), nc.astype(np.int64) * (len(self._dims) + 1) + dc, -2)
 
 
 def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
@@ -499,8 +512,8 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
         return []
     oe = eff.operator_efficiency(trace, peaks_=pk)
     w = eff.op_work(trace)
-    w_key = _pair_key(w)  # (name, input_dims) as one string per row: set lookups without a Python loop over rows
-    oe = oe[_pair_key(oe).isin(w_key[w["counted"].to_numpy()].unique()).to_numpy()]
+    pairs = _PairIndex(w)
+    oe = oe[np.isin(pairs.of(oe), pairs.keys[w["counted"].to_numpy(bool)])]
     ev = trace.events
     total = int(ev.loc[pred.is_kernel(ev), "dur_ns"].sum())
     if oe.empty or total <= 0:
@@ -510,7 +523,7 @@ def _rule_efficiency(trace: Trace, th: dict[str, float], cache: dict[str, Any]) 
     kw = eff.kernel_work(trace)
 
     def rows_of(rows: pd.DataFrame) -> pd.DataFrame:
-        return w[w_key.isin(set(_pair_key(rows))).to_numpy()]
+        return w[np.isin(pairs.keys, pairs.of(rows))]
 
     def events_of(rows: pd.DataFrame) -> list[int]:
         return [int(x) for x in rows_of(rows)["event"].head(evi.MAX_ROWS)]
