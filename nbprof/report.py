@@ -654,10 +654,13 @@ def _dark_scheme_css(exporter: Any) -> str:
         f = Path(base) / "static" / "theme-dark.css"
         if f.is_file():
             css = f.read_text(encoding="utf-8")
-            extra = ("body, main, .jp-Notebook { background: var(--jp-layout-color0); color: var(--jp-ui-font-color1); }"
-                     " a { color: var(--jp-content-link-color); }")
-            return f"<style>@media (prefers-color-scheme: dark) {{\n{css}\n{extra}\n}}</style>"
-    return ""
+            extra = "body, main, .jp-Notebook { background: var(--jp-layout-color0); color: var(--jp-ui-font-color1); }"
+            return f"<style>{_LINK_CSS}\n@media (prefers-color-scheme: dark) {{\n{css}\n{extra}\n}}</style>"
+    return f"<style>{_LINK_CSS}</style>"
+
+
+#: links of the page's first section (table of contents, "show on the timeline") look like links in both schemes
+_LINK_CSS = "a { color: var(--jp-content-link-color, #1976d2); }"
 
 
 def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof report", notes: Sequence[str] = (),
