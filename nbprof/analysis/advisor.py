@@ -26,6 +26,9 @@ of the events that prove it, longest first; :mod:`nbprof.analysis.evidence`). Th
                         time on a device with TF32/BF16 Tensor Cores (next step: mixed precision);
                         memory-bound elementwise/norm/softmax ops >= 15 % of device time (torch.compile).
 ``dominant_kernel``     one kernel name takes >= 25 % of a device's kernel time.
+``allocator``           device / pinned memory allocation and free calls (``cudaMalloc``, ``cudaFree``,
+                        ``hipFree``...: :data:`nbprof.trace.predicates.ALLOC_CALL_RE`) take >= 5 % of the step
+                        time: the caching allocator is not reusing memory (or the profile is of warm-up steps).
 ``data_stall_chain``    on a trace with the OS view of nsys (``nbprof.merge``), the worst step waiting for data
                         (> ``dataloader_ratio`` of it) as a causal chain: GPU idle / step wait <- the DataLoader
                         range <- blocked OS calls / descheduled / on CPU (:mod:`nbprof.analysis.causal`).
@@ -49,6 +52,7 @@ finding's own ``scenario`` when it depends on the evidence):
                       a staged pageable copy (synchronous ``cudaMemcpy`` calls alone: not quantified)
 ``tensor_cores``      ``scale(<the non-Tensor-Core GEMM/conv kernels>, 0.5)``: a conservative 2x
 ``dominant_kernel``   ``scale(<that kernel>, 0.5)``: what making it 2x faster saves
+``allocator``         ``scale(<those calls>, 0)``: what a warm caching allocator (no such call in the step) saves
 ``efficiency``        ``scale(<the ops' kernels>, f)``: below-roof ops brought to 30 % of their roof;
                       fp32 matrix kernels 2x faster (conservative; the Tensor-Core peak ratio is larger);
                       memory-bound chains at the bandwidth roof (a lower bound on what fusion saves)
@@ -98,6 +102,7 @@ THRESHOLDS: dict[str, float] = {
     "efficiency_peak_ratio": 0.30,
     "efficiency_fusion_ratio": 0.15,
     "dominant_kernel_ratio": 0.25,
+    "allocator_ratio": 0.05,
 }
 
 
@@ -618,6 +623,50 @@ def _rule_data_stall_chain(trace: Trace, th: dict[str, float], cache: dict[str, 
     )]
 
 
+def _rule_allocator(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -> list[Finding]:
+    """Memory allocation / free runtime calls holding the host inside the steps."""
+    ev = trace.events
+    m = pred.is_alloc_call(ev)
+    if not m.any():
+        return []
+    steps = cache["steps"]
+    ts = ev["ts_ns"].to_numpy()
+    if len(steps):
+        from .steps import step_windows
+
+        w = step_windows(trace).sort_values("start_ns")
+        st, en = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+        k = np.searchsorted(st, ts, side="right") - 1
+        m &= (k >= 0) & (ts < en[np.clip(k, 0, None)])
+        n_steps, step_total = len(steps), int(steps["step_ns"].sum())
+    else:
+        n_steps, step_total = 1, int(trace.duration_ns)
+    calls = ev[m]
+    alloc_ns = int(calls["dur_ns"].sum())
+    ratio = alloc_ns / step_total if step_total > 0 else 0.0
+    if calls.empty or ratio < th["allocator_ratio"]:
+        return []
+    per = calls.groupby(calls["name"].astype(str))["dur_ns"].agg(["count", "sum"]).sort_values("sum", ascending=False)
+    names = list(per.index)
+    top = ", ".join(f"{n} {int(r['count'])}x {_ms(r['sum'])}" for n, r in per.head(3).iterrows())
+    return [Finding(
+        "allocator", "high" if ratio > 0.2 else "medium",
+        f"{len(calls)} memory allocation/free calls take {ratio:.0%} of the step time "
+        f"({_ms(alloc_ns / n_steps)} per step: {top})",
+        {"alloc_ratio": float(ratio), "alloc_ns": alloc_ns, "calls": int(len(calls)), "steps": int(n_steps),
+         "step_ns": step_total, "per_call": {str(n): {"calls": int(r["count"]), "ns": int(r["sum"])}
+                                            for n, r in per.iterrows()}},
+        _steps_where(steps) if len(steps) else "whole trace",
+        "Allocation calls inside the step mean PyTorch's caching allocator is not reusing memory: profile steady "
+        "state (torch.profiler.schedule(wait=1, warmup=1, active=3): the first iterations fill the pools); check "
+        "that caching is on (PYTORCH_NO_CUDA_MEMORY_CACHING / PYTORCH_NO_HIP_MEMORY_CACHING unset), that "
+        "torch.cuda.empty_cache() is not called in the loop, and that shapes do not change every step (pad or "
+        "bucket them). cudaFree/hipFree also wait for the device.",
+        evidence_rows=evi.longest(trace, m),
+        scenario=whatif.scale(_exact(names), 0.0, label=f"{len(calls)} allocation calls"),
+    )]
+
+
 RULES = {
     "dataloader": _rule_dataloader,
     "host_wait": _rule_host_wait,
@@ -628,6 +677,7 @@ RULES = {
     "memory_peak": _rule_memory_peak,
     "tensor_cores": _rule_tensor_cores,
     "dominant_kernel": _rule_dominant_kernel,
+    "allocator": _rule_allocator,
     "efficiency": _rule_efficiency,
     "data_stall_chain": _rule_data_stall_chain,
 }

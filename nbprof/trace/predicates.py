@@ -51,6 +51,7 @@ Device and host
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Literal
 
@@ -154,6 +155,20 @@ def is_device_op(ev: pd.DataFrame) -> Mask:
 def is_runtime(ev: pd.DataFrame) -> Mask:
     """Runtime/driver API calls (``cuda_runtime``, ``cuda_driver``, ...; they launch device ops)."""
     return category_in(ev, schema.RUNTIME_CATEGORIES)
+
+
+#: Device and pinned-host memory allocation / release calls of the CUDA and HIP runtime and driver APIs (nsys spells
+#: them with a version suffix, ``cudaMalloc_v3020``). Each one blocks the host (``cudaFree`` also waits for the
+#: device); PyTorch's caching allocator makes them rare once the first iterations have filled its pools.
+ALLOC_CALL_RE = re.compile(
+    r"^(cudaMalloc|cudaFree|cudaMallocHost|cudaFreeHost|cudaHostAlloc|cudaMallocManaged|cudaMallocPitch|"
+    r"cuMemAlloc|cuMemFree|cuMemAllocHost|cuMemFreeHost|cuMemHostAlloc|cuMemAllocManaged|cuMemAllocPitch|"
+    r"hipMalloc|hipFree|hipHostMalloc|hipHostFree|hipMallocManaged|hipExtMallocWithFlags)(_v\d+)?$")
+
+
+def is_alloc_call(ev: pd.DataFrame) -> Mask:
+    """Runtime/driver calls that allocate or free device or pinned host memory (:data:`ALLOC_CALL_RE`)."""
+    return is_runtime(ev) & name_mask(ev["name"], ALLOC_CALL_RE.match)
 
 
 def is_host_op(ev: pd.DataFrame, *, annotations: bool = True) -> Mask:
