@@ -221,7 +221,7 @@ def test_matches_key_averages_on_h200_gpu_profiles(tag):
 )
 def test_vectorised_tree_equals_torch_stack_sweep(rel):
     """The vectorised parent/subtree search gives exactly the tree of torch's stack loop."""
-    from nbprof.analysis.operators import _sweep_reference, _tree_links
+    from nbprof.analysis._call_tree import _sweep_reference, _tree_links
 
     tree = host_call_tree(nbprof.load(corpus_path(rel)))
     pid, tid = tree["pid"].to_numpy(), tree["tid"].to_numpy()
@@ -246,7 +246,7 @@ def test_tree_links_equal_stack_sweep_on_random_intervals():
     """Random overlapping, touching and zero-length intervals on 1-4 threads (sorted as the tree
     sorts them): the vectorised parents and subtree ends are the stack sweep's, including the
     1 ns slack cases and threads of one event."""
-    from nbprof.analysis.operators import _sweep_reference, _tree_links
+    from nbprof.analysis._call_tree import _sweep_reference, _tree_links
 
     rng = np.random.default_rng(1)
     checked_parents = 0
@@ -267,7 +267,7 @@ def test_tree_links_equal_stack_sweep_on_random_intervals():
 def test_thread_time_order_equals_lexsort(rel):
     """The tree's row order (time-ordered rows: ties by -end, then a radix sort by thread) is lexsort's,
     on real events and on rows with many equal starts, including the unsorted fallback."""
-    from nbprof.analysis.operators import _thread_time_order
+    from nbprof.analysis._call_tree import _thread_time_order
 
     ev = nbprof.load(corpus_path(rel)).events
     pid, tid, ts = ev["pid"].to_numpy(), ev["tid"].to_numpy(), ev["ts_ns"].to_numpy()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nbprof.analysis.operators import _pair_rank
+from nbprof.analysis._call_tree import _pair_rank
 
 
 def test_pair_rank_equals_numpy_unique_rows():

@@ -10,7 +10,7 @@ Both read the ``python_function`` events the Python tracer writes (``with_stack=
 
 - the plugin's host tree holds ``cpu_op`` events, ``ProfilerStep#N`` and ``nccl:``/``gloo:`` annotations and
   the module frames (other Python frames and ``record_function`` ranges are not nodes); per thread an event is
-  the child of the innermost node that contains it (nbprof's sweep, ``operators._tree_links``, with 1 ns of
+  the child of the innermost node that contains it (nbprof's sweep, ``_call_tree._tree_links``, with 1 ns of
   slack for the separately rounded ``ts``/``dur`` of the file);
 - ``host_total_ns`` = sum of the calls' durations; ``host_self_ns`` = that minus the durations of the calls'
   direct children in that tree (outermost operators and child modules);
@@ -50,8 +50,8 @@ import pandas as pd
 from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.model import Trace
+from ._call_tree import _thread_time_order, _tree_links
 from ._memo import per_trace
-from .operators import _thread_time_order, _tree_links
 
 __all__ = ["MODULE_PREFIX", "RECORD_HINT", "has_module_frames", "module_tree", "call_stack", "MODULE_COLUMNS",
            "CALL_STACK_COLUMNS"]

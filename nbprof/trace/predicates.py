@@ -63,6 +63,7 @@ from . import schema
 from .steps import STEP_NAME_RE, step_number
 
 __all__ = [
+    "ALLOC_CALL_RE",
     "COMM_HOST_PREFIXES",
     "COMM_KERNEL_PREFIXES",
     "DEVICE_OP_CATEGORIES",
@@ -71,6 +72,7 @@ __all__ = [
     "TENSOR_CORE_ELIGIBLE_OPS",
     "TENSOR_CORE_KERNEL_PATTERNS",
     "category_in",
+    "is_alloc_call",
     "is_communication",
     "is_device",
     "is_device_op",
