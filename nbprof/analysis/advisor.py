@@ -648,11 +648,10 @@ def _rule_allocator(trace: Trace, th: dict[str, float], cache: dict[str, Any]) -
         return []
     per = calls.groupby(calls["name"].astype(str))["dur_ns"].agg(["count", "sum"]).sort_values("sum", ascending=False)
     names = list(per.index)
-    top = ", ".join(f"{n} {int(r['count'])}x {_ms(r['sum'])}" for n, r in per.head(3).iterrows())
+    top = ", ".join(f"{n} {int(r['count'])}x {_ms(r['sum'])}" for n, r in per.head(2).iterrows())
     return [Finding(
         "allocator", "high" if ratio > 0.2 else "medium",
-        f"{len(calls)} memory allocation/free calls take {ratio:.0%} of the step time "
-        f"({_ms(alloc_ns / n_steps)} per step: {top})",
+        f"{len(calls)} memory allocation/free calls take {ratio:.0%} of the step time ({top})",
         {"alloc_ratio": float(ratio), "alloc_ns": alloc_ns, "calls": int(len(calls)), "steps": int(n_steps),
          "step_ns": step_total, "per_call": {str(n): {"calls": int(r["count"]), "ns": int(r["sum"])}
                                             for n, r in per.iterrows()}},
