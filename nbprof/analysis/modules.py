@@ -192,8 +192,10 @@ def _paths(rows: np.ndarray, parent_of: np.ndarray, names: np.ndarray) -> tuple[
     t_name: list[np.ndarray] = []
     t_first: list[np.ndarray] = []
     n_tmp = 0
+    by_level = np.argsort(level, kind="stable")  # rows of each level, in ``rows`` order
+    cuts = np.searchsorted(level[by_level], np.arange(int(level.max()) + 2))
     for lv in range(int(level.max()) + 1):
-        at = np.flatnonzero(level == lv)
+        at = by_level[cuts[lv]:cuts[lv + 1]]
         pnode = np.where(par[at] >= 0, tmp[pos[np.clip(par[at], 0, None)]], -1)
         codes, uniq = pd.factorize((pnode + 1) * k_names + ncode[at])
         first = np.full(len(uniq), len(rows), dtype=np.int64)
