@@ -636,31 +636,16 @@ def _failed_cell(folder: Path, parts: Sequence[str], exec_count: int | None) -> 
 _EXTERNAL = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>|<link[^>]*\bhref=[\"']https?://[^>]*>", re.I)
 
 
-#: first thing in the report's ``<body>``: under a dark colour scheme the page says it is dark the way JupyterLab
-#: does (``data-jp-theme-light="false"``, which the views' ``theme="auto"`` callbacks read before they first
-#: render) and the way DataTables does (class ``dark`` on ``<html>``)
-_DARK_SCHEME_SCRIPT = (
-    "<script>if (window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches) {"
-    " document.body.dataset.jpThemeLight = 'false'; document.body.dataset.jpThemeName = 'JupyterLab Dark';"
-    " document.documentElement.classList.add('dark'); }</script>"
-)
-
-
 def _dark_scheme_css(exporter: Any) -> str:
-    """JupyterLab's dark theme variables (nbconvert's ``lab`` template ``static/theme-dark.css``) under
-    ``@media (prefers-color-scheme: dark)``: the page follows the reader's colour scheme (light otherwise).
-    Empty when the template has no dark theme file."""
+    """:func:`nbprof.viz.theme.dark_scheme_css` with JupyterLab's own dark variables (nbconvert's ``lab`` template
+    ``static/theme-dark.css``): the page follows the reader's colour scheme (light otherwise)."""
+    from .viz.theme import dark_scheme_css
+
     for base in getattr(exporter, "template_paths", []):
         f = Path(base) / "static" / "theme-dark.css"
         if f.is_file():
-            css = f.read_text(encoding="utf-8")
-            extra = "body, main, .jp-Notebook { background: var(--jp-layout-color0); color: var(--jp-ui-font-color1); }"
-            return f"<style>{_LINK_CSS}\n@media (prefers-color-scheme: dark) {{\n{css}\n{extra}\n}}</style>"
-    return f"<style>{_LINK_CSS}</style>"
-
-
-#: links of the page's first section (table of contents, "show on the timeline") look like links in both schemes
-_LINK_CSS = "a { color: var(--jp-content-link-color, #1976d2); }"
+            return dark_scheme_css(f.read_text(encoding="utf-8"))
+    return dark_scheme_css()
 
 
 def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof report", notes: Sequence[str] = (),
@@ -698,6 +683,7 @@ def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof r
     body = _EXTERNAL.sub("", body)
     body = re.sub(r"<title>.*?</title>", f"<title>{_html.escape(title)}</title>", body, count=1, flags=re.S)
     from .results.verdict import ZOOM_SCRIPT
+    from .viz.theme import DARK_SCHEME_SCRIPT
 
     head = INLINE.render_js() + INLINE.render_css() + ZOOM_SCRIPT + _dark_scheme_css(exp)
     if "window._itables_" in body:  # sortable tables (itables, offline): their bundle once, as BokehJS
@@ -705,7 +691,7 @@ def combine_html(executed: Sequence[tuple[Path, str]], *, title: str = "nbprof r
 
         head += datatables_init_html()
     note_html = "".join(f"<li>{_html.escape(n)}</li>" for n in notes)
-    banner = _DARK_SCHEME_SCRIPT + (
+    banner = DARK_SCHEME_SCRIPT + (
         '<div style="margin:1em 2em;font-family:system-ui,-apple-system,\'Segoe UI\',Roboto,sans-serif">'
         f'<h1>{_html.escape(title)}</h1>{verdict}<ol>{"".join(toc)}</ol>'
         + (f"<p>Notes:</p><ul>{note_html}</ul>" if notes else "")

@@ -1,4 +1,4 @@
-"""The `nbprof report` page in headless Chromium with a light and a dark colour scheme (issue 20).
+"""The `nbprof report` page and a `nbprof.viz.to_html` page in headless Chromium, light and dark colour scheme (issue 20).
 
 The page is built offline (BokehJS inline) from ``data/gpu/cnn_nw0_prep``; Chromium opens it with
 ``prefers-color-scheme`` light, then dark, the network cut off. Each time: no console error, the first
@@ -83,6 +83,41 @@ def test_report_first_screen_light_and_dark(tmp_path):
                 page.screenshot(path=str(shots / f"report_first_screen_{scheme}.png"))
                 assert not blocked, blocked[:5]
                 assert not errors, (scheme, errors)
+                ctx.close()
+        finally:
+            browser.close()
+
+
+def test_standalone_page_follows_the_colour_scheme(tmp_path):
+    """``nbprof.viz.to_html`` (theme "auto" by default): light, and dark under ``prefers-color-scheme: dark``,
+    page and plots; no console error either way."""
+    need_chromium()
+    from playwright import sync_api
+
+    import nbprof
+    from nbprof import viz
+
+    page_path = viz.to_html(nbprof.load(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"), tmp_path / "views.html",
+                            views=["overview", "timeline"])
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            for scheme, dark in (("light", False), ("dark", True)):
+                ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True, color_scheme=scheme)
+                blocked = block_network(ctx)
+                page = ctx.new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+                page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+                page.goto(page_path.as_uri())
+                page.wait_for_function("() => Number(document.body.dataset.nbprofReady || 0) >= 2", timeout=90_000)
+                body = page.locator("body").evaluate(_COLOURS)["bg"]
+                plots = [_hex(b) for b in page.evaluate(_PLOT_BACKGROUNDS)]
+                assert plots
+                ref = [255, 255, 255, 1] if dark else [0, 0, 0, 1]
+                assert _contrast(body, ref) >= (10 if dark else 15), (scheme, body)
+                assert all(_contrast(p, ref) >= (10 if dark else 15) for p in plots), (scheme, plots)
+                assert not blocked and not errors, (scheme, blocked, errors)
                 ctx.close()
         finally:
             browser.close()

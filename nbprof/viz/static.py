@@ -9,6 +9,7 @@ grouping, filter and CSV buttons are ``CustomJS``. Python callbacks do not run i
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from . import registry
@@ -77,7 +78,19 @@ def _umask() -> int:
     return 0o022
 
 
-def to_html(trace_or_view, path, views=None, *, theme: str = "light", title: str | None = None,
+_HEAD_BODY = re.compile(r"</head>(\s*)<body>")
+
+
+def _themed_page(html: str, *, head: str = "", body_start: str = "", body_style: str = "") -> str:
+    """``head`` at the end of the page's ``<head>`` and ``body_start`` right after its ``<body>`` tag (with
+    ``body_style`` as the tag's style when given). The page's own ``</head><body>`` is the pair with nothing but
+    space between: the inline BokehJS in the head has both tags in its code."""
+    m = list(_HEAD_BODY.finditer(html))[-1]
+    tag = f'<body style="{body_style}">' if body_style else "<body>"
+    return html[:m.start()] + head + "</head>" + m.group(1) + tag + body_start + html[m.end():]
+
+
+def to_html(trace_or_view, path, views=None, *, theme: str = "auto", title: str | None = None,
             width: int = 1100, overwrite: bool = False) -> Path:
     """Write a standalone HTML page of a Trace's views (or of one view) to ``path``.
 
@@ -88,7 +101,8 @@ def to_html(trace_or_view, path, views=None, *, theme: str = "light", title: str
     views : list of str, optional
         Registered view names (default ``registry.default_views``: the trace views, plus the distributed view
         when there are collectives and the all-ranks timeline with several ranks).
-    theme : {"light", "dark"}
+    theme : {"auto", "light", "dark"}
+        ``"auto"`` (default): light, dark under the reader's ``prefers-color-scheme: dark``.
     title : str, optional
         Page title (default from the trace path); escaped.
     width : int
@@ -119,7 +133,11 @@ def to_html(trace_or_view, path, views=None, *, theme: str = "light", title: str
         title = f"nbprof: {os.path.basename(src)}" if src else "nbprof"
     html = file_html(lay, INLINE, title=title)  # bokeh escapes the title and the JSON it embeds
     if theme == "dark":
-        html = html.replace("<body>", '<body style="background:#1e1e1e;color:#e0e0e0">', 1)
+        html = _themed_page(html, body_style="background:#1e1e1e;color:#e0e0e0")
+    elif theme == "auto":
+        from .theme import DARK_SCHEME_SCRIPT, dark_scheme_css
+
+        html = _themed_page(html, head=dark_scheme_css() + "\n", body_start=DARK_SCHEME_SCRIPT)
     # a private temp file in the target folder (O_EXCL: never an existing file, never a planted symlink),
     # then an atomic rename; without overwrite, a hard link that fails if the name appeared meanwhile
     import tempfile

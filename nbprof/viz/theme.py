@@ -184,6 +184,33 @@ def style_widgets(layout, theme: str) -> None:
             m.stylesheets = list(m.stylesheets) + [sheet]
 
 
+#: First thing in a page's ``<body>``: under a dark colour scheme (``prefers-color-scheme: dark``) the page says it
+#: is dark the way JupyterLab does (``data-jp-theme-light="false"``, which the ``theme="auto"`` callbacks read
+#: before the views first render) and the way DataTables does (class ``dark`` on ``<html>``).
+DARK_SCHEME_SCRIPT = (
+    "<script>if (window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches) {"
+    " document.body.dataset.jpThemeLight = 'false'; document.body.dataset.jpThemeName = 'JupyterLab Dark';"
+    " document.documentElement.classList.add('dark'); }</script>"
+)
+
+
+def dark_scheme_css(jupyterlab_dark_css: str = "") -> str:
+    """A ``<style>`` that gives a page outside JupyterLab dark colours under ``prefers-color-scheme: dark``.
+
+    ``jupyterlab_dark_css``: JupyterLab's dark theme variables (nbconvert's ``theme-dark.css``, for a page
+    rendered by nbconvert); without it, the ``--jp-*`` variables that :data:`_AUTO_CSS` reads are set from
+    :data:`DARK`. Links keep a link colour in both schemes."""
+    t = DARK
+    own = (f"--jp-layout-color0: {t['background']}; --jp-layout-color1: {t['background']}; "
+           f"--jp-layout-color2: #262626; --jp-ui-font-color1: {t['text']}; --jp-border-color1: {t['axis']}; "
+           f"--jp-border-color2: {t['grid']}; --jp-content-link-color: #64b5f6;")
+    dark_vars = jupyterlab_dark_css or f":root {{ {own} }}"
+    return ("<style>a { color: var(--jp-content-link-color, #1976d2); }\n"
+            "@media (prefers-color-scheme: dark) {\n" + dark_vars + "\n"
+            "body, main, .jp-Notebook { background: var(--jp-layout-color0); color: var(--jp-ui-font-color1); }\n"
+            "}</style>")
+
+
 _READY_JS = """
 if (typeof document !== 'undefined') {
   document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }"""
