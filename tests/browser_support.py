@@ -36,3 +36,16 @@ def block_network(ctx) -> list[str]:
 
     ctx.route("**/*", route)
     return blocked
+
+
+def open_page(browser, url: str, *, color_scheme: str = "light", width: int = 1400, height: int = 1000):
+    """A new offline context (network blocked, ``color_scheme``) with one page that records console errors and
+    page errors, at ``url``. Returns ``(ctx, page, errors, blocked)``; close ``ctx`` when done."""
+    ctx = browser.new_context(viewport={"width": width, "height": height}, offline=True, color_scheme=color_scheme)
+    blocked = block_network(ctx)
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(url)
+    return ctx, page, errors, blocked

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
+from browser_support import open_page
 from conftest import DATA
 from test_browser_reload import _COLOURS, _contrast
 
@@ -35,89 +35,61 @@ def _hex(c: str) -> list[float]:
     return [int(c[i:i + 2], 16) for i in (1, 3, 5)] + [1]
 
 
-def test_report_first_screen_light_and_dark(tmp_path):
-    need_chromium()
-    from playwright import sync_api
-
+def test_report_first_screen_light_and_dark(browser, tmp_path):
     shots = Path(os.environ.get("NBPROF_SCREENSHOTS", tmp_path / "screenshots"))
     shots.mkdir(parents=True, exist_ok=True)
     art = Artefacts(trace=str(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"))
     html = build_report(art, tmp_path, progress=False, notebooks=["01_system_nsys.ipynb", "02_operators_pytorch.ipynb"])
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            for scheme in ("light", "dark"):
-                ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True, color_scheme=scheme)
-                blocked = block_network(ctx)
-                page = ctx.new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
-                page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
-                page.goto(html.as_uri())
-                page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length >= 2",
-                                       timeout=90_000)
-                page.locator("canvas").first.wait_for(state="visible", timeout=60_000)
-                verdict = page.locator(".nbprof-verdict").first
-                assert verdict.is_visible() and "DataLoader-bound" in verdict.inner_text()
-                vb = verdict.bounding_box()
-                fb = page.get_by_text("What to fix first").first.bounding_box()
-                assert vb and fb and vb["y"] + vb["height"] < 1000 and fb["y"] < 1000  # on the first screen
-                c = verdict.evaluate(_COLOURS)
-                assert _contrast(c["fg"], c["bg"]) >= 4.5, (scheme, c)
-                cell = page.locator("table td").first
-                cell.scroll_into_view_if_needed()
-                c = cell.evaluate(_COLOURS)
-                assert c["text"].strip() and _contrast(c["fg"], c["bg"]) >= 4.5, (scheme, c)
-                # the page follows the colour scheme: its background, and the plots' once they have rendered
-                page.wait_for_function("() => Number(document.body.dataset.nbprofReady || 0) >= 1", timeout=60_000)
-                body = page.locator("body").evaluate(_COLOURS)["bg"]
-                plot_bgs = page.evaluate(_PLOT_BACKGROUNDS)
-                assert plot_bgs, "no Bokeh plot in the page"
-                if scheme == "dark":
-                    assert _contrast(body, [255, 255, 255, 1]) >= 10, body  # a dark page
-                    assert all(_contrast(_hex(b), [255, 255, 255, 1]) >= 10 for b in plot_bgs), plot_bgs
-                else:
-                    assert _contrast(body, [0, 0, 0, 1]) >= 15, body
-                    assert all(_contrast(_hex(b), [0, 0, 0, 1]) >= 15 for b in plot_bgs), plot_bgs
-                page.evaluate("() => window.scrollTo(0, 0)")
-                page.screenshot(path=str(shots / f"report_first_screen_{scheme}.png"))
-                assert not blocked, blocked[:5]
-                assert not errors, (scheme, errors)
-                ctx.close()
-        finally:
-            browser.close()
+    for scheme in ("light", "dark"):
+        ctx, page, errors, blocked = open_page(browser, html.as_uri(), color_scheme=scheme)
+        page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length >= 2",
+                               timeout=90_000)
+        page.locator("canvas").first.wait_for(state="visible", timeout=60_000)
+        verdict = page.locator(".nbprof-verdict").first
+        assert verdict.is_visible() and "DataLoader-bound" in verdict.inner_text()
+        vb = verdict.bounding_box()
+        fb = page.get_by_text("What to fix first").first.bounding_box()
+        assert vb and fb and vb["y"] + vb["height"] < 1000 and fb["y"] < 1000  # on the first screen
+        c = verdict.evaluate(_COLOURS)
+        assert _contrast(c["fg"], c["bg"]) >= 4.5, (scheme, c)
+        cell = page.locator("table td").first
+        cell.scroll_into_view_if_needed()
+        c = cell.evaluate(_COLOURS)
+        assert c["text"].strip() and _contrast(c["fg"], c["bg"]) >= 4.5, (scheme, c)
+        # the page follows the colour scheme: its background, and the plots' once they have rendered
+        page.wait_for_function("() => Number(document.body.dataset.nbprofReady || 0) >= 1", timeout=60_000)
+        body = page.locator("body").evaluate(_COLOURS)["bg"]
+        plot_bgs = page.evaluate(_PLOT_BACKGROUNDS)
+        assert plot_bgs, "no Bokeh plot in the page"
+        if scheme == "dark":
+            assert _contrast(body, [255, 255, 255, 1]) >= 10, body  # a dark page
+            assert all(_contrast(_hex(b), [255, 255, 255, 1]) >= 10 for b in plot_bgs), plot_bgs
+        else:
+            assert _contrast(body, [0, 0, 0, 1]) >= 15, body
+            assert all(_contrast(_hex(b), [0, 0, 0, 1]) >= 15 for b in plot_bgs), plot_bgs
+        page.evaluate("() => window.scrollTo(0, 0)")
+        page.screenshot(path=str(shots / f"report_first_screen_{scheme}.png"))
+        assert not blocked, blocked[:5]
+        assert not errors, (scheme, errors)
+        ctx.close()
 
 
-def test_standalone_page_follows_the_colour_scheme(tmp_path):
+def test_standalone_page_follows_the_colour_scheme(browser, tmp_path):
     """``nbprof.viz.to_html`` (theme "auto" by default): light, and dark under ``prefers-color-scheme: dark``,
     page and plots; no console error either way."""
-    need_chromium()
-    from playwright import sync_api
-
     import nbprof
     from nbprof import viz
 
     page_path = viz.to_html(nbprof.load(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"), tmp_path / "views.html",
                             views=["overview", "timeline"])
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            for scheme, dark in (("light", False), ("dark", True)):
-                ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True, color_scheme=scheme)
-                blocked = block_network(ctx)
-                page = ctx.new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
-                page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
-                page.goto(page_path.as_uri())
-                page.wait_for_function("() => Number(document.body.dataset.nbprofReady || 0) >= 2", timeout=90_000)
-                body = page.locator("body").evaluate(_COLOURS)["bg"]
-                plots = [_hex(b) for b in page.evaluate(_PLOT_BACKGROUNDS)]
-                assert plots
-                ref = [255, 255, 255, 1] if dark else [0, 0, 0, 1]
-                assert _contrast(body, ref) >= (10 if dark else 15), (scheme, body)
-                assert all(_contrast(p, ref) >= (10 if dark else 15) for p in plots), (scheme, plots)
-                assert not blocked and not errors, (scheme, blocked, errors)
-                ctx.close()
-        finally:
-            browser.close()
+    for scheme, dark in (("light", False), ("dark", True)):
+        ctx, page, errors, blocked = open_page(browser, page_path.as_uri(), color_scheme=scheme)
+        page.wait_for_function("() => Number(document.body.dataset.nbprofReady || 0) >= 2", timeout=90_000)
+        body = page.locator("body").evaluate(_COLOURS)["bg"]
+        plots = [_hex(b) for b in page.evaluate(_PLOT_BACKGROUNDS)]
+        assert plots
+        ref = [255, 255, 255, 1] if dark else [0, 0, 0, 1]
+        assert _contrast(body, ref) >= (10 if dark else 15), (scheme, body)
+        assert all(_contrast(p, ref) >= (10 if dark else 15) for p in plots), (scheme, plots)
+        assert not blocked and not errors, (scheme, blocked, errors)
+        ctx.close()
