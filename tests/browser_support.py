@@ -38,14 +38,41 @@ def block_network(ctx) -> list[str]:
     return blocked
 
 
-def open_page(browser, url: str, *, color_scheme: str = "light", width: int = 1400, height: int = 1000):
-    """A new offline context (network blocked, ``color_scheme``) with one page that records console errors and
-    page errors, at ``url``. Returns ``(ctx, page, errors, blocked)``; close ``ctx`` when done."""
+#: console messages that are not page errors (a missing favicon, Chrome's own notices)
+BENIGN = ("Failed to load resource", "favicon", "[Violation]", "DevTools")
+
+
+def collect_errors(page, benign: tuple[str, ...] = BENIGN) -> list[str]:
+    """The list that the page's console errors (but the ``benign`` ones) and page errors are appended to."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(f"console: {m.text}")
+            if m.type == "error" and not any(s in m.text for s in benign) else None)
+    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
+    return errors
+
+
+def open_page(browser, url: str, *, color_scheme: str = "light", width: int = 1400, height: int = 1000,
+              benign: tuple[str, ...] = BENIGN):
+    """A new offline context (network blocked, ``color_scheme``) with one page at ``url`` that records its errors
+    (:func:`collect_errors`), once BokehJS has a document. Returns ``(ctx, page, errors, blocked)``; close ``ctx``."""
     ctx = browser.new_context(viewport={"width": width, "height": height}, offline=True, color_scheme=color_scheme)
     blocked = block_network(ctx)
     page = ctx.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    errors = collect_errors(page, benign)
     page.goto(url)
+    page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length > 0", timeout=60_000)
     return ctx, page, errors, blocked
+
+
+def open_notebook(page, lab: dict, nb, *, run_all: bool = True, workspace: str | None = None) -> None:
+    """Open notebook ``nb`` (a path in the ``lab`` server's root) in a fresh JupyterLab workspace, wait for an idle
+    kernel and, with ``run_all``, run every cell."""
+    import uuid
+
+    ws = workspace or uuid.uuid4().hex[:8]
+    page.goto(f"{lab['url']}/lab/workspaces/{ws}/tree/{nb.name}?token={lab['token']}", timeout=90_000)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
+    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
+    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+    if run_all:
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import block_network, need_chromium
+from browser_support import block_network, collect_errors, need_chromium, open_notebook
 from conftest import CORPUS, ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -199,15 +199,8 @@ def _luminance(png: bytes) -> float:
 
 
 def _errors_collector(page):
-    errors: list[str] = []
-
-    def on_console(msg):
-        if msg.type == "error" and not any(s in msg.text for s in BENIGN):
-            errors.append(f"console: {msg.text}")
-
-    page.on("console", on_console)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    return errors
+    """:func:`browser_support.collect_errors` with this module's (JupyterLab's) benign messages."""
+    return collect_errors(page, BENIGN)
 
 
 def _status_change(cell, before: str, seconds: float = 10.0) -> str:
@@ -230,12 +223,7 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
     shots = _shot_dir(tmp_path)
     page = browser.new_page(viewport={"width": 1700, "height": 1100})
     errors = _errors_collector(page)
-    ws = uuid.uuid4().hex[:8]
-    page.goto(f"{lab['url']}/lab/workspaces/{ws}/tree/{nb.name}?token={lab['token']}", timeout=90_000)
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
-    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    open_notebook(page, lab, nb)
     page.wait_for_selector("text=ALL CELLS DONE", timeout=300_000)
     cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")
 

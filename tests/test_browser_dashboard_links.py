@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from browser_support import open_notebook
 from conftest import ROOT
 from test_browser import _errors_collector, _shot_dir, lab  # noqa: F401 - the JupyterLab fixture (browser: conftest)
 
@@ -71,12 +72,7 @@ def test_finding_button_selects_the_timeline_and_zooms_to_the_evidence(lab, brow
     shots = _shot_dir(tmp_path)
     page = browser.new_page(viewport={"width": 1700, "height": 1600})
     errors = _errors_collector(page)
-    ws = uuid.uuid4().hex[:8]
-    page.goto(f"{lab['url']}/lab/workspaces/{ws}/tree/{nb.name}?token={lab['token']}", timeout=90_000)
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
-    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    open_notebook(page, lab, nb)
     cell = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first
     out = cell.locator(OUT).filter(has=page.locator("button.nbprof-zoom")).first
     buttons = out.locator("button.nbprof-zoom")

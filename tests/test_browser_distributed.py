@@ -9,25 +9,16 @@ import re
 import time
 
 import pytest
-from browser_support import block_network
+from browser_support import open_page
 from conftest import ROOT, corpus_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-BENIGN = ("Failed to load resource", "favicon", "[Violation]", "DevTools")
 HTA = "facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter/"
 
 
 def _open(browser, path):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
-    blocked = block_network(ctx)
-    page = ctx.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" and not any(
-        s in m.text for s in BENIGN) else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.goto(path.as_uri())
-    page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length > 0", timeout=60_000)
+    ctx, page, errors, blocked = open_page(browser, path.as_uri())
     page.locator("canvas").first.wait_for(state="visible", timeout=60_000)
     return ctx, page, errors, blocked
 

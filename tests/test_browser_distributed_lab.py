@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 
 import pytest
+from browser_support import collect_errors, open_notebook
 from conftest import CORPUS
 from test_browser import BENIGN, lab  # noqa: F401 - the JupyterLab server fixture (Chromium: conftest)
 
@@ -36,16 +36,8 @@ def test_dashboard_of_two_ranks_in_jupyterlab(lab, browser, tmp_path):  # noqa: 
     path = lab["root"] / "ranks.ipynb"
     nbformat.write(nb, path)
     page = browser.new_page(viewport={"width": 1600, "height": 1100})
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" and not any(
-        s in m.text for s in BENIGN) else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.goto(f"{lab['url']}/lab/workspaces/{uuid.uuid4().hex[:8]}/tree/{path.name}?token={lab['token']}",
-              timeout=90_000)
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
-    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    errors = collect_errors(page, BENIGN)
+    open_notebook(page, lab, path)
     page.wait_for_selector("text=ALL CELLS DONE", timeout=300_000)
     cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")
     # one dashboard opened on the Distributed view, one on the all-ranks timeline

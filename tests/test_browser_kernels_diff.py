@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser_support import block_network
+from browser_support import open_page
 from conftest import DATA
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -16,16 +16,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 EVIL = '</script><img src=x onerror="window.__nbprof_xss=1">"\'&<b>bold</b>'
 
 
-def _open(browser, path: Path):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
-    blocked = block_network(ctx)
-    page = ctx.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "favicon" not in m.text else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.goto(path.as_uri())
-    page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length > 0", timeout=60_000)
-    return ctx, page, errors, blocked
 
 
 def _evil_gpu_trace(path: Path) -> None:
@@ -48,7 +38,7 @@ def test_kernels_view_static_page(browser, tmp_path):
 
     t = nbprof.load(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz")
     out = viz.to_html(t, tmp_path / "kernels.html", views=["kernels"])
-    ctx, page, errors, blocked = _open(browser, out)
+    ctx, page, errors, blocked = open_page(browser, out.as_uri())
     canvas = page.locator("canvas").first
     canvas.wait_for(state="visible", timeout=60_000)
     box = canvas.bounding_box()
@@ -71,7 +61,7 @@ def test_kernels_view_shows_hostile_names_as_text_and_cpu_trace_says_no_kernels(
     evil = tmp_path / "evil.pt.trace.json"
     _evil_gpu_trace(evil)
     out = viz.to_html(nbprof.load(evil), tmp_path / "evil.html", views=["kernels"])
-    ctx, page, errors, _blocked = _open(browser, out)
+    ctx, page, errors, _blocked = open_page(browser, out.as_uri())
     page.locator("canvas").first.wait_for(state="visible", timeout=60_000)
     page.get_by_text("kern</script><img src=x onerror=", exact=False).first.wait_for(timeout=10_000)
     assert page.evaluate("() => window.__nbprof_xss === undefined")
@@ -79,7 +69,7 @@ def test_kernels_view_shows_hostile_names_as_text_and_cpu_trace_says_no_kernels(
     assert not errors, errors
     ctx.close()
     cpu = viz.to_html(nbprof.load(DATA / "cpu" / "cnn_nw0.pt.trace.json.gz"), tmp_path / "cpu.html", views=["kernels"])
-    ctx, page, errors, _blocked = _open(browser, cpu)
+    ctx, page, errors, _blocked = open_page(browser, cpu.as_uri())
     page.get_by_text("No device kernels in this trace").first.wait_for(timeout=30_000)
     assert not errors, errors
     ctx.close()
@@ -92,7 +82,7 @@ def test_diff_view_static_page(browser, tmp_path):
     a = nbprof.load(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz")
     b = nbprof.load(DATA / "gpu" / "cnn_nw4_prep.pt.trace.json.gz")
     out = viz.to_html(viz.compare_view(a, b), tmp_path / "diff.html")
-    ctx, page, errors, blocked = _open(browser, out)
+    ctx, page, errors, blocked = open_page(browser, out.as_uri())
     canvas = page.locator("canvas").first
     canvas.wait_for(state="visible", timeout=60_000)
     box = canvas.bounding_box()

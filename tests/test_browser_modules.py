@@ -10,33 +10,19 @@ import gzip
 import json
 import re
 import time
-import uuid
-from pathlib import Path
 
 import pytest
-from browser_support import block_network
+from browser_support import BENIGN, collect_errors, open_notebook, open_page
 from conftest import DATA
 from test_browser import lab  # noqa: F401 - the JupyterLab server fixture, reused
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-BENIGN = ("Failed to load resource", "favicon", "[Violation]", "DevTools")
 LM_MODULES = DATA / "cpu" / "lm_modules.pt.trace.json.gz"
 LM_GPU = DATA / "gpu" / "lm_mem.pt.trace.json.gz"
 EVIL = '</script><img src=x onerror="window.__nbprof_xss=1"><b>bold</b>'
 
 
-def _page(browser, path: Path):
-    ctx = browser.new_context(viewport={"width": 1300, "height": 1000}, offline=True)
-    blocked = block_network(ctx)
-    page = ctx.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(f"console: {m.text}")
-            if m.type == "error" and not any(s in m.text for s in BENIGN) else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.goto(path.as_uri())
-    page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length > 0", timeout=60_000)
-    return ctx, page, errors, blocked
 
 
 def _shown(page, kind: str) -> list[str]:
@@ -61,7 +47,7 @@ def test_module_and_call_stack_views_render(browser, tmp_path, trace_path):
 
     trace = nbprof.load(trace_path)
     path = viz.to_html(trace, tmp_path / "mods.html", views=["modules", "call_stack"])
-    ctx, page, errors, blocked = _page(browser, path)
+    ctx, page, errors, blocked = open_page(browser, path.as_uri(), width=1300)
     # both tables drawn: their first rows are in the page
     page.get_by_text("TinyLM_0").first.wait_for(timeout=30_000)
     page.get_by_text(re.compile(r"^\d+ modules, 3 top-level calls")).first.wait_for(timeout=10_000)
@@ -104,7 +90,7 @@ def test_hostile_names_render_as_text(browser, tmp_path):
     src = tmp_path / "evil.pt.trace.json"
     src.write_text(json.dumps(raw))
     path = viz.to_html(nbprof.load(src), tmp_path / "evil.html", views=["modules", "call_stack"])
-    ctx, page, errors, _blocked = _page(browser, path)
+    ctx, page, errors, _blocked = open_page(browser, path.as_uri(), width=1300)
     page.get_by_text("TinyLM_0").first.wait_for(timeout=30_000)
     page.get_by_text(f"{EVIL}_0", exact=False).first.wait_for(timeout=10_000)
     assert page.evaluate("() => window.__nbprof_xss") is None
@@ -135,17 +121,8 @@ def test_live_views_in_jupyterlab(lab, browser):  # noqa: F811 - the imported fi
     path = lab["root"] / "modules_views.ipynb"
     nbformat.write(nb, path)
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
-    errors: list[str] = []
-    benign = (*BENIGN, "Widget model not found", "translations", "npm")
-    page.on("console", lambda m: errors.append(f"console: {m.text}")
-            if m.type == "error" and not any(s in m.text for s in benign) else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    ws = uuid.uuid4().hex[:8]
-    page.goto(f"{lab['url']}/lab/workspaces/{ws}/tree/{path.name}?token={lab['token']}", timeout=90_000)
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
-    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    errors = collect_errors(page, (*BENIGN, "Widget model not found", "translations", "npm"))
+    open_notebook(page, lab, path)
     page.wait_for_selector("text=ALL CELLS DONE", timeout=300_000)
     cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")
     mods, stack, none = cells.nth(1), cells.nth(2), cells.nth(3)

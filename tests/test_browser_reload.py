@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from browser_support import open_notebook
 from conftest import ROOT
 from test_browser import _errors_collector, _luminance, _shot_dir, lab  # noqa: F401 - fixtures
 
@@ -74,10 +75,7 @@ def _write_nb(root: Path) -> Path:
 
 
 def _open(page, lab, nb: Path, ws: str) -> None:  # noqa: F811 - the fixture's value
-    page.goto(f"{lab['url']}/lab/workspaces/{ws}/tree/{nb.name}?token={lab['token']}", timeout=90_000)
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=90_000)
-    page.wait_for_function("() => window.jupyterapp !== undefined", timeout=60_000)
-    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
+    open_notebook(page, lab, nb, run_all=False, workspace=ws)
 
 
 def _run_cell(page, i: int) -> None:

@@ -4,7 +4,7 @@ timeline to its evidence; headless Debian Chromium, network cut off, no console 
 from __future__ import annotations
 
 import pytest
-from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
+from browser_support import open_page
 from conftest import DATA
 
 from nbprof.report import Artefacts, build_report
@@ -20,78 +20,54 @@ def report(tmp_path_factory):
                         notebooks=["01_system_nsys.ipynb", "02_operators_pytorch.ipynb"])
 
 
-def _page(pw, html):
-    browser = pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True)
-    blocked = block_network(ctx)
-    page = ctx.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(html.as_uri())
-    return browser, page, errors, blocked
-
-
 def _numbers(texts: list[str]) -> list[float]:
     return [float(t.replace(",", "")) for t in texts if t.strip()]
 
 
-def test_column_header_click_sorts_numerically(report):
-    need_chromium()
-    from playwright import sync_api
-
-    with sync_api.sync_playwright() as pw:
-        browser, page, errors, blocked = _page(pw, report)
-        try:
-            page.wait_for_function("() => document.querySelectorAll('table.dataTable').length >= 5", timeout=90_000)
-            # the kernel table: "total (ms)" values of very different magnitudes (string order != numeric order)
-            tbl = page.locator("table.dataTable", has=page.locator("caption", has_text="Kernels")).first
-            tbl.scroll_into_view_if_needed()
-            heads = [h.strip() for h in tbl.locator("thead th").all_inner_texts()]
-            col = heads.index("total (ms)") + 1
-            cells = tbl.locator(f"tbody tr td:nth-child({col})")
-            shown = _numbers(cells.all_inner_texts())
-            assert len(shown) >= 5
-            tbl.locator("thead th").nth(col - 1).click()
-            page.wait_for_timeout(300)
-            up = _numbers(cells.all_inner_texts())
-            tbl.locator("thead th").nth(col - 1).click()
-            page.wait_for_timeout(300)
-            down = _numbers(cells.all_inner_texts())
-            assert up == sorted(up) and down == sorted(down, reverse=True), (up, down)
-            assert set(up) <= set(shown) | set(down) and up != down
-            # the search box filters and the download buttons are there
-            assert tbl.locator("xpath=ancestor::div[contains(@class,'dt-container')]").locator(
-                "button", has_text="CSV").count() == 1
-            assert not blocked, blocked[:5]
-            assert not errors, errors
-        finally:
-            browser.close()
+def test_column_header_click_sorts_numerically(browser, report):
+    ctx, page, errors, blocked = open_page(browser, report.as_uri())
+    page.wait_for_function("() => document.querySelectorAll('table.dataTable').length >= 5", timeout=90_000)
+    # the kernel table: "total (ms)" values of very different magnitudes (string order != numeric order)
+    tbl = page.locator("table.dataTable", has=page.locator("caption", has_text="Kernels")).first
+    tbl.scroll_into_view_if_needed()
+    heads = [h.strip() for h in tbl.locator("thead th").all_inner_texts()]
+    col = heads.index("total (ms)") + 1
+    cells = tbl.locator(f"tbody tr td:nth-child({col})")
+    shown = _numbers(cells.all_inner_texts())
+    assert len(shown) >= 5
+    tbl.locator("thead th").nth(col - 1).click()
+    page.wait_for_timeout(300)
+    up = _numbers(cells.all_inner_texts())
+    tbl.locator("thead th").nth(col - 1).click()
+    page.wait_for_timeout(300)
+    down = _numbers(cells.all_inner_texts())
+    assert up == sorted(up) and down == sorted(down, reverse=True), (up, down)
+    assert set(up) <= set(shown) | set(down) and up != down
+    # the search box filters and the download buttons are there
+    assert tbl.locator("xpath=ancestor::div[contains(@class,'dt-container')]").locator(
+        "button", has_text="CSV").count() == 1
+    assert not blocked, blocked[:5]
+    assert not errors, errors
+    ctx.close()
 
 
-def test_finding_link_zooms_the_timeline(report):
-    need_chromium()
-    from playwright import sync_api
-
+def test_finding_link_zooms_the_timeline(browser, report):
     ranges = """() => { for (const d of Bokeh.documents) { const l = d.get_model_by_name('nbprof_timeline');
                   if (l) { const r = l.children[0].x_range; return [r.start, r.end]; } } return null; }"""
-    with sync_api.sync_playwright() as pw:
-        browser, page, errors, blocked = _page(pw, report)
-        try:
-            page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length >= 2", timeout=90_000)
-            page.wait_for_function(ranges.replace("() =>", "() => !!(() =>") + ")()", timeout=60_000)
-            before = page.evaluate(ranges)
-            link = page.locator("a.nbprof-zoom").first
-            assert link.is_visible() and "show on the timeline" in link.inner_text()
-            x0, x1 = float(link.get_attribute("data-x0-ms")), float(link.get_attribute("data-x1-ms"))
-            assert (x1 - x0) < 0.9 * (before[1] - before[0])  # a real zoom, not the whole trace
-            link.click()
-            page.wait_for_timeout(300)
-            after = page.evaluate(ranges)
-            assert after != before
-            assert after[0] <= x0 + 1e-9 and after[1] >= x1 - 1e-9 and (after[1] - after[0]) <= (x1 - x0) * 1.01
-            assert "#nbprof-timeline" in page.url
-            assert not blocked, blocked[:5]
-            assert not errors, errors
-        finally:
-            browser.close()
+    ctx, page, errors, blocked = open_page(browser, report.as_uri())
+    page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length >= 2", timeout=90_000)
+    page.wait_for_function(ranges.replace("() =>", "() => !!(() =>") + ")()", timeout=60_000)
+    before = page.evaluate(ranges)
+    link = page.locator("a.nbprof-zoom").first
+    assert link.is_visible() and "show on the timeline" in link.inner_text()
+    x0, x1 = float(link.get_attribute("data-x0-ms")), float(link.get_attribute("data-x1-ms"))
+    assert (x1 - x0) < 0.9 * (before[1] - before[0])  # a real zoom, not the whole trace
+    link.click()
+    page.wait_for_timeout(300)
+    after = page.evaluate(ranges)
+    assert after != before
+    assert after[0] <= x0 + 1e-9 and after[1] >= x1 - 1e-9 and (after[1] - after[0]) <= (x1 - x0) * 1.01
+    assert "#nbprof-timeline" in page.url
+    assert not blocked, blocked[:5]
+    assert not errors, errors
+    ctx.close()

@@ -9,15 +9,13 @@ from the DataTable's view (``view.data``, what SlickGrid draws) and the first dr
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
-from browser_support import block_network
+from browser_support import open_page
 from conftest import DATA
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-BENIGN = ("Failed to load resource", "favicon", "[Violation]", "DevTools")
 GPU = DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"
 LM_MODULES = DATA / "cpu" / "lm_modules.pt.trace.json.gz"
 
@@ -31,17 +29,6 @@ _ROWS = """([name, field, text]) => { const v = Bokeh.index.query_one((v) => v.m
   return out; }"""
 
 
-def _page(browser, path: Path):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1400}, offline=True)
-    blocked = block_network(ctx)
-    page = ctx.new_page()
-    errors: list[str] = []
-    page.on("console", lambda m: errors.append(f"console: {m.text}")
-            if m.type == "error" and not any(s in m.text for s in BENIGN) else None)
-    page.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
-    page.goto(path.as_uri())
-    page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length > 0", timeout=60_000)
-    return ctx, page, errors, blocked
 
 
 def _rows_after(page, name: str, field: str, pred, seconds: float = 10.0):
@@ -65,7 +52,7 @@ def test_kernel_table_sorts_by_total_duration_numerically(browser, tmp_path):
     texts = [fmt_ns(x) for x in kt["total_ns"]]
     assert sorted(texts) != [fmt_ns(x) for x in sorted(kt["total_ns"])]  # a text sort would order them otherwise
     path = viz.to_html(tr, tmp_path / "kernels.html", views=["kernels"])
-    ctx, page, errors, blocked = _page(browser, path)
+    ctx, page, errors, blocked = open_page(browser, path.as_uri(), height=1400)
     header = page.locator(".slick-header-column", has_text="Total duration").first
     header.wait_for(timeout=30_000)
     first = page.evaluate(_ROWS, ["nbprof_kernel_table", "total_ns", "total_ns_text"])
@@ -100,7 +87,7 @@ def test_module_tree_sorts_its_open_rows_by_host_total(browser, tmp_path):
     tr = nbprof.load(LM_MODULES)
     tree = modules.module_tree(tr)
     path = viz.to_html(tr, tmp_path / "modules.html", views=["modules"])
-    ctx, page, errors, blocked = _page(browser, path)
+    ctx, page, errors, blocked = open_page(browser, path.as_uri(), height=1400)
     page.get_by_text("TinyLM_0").first.wait_for(timeout=30_000)
     page.locator(".slick-row").first.wait_for(timeout=30_000)
     header = page.locator(".slick-header-column", has_text="host total").first
