@@ -69,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         trace = a.trace
         if not trace:
             trace = str(Path(tmp) / "gen.pt.trace.json")
-            subprocess.run([sys.executable, str(Path(__file__).with_name("gen_kineto.py")), trace,
-                            "--events", str(a.events)], check=True, stdout=subprocess.DEVNULL)
+            from gen_kineto import generate  # beside this script
+
+            generate(trace, a.events)
         best: dict[str, dict[str, float]] = {"baseline": {}, "this": {}}
         last: dict[str, dict] = {}
         for _ in range(a.repeat):

@@ -76,8 +76,9 @@ def main(argv=None) -> int:
             path.symlink_to(Path(a.trace).resolve())
         else:
             path = d / "rank0.pt.trace.json"
-            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gen_kineto.py"), str(path),
-                            "--events", str(a.events), "--steps", str(a.steps)], check=True)
+            from gen_kineto import generate  # beside this script
+
+            generate(str(path), a.events, steps=a.steps)
         t0 = time.perf_counter()
         trace = nbprof.load(path)
         load_s = time.perf_counter() - t0

@@ -70,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         trace = a.trace
         if not trace:
             trace = str(Path(tmp) / "gen.pt.trace.json")
-            subprocess.run([sys.executable, str(Path(__file__).with_name("gen_kineto.py")), trace,
-                            "--events", str(a.events)], check=True, stdout=subprocess.DEVNULL)
+            # in this process: a generator child would count in the children's peak RSS measured below
+            from gen_kineto import generate  # beside this script
+
+            generate(trace, a.events)
         size = os.path.getsize(trace) / 1e6
         load_s, load_gb, _ = _run([sys.executable, "-c", f"import nbprof; nbprof.load({trace!r})"])
         rep_s, rep_gb, rep_tree = _run([sys.executable, "-m", "nbprof.cli", "report", "--trace", trace, "-o",
