@@ -15,7 +15,7 @@ import pandas as pd
 from ..results.format import fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
-from .theme import apply_theme, auto_theme_callback, style_widgets
+from .theme import apply_theme, on_render, style_widgets
 
 __all__ = ["operators_view", "operator_tables"]
 
@@ -204,13 +204,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100, top_n: int 
     # fill the chart and status once laid out (and on document ready in static pages)
     chart.js_on_change("inner_width", cb)
     lay.js_on_event("document_ready", cb)
-    if theme == "auto":
-        t = auto_theme_callback([chart], lay)
-        chart.js_on_change("inner_width", t)
-    else:
-        t = CustomJS(code="""if (typeof document !== 'undefined') {
-            document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }""")
-        chart.js_on_change("inner_width", t)
+    on_render(lay, [chart], theme)
     # server-side initial fill too, so text/plain and tests see the same rows
     _initial_fill(tables[groupings[0]][0], bars, chart, status, totals[groupings[0]], groupings[0], top_n)
     return lay

@@ -216,11 +216,13 @@ if (typeof document !== 'undefined') {
   document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }"""
 
 
-def on_render(layout, plots: list, theme: str) -> None:
-    """Attach the first-render callback of a static view to ``plots[0]`` (nothing when there is no plot).
+def on_render(layout, plots: list, theme: str, *, document_ready: bool = False) -> None:
+    """Attach the first-render callback of a view to ``plots[0]`` (nothing when there is no plot); with
+    ``document_ready`` also to the document's ready event (a view whose first layout may come before BokehJS
+    reports it ready).
 
-    With ``theme="auto"`` it is :func:`auto_theme_callback` (dark colours under a dark JupyterLab); otherwise
-    it only increments ``document.body.dataset.nbprofReady`` (the hook browser tests wait on).
+    With ``theme="auto"`` it is :func:`auto_theme_callback` (dark colours under a dark JupyterLab or a dark
+    page); otherwise it only increments ``document.body.dataset.nbprofReady`` (the hook browser tests wait on).
     """
     if not plots:
         return
@@ -228,3 +230,5 @@ def on_render(layout, plots: list, theme: str) -> None:
 
     cb = auto_theme_callback(plots, layout) if theme == "auto" else CustomJS(code=_READY_JS)
     plots[0].js_on_change("inner_width", cb)
+    if document_ready:
+        plots[0].js_on_event("document_ready", cb)

@@ -29,7 +29,7 @@ import numpy as np
 from ..results.format import fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
-from .theme import apply_theme, auto_theme_callback, style_widgets
+from .theme import apply_theme, on_render, style_widgets
 from .timeline_lod import Lane, TimelineLayout, _depths  # noqa: F401 - re-exported
 
 __all__ = ["TimelineModel", "TimelineView", "timeline", "static_view", "Lane"]
@@ -232,22 +232,13 @@ class TimelineModel(TimelineLayout):
         return lay
 
     def _attach_js(self, p, lay, theme: str) -> None:
-        from bokeh.models import CustomJS
 
         style_widgets(lay, theme)
         install, enter, leave = self._keys_callbacks(p)
         p.js_on_event("mouseenter", install, enter)
         p.js_on_event("mousemove", enter)
         p.js_on_event("mouseleave", leave)
-        cbs = []
-        if theme == "auto":
-            cbs.append(auto_theme_callback([p], lay))
-        else:
-            cbs.append(CustomJS(code="""if (typeof document !== 'undefined') {
-                document.body.dataset.nbprofReady = String(Number(document.body.dataset.nbprofReady || 0) + 1); }"""))
-        for cb in cbs:
-            p.js_on_change("inner_width", cb)
-            p.js_on_event("document_ready", cb)
+        on_render(lay, [p], theme, document_ready=True)
 
 
 class TimelineView(NbprofView):
