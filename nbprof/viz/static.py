@@ -83,8 +83,9 @@ _HEAD_BODY = re.compile(r"</head>(\s*)<body>")
 
 def _themed_page(html: str, *, head: str = "", body_start: str = "", body_style: str = "") -> str:
     """``head`` at the end of the page's ``<head>`` and ``body_start`` right after its ``<body>`` tag (with
-    ``body_style`` as the tag's style when given). The page's own ``</head><body>`` is the pair with nothing but
-    space between: the inline BokehJS in the head has both tags in its code."""
+    ``body_style`` as the tag's style when given). The page's own ``</head><body>`` is the last pair of those tags
+    with nothing but space between: the inline BokehJS in the head has both tags in its code, while the body's
+    document JSON is escaped by Bokeh."""
     m = list(_HEAD_BODY.finditer(html))[-1]
     tag = f'<body style="{body_style}">' if body_style else "<body>"
     return html[:m.start()] + head + "</head>" + m.group(1) + tag + body_start + html[m.end():]
