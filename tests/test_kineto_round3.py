@@ -32,3 +32,35 @@ def test_pretty_printed_trace_keeps_spaces_inside_strings(tmp_path, corpus):
     types = set(b.events["input_types"].dropna().astype(str))
     assert '["long int", "Scalar", "Scalar", "Scalar", "Scalar"]' in types
     assert not any("longint" in t for t in types)
+
+
+# ---------------------------------------------------------------------------- B3: hardware counters kept
+
+
+def test_cupti_profiler_counters_kept_in_side_table(corpus):
+    tr = nbprof.load(corpus(CUPTI))
+    rng = tr.events.index[tr.events["cat"] == "cuda_profiler_range"]
+    assert len(rng) == 77
+    da = tr.tables["device_args"]
+    smsp = da[da["key"].astype(str).str.startswith("smsp__")]
+    assert len(smsp) == 77 * 9 and smsp["key"].nunique() == 9
+    assert set(smsp["event"]) == set(rng)
+    # the first range's values, as written in the file
+    first = smsp[smsp["event"] == rng[0]].set_index("key")["value"]
+    doc = _doc(corpus(CUPTI))
+    ev0 = min((e for e in doc["traceEvents"] if e.get("cat") == "cuda_profiler_range"), key=lambda e: e["ts"])
+    assert {k: first[k] for k in ev0["args"]} == ev0["args"]
+    it = tr.report.get("device_args_kept")
+    assert it is not None and it.count == 77 * 9 and "smsp__" in it.message
+
+
+def test_kernel_args_without_column_kept(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, KERNEL, trace_text, write
+
+    k = KERNEL.replace('"device": 0,', '"queued": 0, "device": 0, "context": 1, "warps per SM": 3.878788,')
+    tr = nbprof.load(write(tmp_path, trace_text([k if e == KERNEL else e for e in BASE_EVENTS])))
+    da = tr.tables["device_args"]
+    row = int(tr.events.index[tr.events["cat"] == "kernel"][0])
+    assert da.set_index("key")["value"].to_dict() == {"queued": 0.0, "context": 1.0, "warps per SM": 3.878788}
+    assert set(da["event"]) == {row}
+    assert tr.report.get("device_args_kept") is None  # known keys: kept, nothing to say
