@@ -64,3 +64,18 @@ def test_kernel_args_without_column_kept(tmp_path):
     assert da.set_index("key")["value"].to_dict() == {"queued": 0.0, "context": 1.0, "warps per SM": 3.878788}
     assert set(da["event"]) == {row}
     assert tr.report.get("device_args_kept") is None  # known keys: kept, nothing to say
+
+
+# ---------------------------------------------------------------------------- B4: trailing comma
+
+
+def test_trailing_comma_keeps_last_event_and_metadata(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, trace_text, write
+
+    text = trace_text(BASE_EVENTS).replace("\n  ],", ",\n  ],")  # google/perfetto#1822 shape
+    tr = nbprof.load(write(tmp_path, text))
+    assert len(tr.events) == 4 and len(tr.flows) == 1  # the last event (the flow's end) kept
+    assert tr.meta.extra.get("traceName") == "t.json"  # the metadata after the array too
+    it = tr.report.get("trailing_comma")
+    assert (it.action, it.count, it.offset) == ("repaired", 1, text.rindex(",\n  ],"))
+    assert tr.report.get("truncated") is None
