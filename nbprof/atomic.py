@@ -5,7 +5,8 @@
 never opened), then renames it onto ``path`` (``os.replace``) when the block ends without an exception;
 on an exception the temporary file is removed and ``path`` is untouched (no partial file). With
 ``overwrite=False`` the final step is a hard link that fails if ``path`` exists (``FileExistsError``),
-so a file that appears meanwhile is not replaced either. ``atomic_dir(final)`` does the same for a
+so a file that appears meanwhile is not replaced either. ``atomic_path(path)`` gives the temporary file's name instead, for writers
+that take a name. ``atomic_dir(final)`` does the same for a
 folder (``tempfile.mkdtemp`` next to it, renamed into place when the block succeeds; when another
 writer put ``final`` first, that one is kept and ours removed). Leaf module: imports nothing of nbprof.
 """
@@ -20,21 +21,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_open", "atomic_write", "atomic_dir"]
+__all__ = ["atomic_open", "atomic_write", "atomic_path", "atomic_dir"]
 
 
 def _umask() -> int:
-    """The process umask (read without changing it where /proc says it; else set-and-restore)."""
+    """The process umask, read without changing it (``/proc``; 0o022 where that is not available)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
                 if line.startswith("Umask:"):
                     return int(line.split()[1], 8)
-    except (OSError, ValueError):
+    except (OSError, ValueError, IndexError):
         pass
-    old = os.umask(0o22)
-    os.umask(old)
-    return old
+    return 0o022
 
 
 @contextmanager
@@ -69,6 +68,23 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "wb", *, overwrite: bo
                 raise FileExistsError(f"{p} exists; pass overwrite=True (CLI: --force) to replace it") from None
             except OSError:  # no hard links on this file system: rename, after the check above
                 os.replace(tmp, p)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
+    """The name of a private new file in ``path``'s folder, for a writer that takes a file name (e.g.
+    ``torch.profiler.profile.export_chrome_trace``); renamed onto ``path`` when the block succeeds,
+    removed otherwise (:func:`atomic_open`'s guarantees)."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix="." + p.name + ".", suffix=".tmp", dir=str(p.parent) or ".")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        os.close(fd)
+        yield tmp
+        os.replace(tmp, p)
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .._deps import missing
+from ..atomic import atomic_open
 from ..trace.model import Trace
 from . import ExportReport
 from .lanes import assign_lanes
@@ -167,7 +168,7 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
         elif kind == "thread":
             tnames.setdefault((int(pid_), int(tid_)), str(nm))
 
-    with open(p, "wb") as f:
+    with atomic_open(p, "wb") as f:  # a failed export leaves no partial file (nbprof.atomic)
         w = _Writer(f, builder_cls)
         uuid_n = [0]
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..atomic import atomic_open
 from ..errors import NbprofError, SchemaError, TraceFileNotFoundError, TraceFormatError
 from ..trace import schema
 from ..trace.model import LoadIssue, LoadReport, Trace, TraceMeta
@@ -121,17 +122,10 @@ def save(trace: Trace, path: str | os.PathLike[str]) -> str:
         "categories": {n: _category_dtypes(getattr(trace, n)) for n in _FRAMES},
     }
     head_bytes = json.dumps(_plain(head, "trace")).encode()
-    tmp = f"{p}.{os.getpid()}.tmp"
-    try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
-            z.writestr("nbprof.json", head_bytes)
-            for name, data in parts:
-                z.writestr(name, data)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_open(p, "wb") as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:
+        z.writestr("nbprof.json", head_bytes)
+        for name, data in parts:
+            z.writestr(name, data)
     return p
 
 
