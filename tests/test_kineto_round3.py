@@ -7,6 +7,7 @@ import gzip
 import json
 
 import pandas as pd
+import pytest
 
 import nbprof
 
@@ -79,3 +80,42 @@ def test_trailing_comma_keeps_last_event_and_metadata(tmp_path):
     it = tr.report.get("trailing_comma")
     assert (it.action, it.count, it.offset) == ("repaired", 1, text.rindex(",\n  ],"))
     assert tr.report.get("truncated") is None
+
+
+# ---------------------------------------------------------------------------- B9: numbers at the edges
+
+
+def test_huge_step_number_is_not_a_step(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, trace_text, write
+
+    big = "ProfilerStep#99999999999999999999999"
+    tr = nbprof.load(write(tmp_path, trace_text([e.replace("ProfilerStep#1", big) for e in BASE_EVENTS])))
+    assert tr.steps == [] and big in set(tr.events["name"].astype(str))
+    it = tr.report.get("step_number_too_large")
+    assert it is not None and it.count == 1
+
+
+def test_origin_near_int64_round_trips_through_chrome_export(tmp_path):
+    import re
+
+    from test_kineto_bad_inputs import BASE_EVENTS, HEAD, trace_text, write
+
+    evs = [re.sub(r'"ts": (\d+)\.000', lambda m: f'"ts": {9223372036854000 + int(m.group(1))}.000', e)
+           for e in BASE_EVENTS]
+    tr = nbprof.load(write(tmp_path, trace_text(evs, head=HEAD.replace('"baseTimeNanoseconds": 1700000000000000000,', ""))))
+    assert tr.meta.origin_ns == 9223372036854100000  # 2**63 - 1 is 9223372036854775807
+    out = tmp_path / "back.json"
+    tr.to_chrome_trace(out)
+    back = nbprof.load(out)
+    assert back.meta.origin_ns == tr.meta.origin_ns
+    assert back.events[["ts_ns", "dur_ns"]].values.tolist() == tr.events[["ts_ns", "dur_ns"]].values.tolist()
+
+
+def test_perfetto_export_of_a_pid_beyond_int32(tmp_path):
+    pytest.importorskip("perfetto")
+    from test_kineto_bad_inputs import BASE_EVENTS, trace_text, write
+
+    tr = nbprof.load(write(tmp_path, trace_text([e.replace('"pid": 11', '"pid": 7168000000') for e in BASE_EVENTS])))
+    assert 7168000000 in set(tr.events["pid"])  # google/perfetto#935: a pid the loader accepts
+    rep = tr.to_perfetto(tmp_path / "t.pftrace")
+    assert rep.slices == len(tr.events) and (tmp_path / "t.pftrace").stat().st_size > 0

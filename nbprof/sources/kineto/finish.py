@@ -234,6 +234,13 @@ def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> No
         return
     device = events["device"].to_numpy()
     host = device < 0
+    big = [n for n in events["name"].cat.categories
+           if isinstance(n, str) and steps.STEP_NAME_RE.search(n) and steps.step_number(n) is None]
+    if big:
+        k = int(events["name"].isin(big).sum())
+        report.add("step_number_too_large", "assumed", k,
+                   f"{k} ProfilerStep#N events have a step number beyond int32 (e.g. {big[0][:60]!r}): "
+                   "kept as events, not used as steps")
     ranges = steps.step_ranges(events)
     if not len(ranges):
         report.add("no_steps", "assumed", 0,
