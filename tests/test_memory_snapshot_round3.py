@@ -22,7 +22,7 @@ def test_back_reference_bomb_refused_quickly(tmp_path):
         x = [x] * 10
     p = tmp_path / "bomb.pickle"
     p.write_bytes(pickle.dumps(_entry(x), protocol=4))
-    with pytest.raises(TraceFormatError, match="expands .* back-references"):
+    with pytest.raises(TraceFormatError, match=r"expands .* back-references"):
         load_memory_snapshot(p)  # refused before any walk (the unbounded one took 315 s and 6.8 GB)
 
 
