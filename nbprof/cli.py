@@ -16,6 +16,8 @@ import sys
 import time
 from typing import Any
 
+from .atomic import atomic_write
+
 __all__ = ["main", "EXIT_CODES", "STATS_REPORTS"]
 
 #: exit status -> meaning (also in ``nbprof --help`` and the README)
@@ -139,8 +141,7 @@ def _write(args: argparse.Namespace, text: str) -> None:
     """``text`` to ``-o FILE`` when given (the path is noted on stderr), else stdout."""
     out = getattr(args, "output", None)
     if out:
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(text)
+        atomic_write(out, text)
         _note(f"wrote {out}")
     else:
         sys.stdout.write(text)
@@ -229,12 +230,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     if args.output:
         for n, data in outputs:
             path = f"{args.output}_{n}.{_EXT[args.format]}"
-            if isinstance(data, bytes):
-                with open(path, "wb") as fb:
-                    fb.write(data)
-            else:
-                with open(path, "w", encoding="utf-8", newline="") as ft:
-                    ft.write(data)
+            atomic_write(path, data)
             _note(f"wrote {path}")
         return 0
     if args.format == "json" and len(names) > 1:  # one JSON document: {report: rows}
@@ -365,6 +361,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
             out_dir = args.output
         else:
             raise _CliError(f"-o {args.output!r}: the report is one .html file (-o report.html) or a folder (-o DIR)")
+    if out_file and os.path.lexists(out_file) and not args.force:  # checked before a workload runs for minutes
+        raise _CliError(f"-o {out_file!r} exists: pass --force to replace it")
     out = os.path.abspath(out_dir)
     # every given path is checked before anything runs (a workload can take minutes)
     given = [("script", args.script)] + [(f, getattr(args, f)) for f in ("trace", "compare_trace", "nsys_report", "logdir", "ds_log")]
@@ -389,7 +387,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         art.ds_traces += [os.path.abspath(p) for p in args.ds_trace]
         for n in art.notes:
             _note(f"note: {n}")
-        html = build_report(art, out, progress=not args.no_progress, output=out_file)
+        html = build_report(art, out, progress=not args.no_progress, output=out_file, overwrite=args.force)
     except ReportError as exc:
         print(f"nbprof report: error: {exc}", file=sys.stderr)
         if exc.notebook:
@@ -508,6 +506,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     r.add_argument("-o", "--output", default=None, metavar="FILE.html|DIR",
                    help="the report file (-o report.html) or a folder for a new report-<time> folder (-o DIR)")
     r.add_argument("--out", default="results", metavar="DIR", help="output folder when -o is not given (default results)")
+    r.add_argument("--force", action="store_true", help="replace the -o FILE.html when it exists")
     r.set_defaults(func=_cmd_report)
     subs["report"] = r
     return p, subs

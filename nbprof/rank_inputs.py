@@ -20,7 +20,8 @@ def _is_archive(spec: Any) -> bool:
 
 
 def _archive_members(archive: str) -> list[str]:
-    """Trace members (``*.json[.gz]``, regular files) of a tar or zip archive, in archive order."""
+    """Names of the trace members (``*.json[.gz]``, regular files) of a tar or zip archive, in archive
+    order; a name written twice is listed twice (members are told apart by their position here)."""
     import tarfile
     import zipfile
 
@@ -31,36 +32,47 @@ def _archive_members(archive: str) -> list[str]:
         return [m.name for m in t if m.isfile() and m.name.endswith(_TRACE_SUFFIXES)]
 
 
-def _extract_members(archive: str, members: list[str], into: str) -> list[str]:
-    """Stream ``members`` of ``archive`` into ``into`` (a private temporary folder), one file each.
+def _extract_members(archive: str, picks: list[int], into: str) -> list[str]:
+    """Stream the trace members at positions ``picks`` of ``_archive_members(archive)`` into ``into`` (a
+    private temporary folder), one file each; returns their paths, in the order of ``picks``.
 
-    Member names never become paths: member i is written as ``into/i/<basename>`` (no traversal out of
-    ``into``; the base name keeps a ``rank3`` in the name for the rank fallback). Returns the paths."""
+    Member names never become paths: member k is written as ``into/k/<basename>`` (no traversal out of
+    ``into``; the base name keeps a ``rank3`` in the name for the rank fallback). Two members of one
+    name are two files."""
     import shutil
     import tarfile
     import zipfile
 
-    out = []
-    wanted = {m: i for i, m in enumerate(members)}
-    dests = {m: os.path.join(into, str(i), os.path.basename(m)) for m, i in wanted.items()}
-    for d in dests.values():
+    dests: dict[int, str] = {}
+
+    def dest(k: int, name: str) -> str:
+        d = os.path.join(into, str(k), os.path.basename(name) or "trace.json")
         os.makedirs(os.path.dirname(d), exist_ok=True)
+        dests[k] = d
+        return d
+
+    wanted = set(picks)
     if archive.lower().endswith(".zip"):
         with zipfile.ZipFile(archive) as z:
-            for m in members:
-                with z.open(m) as src, open(dests[m], "wb") as dst:
+            infos = [i for i in z.infolist() if not i.is_dir() and i.filename.endswith(_TRACE_SUFFIXES)]
+            for k in picks:
+                with z.open(infos[k]) as src, open(dest(k, infos[k].filename), "xb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 22)
-                out.append(dests[m])
-        return out
+        return [dests[k] for k in picks]
     with tarfile.open(archive) as t:  # one pass, members streamed (gzip is sequential)
+        k = -1
         for ti in t:
-            if ti.name in wanted and ti.isfile():
-                fobj = t.extractfile(ti)
-                if fobj is None:
-                    continue
-                with fobj, open(dests[ti.name], "wb") as dst:
-                    shutil.copyfileobj(fobj, dst, 1 << 22)
-    return [dests[m] for m in members if os.path.exists(dests[m])]
+            if not (ti.isfile() and ti.name.endswith(_TRACE_SUFFIXES)):
+                continue
+            k += 1
+            if k not in wanted:
+                continue
+            fobj = t.extractfile(ti)
+            if fobj is None:
+                continue
+            with fobj, open(dest(k, ti.name), "xb") as dst:
+                shutil.copyfileobj(fobj, dst, 1 << 22)
+    return [dests[k] for k in picks if k in dests]
 
 
 def _expand(spec: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:

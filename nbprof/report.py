@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .atomic import atomic_write
 from .errors import NbprofError
 
 __all__ = ["NOTEBOOKS", "EXAMPLES", "NotebookInputs",
@@ -441,6 +442,7 @@ def build_report(
     title: str = "nbprof report",
     extra_parameters: dict[str, Any] | None = None,
     output: str | os.PathLike[str] | None = None,
+    overwrite: bool = True,
 ) -> Path:
     """Execute the workflow notebooks on ``art`` and write ``<out_dir>/report-<time>/report.html``.
 
@@ -457,6 +459,9 @@ def build_report(
         Papermill's per-cell progress bar.
     output : path, optional
         Write the page to this ``.html`` file instead (the executed notebooks are then removed).
+    overwrite : bool, default True
+        Whether ``output`` may replace an existing file (``nbprof report -o FILE`` passes ``--force``);
+        False raises ``FileExistsError`` before anything runs. Every write is atomic (``nbprof.atomic``).
 
     Every trace input is loaded once (:func:`validate_inputs`) before any notebook runs and handed to
     the kernel as a pickle in a private temporary folder (``trace_cache``/``compare_cache``), removed at the end.
@@ -483,6 +488,8 @@ def build_report(
     src = notebooks_dir()
     loaded = validate_inputs(art)  # before any folder or kernel: a bad input fails in about a second
     target_file = Path(output) if output else None
+    if target_file is not None and not overwrite and os.path.lexists(target_file):
+        raise FileExistsError(f"{target_file} exists; pass overwrite=True (CLI: --force) to replace it")
     if target_file is not None and target_file.suffix.lower() not in (".html", ".htm"):
         raise ReportError(f"-o {str(target_file)!r}: the report is one .html file (use --out DIR for a folder)")
     if target_file is not None:
@@ -546,11 +553,11 @@ def build_report(
         shutil.rmtree(cache_dir, ignore_errors=True)
         art.trace_cache = art.compare_cache = ""
     if target_file is not None:
-        target_file.write_text(html, encoding="utf-8")
+        atomic_write(target_file, html, overwrite=overwrite)
         shutil.rmtree(folder, ignore_errors=True)
         return target_file
     out = folder / "report.html"
-    out.write_text(html, encoding="utf-8")
+    atomic_write(out, html)
     return out
 
 

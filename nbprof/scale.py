@@ -106,20 +106,41 @@ def rank_summary(trace: Trace) -> dict[str, pd.DataFrame]:
 
 def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[Trace], dict[str, pd.DataFrame]],
           strict: bool) -> _RankResult:
-    """Runs in a pool process or Dask worker: load (or read cache), reduce, return the small result."""
+    """Runs in a pool process or Dask worker: load (or read cache), reduce, return the small result.
+
+    A trace that cannot be loaded (an ``NbprofError`` or ``OSError`` from the loader) gives a result
+    with ``error`` set and no tables; the reducer's own exceptions propagate. A cache that cannot be
+    read or written (read-only or full folder, an entry removed meanwhile) means loading without it,
+    noted in the result's issues (kind ``cache_unavailable``).
+    """
+    from .sources import load
+
     t0 = time.perf_counter()
     cache = TraceCache(cache_dir) if use_cache else None
-    digest = cache.digest(path) if cache else None
-    hit = bool(cache is not None and digest is not None and cache.has(digest))
-    if cache is not None and digest is not None and hit:
-        tr = cache.get(digest)
-    else:
-        from .sources import load
-
-        tr = load(path, strict=strict)
+    cache_notes: list[str] = []
+    try:
+        digest = cache.digest(path) if cache else None
+    except OSError as exc:
+        return _failed(path, exc, t0)
+    tr = None
+    hit = False
+    if cache is not None and digest is not None and cache.has(digest):
+        try:
+            tr, hit = cache.get(digest), True
+        except (OSError, ValueError, KeyError) as exc:
+            cache_notes.append(f"cached entry unreadable ({type(exc).__name__}: {exc})")
+    if tr is None:
+        try:
+            tr = load(path, strict=strict)
+        except (NbprofError, OSError) as exc:
+            return _failed(path, exc, t0)
         if cache is not None and digest is not None:
-            cache.put(digest, tr)
+            try:
+                cache.put(digest, tr)
+            except OSError as exc:
+                cache_notes.append(f"cache not written ({type(exc).__name__}: {exc})")
     tables = reducer(tr)
+    issues = [i.__dict__ for i in tr.report.issues]
     res = _RankResult(
         path=path,
         rank=tr.meta.rank,
@@ -128,13 +149,26 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
         distributed_info=tr.meta.distributed_info,
         digest=digest,
         tables=tables,
-        issues=[i.__dict__ for i in tr.report.issues],
+        issues=issues,
         from_cache=hit,
         seconds=time.perf_counter() - t0,
     )
-    if cache is not None and digest is not None:
-        _put_summary(cache, digest, reducer, res)
+    if cache is not None and digest is not None and not cache_notes:
+        try:
+            _put_summary(cache, digest, reducer, res)
+        except OSError as exc:
+            cache_notes.append(f"summary not cached ({type(exc).__name__}: {exc})")
+    if cache_notes:
+        issues.append({"kind": "cache_unavailable", "action": "assumed", "count": 1, "offset": None,
+                       "message": f"loaded without the cache at {cache.dir if cache else ''}: {'; '.join(cache_notes)}"})
     return res
+
+
+def _failed(path: str, exc: BaseException, t0: float) -> _RankResult:
+    """The result of a rank whose trace could not be loaded: its error, no tables."""
+    return _RankResult(path=path, rank=-1, rank_source="failed", world_size=-1, distributed_info={}, digest=None,
+                       tables={}, issues=[], from_cache=False, seconds=time.perf_counter() - t0,
+                       error=f"{type(exc).__name__}: {exc}")
 
 
 # --------------------------------------------------------------------------- public object
@@ -163,8 +197,11 @@ class MultiRankTrace:
     cache_dir: str | None = None
     seconds: float = 0.0
     from_cache: dict[int, bool] = field(default_factory=dict)
-    #: rank -> (archive, member) when loaded from a tar/zip archive (``paths`` then reads ``archive::member``)
-    members: dict[int, tuple[str, str]] = field(default_factory=dict)
+    #: rank -> (archive, member, position among the archive's trace members) when loaded from a tar/zip
+    #: archive (``paths`` then reads ``archive::member``)
+    members: dict[int, tuple[str, str, int]] = field(default_factory=dict)
+    #: the traces that could not be loaded (``on_error="skip"``): file (``archive::member``) -> error
+    failed: dict[str, str] = field(default_factory=dict)
 
     @property
     def ranks(self) -> list[int]:
@@ -204,10 +241,10 @@ class MultiRankTrace:
             import shutil
             import tempfile
 
-            archive, member = self.members[rank]
+            archive, _member, pos = self.members[rank]
             tmp = tempfile.mkdtemp(prefix="nbprof_ranks_")
             try:
-                return load(_extract_members(archive, [member], tmp)[0])
+                return load(_extract_members(archive, [pos], tmp)[0])
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         return load(self.paths[rank])
@@ -221,7 +258,9 @@ class MultiRankTrace:
         return len(self.paths)
 
     def __repr__(self) -> str:
-        return f"<nbprof.MultiRankTrace {len(self)} ranks {self.ranks[:8]}{'...' if len(self) > 8 else ''}, loaded in {self.seconds:.2f} s>"
+        bad = f", {len(self.failed)} traces failed to load (see .failed)" if self.failed else ""
+        return (f"<nbprof.MultiRankTrace {len(self)} ranks {self.ranks[:8]}{'...' if len(self) > 8 else ''}{bad}, "
+                f"loaded in {self.seconds:.2f} s>")
 
 
 def _default_workers(paths: list[str]) -> int:
@@ -263,6 +302,7 @@ def load_ranks(
     progress: bool = True,
     strict: bool = False,
     allow_mixed: bool = False,
+    on_error: str = "skip",
 ) -> MultiRankTrace:
     """Load the per-rank traces of one distributed job.
 
@@ -294,6 +334,12 @@ def load_ranks(
     allow_mixed : bool, default False
         Accept files whose ranks collide or whose ``world_size`` / process-group config differ (traces of
         several runs); otherwise that raises.
+    on_error : {"skip", "raise"}, default "skip"
+        A trace that cannot be loaded (corrupt, unreadable): ``"skip"`` loads every other rank and names
+        each bad one (file, or ``archive::member``, and its error) in ``MultiRankTrace.failed``, in the
+        report (kind ``<file>:load_failed``) and in a ``UserWarning``; ``"raise"`` raises ``NbprofError``
+        naming them all once every rank was tried. A cache folder that cannot be written (read-only,
+        full) means loading without the cache, noted per file (kind ``<file>:cache_unavailable``).
 
     Returns
     -------
@@ -307,16 +353,30 @@ def load_ranks(
         When ranks from several runs would be mixed (duplicate ranks, different world sizes) and
         ``allow_mixed`` is False.
     NbprofError
+        When no trace could be loaded, or ``on_error="raise"`` and one could not (each one named).
+    ValueError
+        ``on_error`` is not "skip" or "raise".
+    NbprofError
         When the local process pool breaks; in a script without an ``if __name__ == "__main__":``
         guard the message says so and names the fix (the guard, or ``workers=1``).
     KeyboardInterrupt
         Re-raised after cancelling pending work and stopping the pool's processes.
     """
+    if on_error not in ("skip", "raise"):
+        msg = f"on_error must be 'skip' or 'raise', not {on_error!r}"
+        raise ValueError(msg)
+    kw = {"client": client, "workers": workers, "cache": cache, "cache_dir": cache_dir, "reducer": reducer,
+          "progress": progress, "strict": strict, "allow_mixed": allow_mixed, "on_error": on_error}
     if isinstance(spec, (str, os.PathLike)) and _is_archive(spec):
-        return _load_archive(os.fspath(spec), client=client, workers=workers, cache=cache, cache_dir=cache_dir,
-                             reducer=reducer, progress=progress, strict=strict, allow_mixed=allow_mixed)
+        return _load_archive(os.fspath(spec), **kw)
+    return _load_paths(_expand(spec), spec, {}, **kw)
+
+
+def _load_paths(paths: list[str], spec: Any, names: dict[str, str], *, client: Any, workers: int | None, cache: bool,
+                cache_dir: str | None, reducer: Callable[[Trace], dict[str, pd.DataFrame]], progress: bool,
+                strict: bool, allow_mixed: bool, on_error: str) -> MultiRankTrace:
+    """:func:`load_ranks` over trace files; ``names``: file -> the name to show for it (archive members)."""
     t0 = time.perf_counter()
-    paths = _expand(spec)
     if not paths:
         msg = f"no trace files match {spec!r}"
         raise FileNotFoundError(msg)
@@ -330,7 +390,7 @@ def load_ranks(
     todo = paths
     if cache:
         tc = TraceCache(cdir)
-        cached = [_get_summary(tc, p, reducer) for p in paths]
+        cached: list[_RankResult | None] = [_get_summary(tc, p, reducer) for p in paths]
         results = [r for r in cached if r is not None]
         todo = [p for p, r in zip(paths, cached) if r is None]
     bar = _progress(len(todo), progress) if todo else None
@@ -351,28 +411,42 @@ def load_ranks(
     finally:
         if bar:
             bar.close()
-    return _assemble(results, paths, cdir, allow_mixed, time.perf_counter() - t0)
+    return _assemble(results, paths, cdir, allow_mixed, time.perf_counter() - t0, on_error, names)
 
 
 def _load_archive(archive: str, **kw: Any) -> MultiRankTrace:
     """:func:`load_ranks` over the trace members of a tar/zip archive, via a private temporary folder
-    (``tempfile.mkdtemp``, never next to the archive) that is removed before returning."""
+    (``tempfile.mkdtemp``, never next to the archive) that is removed before returning. Two members of
+    one name are two traces (noted, kind ``duplicate_member``)."""
     import shutil
     import tempfile
+    from collections import Counter
 
     members = _archive_members(archive)
     if not members:
         msg = f"no trace files (*.json, *.json.gz) in the archive {archive!r}"
         raise FileNotFoundError(msg)
     tmp = tempfile.mkdtemp(prefix="nbprof_ranks_")
+    seen: Counter[str] = Counter()
+    shown = []
+    for m in members:
+        seen[m] += 1
+        shown.append(m if seen[m] == 1 else f"{m} (entry {seen[m]} of that name)")
     try:
-        files = _extract_members(archive, members, tmp)
-        mr = load_ranks(files, **kw)
+        files = _extract_members(archive, list(range(len(members))), tmp)
+        names = {f: f"{archive}::{n}" for f, n in zip(files, shown)}
+        mr = _load_paths(files, archive, names, **kw)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    by_file = dict(zip(files, members))
-    mr.members = {rk: (archive, by_file[p]) for rk, p in mr.paths.items()}
-    mr.paths = {rk: f"{archive}::{by_file[p]}" for rk, p in mr.paths.items()}
+    pos = {f: k for k, f in enumerate(files)}
+    mr.members = {rk: (archive, members[pos[p]], pos[p]) for rk, p in mr.paths.items()}
+    mr.paths = {rk: names[p] for rk, p in mr.paths.items()}
+    dups = sorted(m for m, c in seen.items() if c > 1)
+    if dups:
+        k = sum(seen[m] for m in dups)
+        mr.report.add("duplicate_member", "assumed", k,
+                      f"the archive holds {k} members under {len(dups)} repeated names (e.g. {dups[0]!r} "
+                      f"{seen[dups[0]]} times): each entry loaded as its own trace")
     return mr
 
 
@@ -474,9 +548,29 @@ def _run_dask(client, paths, cdir, cache, reducer, strict, bar) -> list[_RankRes
             client.close()
 
 
-def _assemble(results: list[_RankResult], paths: list[str], cdir: str | None, allow_mixed: bool, seconds: float) -> MultiRankTrace:
+def _assemble(results: list[_RankResult], paths: list[str], cdir: str | None, allow_mixed: bool, seconds: float,
+              on_error: str = "skip", names: dict[str, str] | None = None) -> MultiRankTrace:
+    names = names or {}
     report = LoadReport(path=os.path.commonpath(paths) if len(paths) > 1 else paths[0])
     by_path = {r.path: r for r in results}
+    failed = {}
+    for p in paths:
+        err = by_path[p].error
+        if err is not None:  # the error names the file it read: show the name the caller knows
+            failed[names.get(p, p)] = err.replace(p, names.get(p, p))
+    if failed and (on_error == "raise" or len(failed) == len(paths)):
+        what = "no trace could be loaded" if len(failed) == len(paths) else f"{len(failed)} of {len(paths)} traces could not be loaded"
+        msg = f"load_ranks: {what}: " + "; ".join(f"{n}: {e}" for n, e in failed.items())
+        raise NbprofError(msg)
+    if failed:
+        import warnings
+
+        for n, e in failed.items():
+            report.add(f"{os.path.basename(n)}:load_failed", "dropped", 1, f"{n}: not loaded: {e}")
+        warnings.warn(f"load_ranks: {len(failed)} of {len(paths)} traces could not be loaded and were skipped "
+                      f"(MultiRankTrace.failed): " + "; ".join(f"{n}: {e}" for n, e in list(failed.items())[:5]),
+                      UserWarning, stacklevel=4)
+        paths = [p for p in paths if by_path[p].error is None]
     ordered = [by_path[p] for p in paths]
     # ranks: metadata, else file name, else order
     ranks: dict[str, int] = {}
@@ -517,7 +611,7 @@ def _assemble(results: list[_RankResult], paths: list[str], cdir: str | None, al
         for i in r.issues:
             if i["kind"] in ("rank_assumed", "rank_from_filename"):
                 continue
-            base = os.path.basename(r.path)
+            base = os.path.basename(names.get(r.path, r.path))
             report.add(f"{base}:{i['kind']}", i["action"], i["count"], f"{base}: {i['message']}", i.get("offset"))
     mr = MultiRankTrace(
         paths={ranks[r.path]: r.path for r in ordered},
@@ -527,6 +621,7 @@ def _assemble(results: list[_RankResult], paths: list[str], cdir: str | None, al
         cache_dir=cdir,
         seconds=seconds,
         from_cache={ranks[r.path]: r.from_cache for r in ordered},
+        failed=failed,
     )
     # the per-rank tables carry the reduced rank; align them with the final rank numbers
     for rk, tabs in mr.summaries.items():

@@ -18,6 +18,7 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
+from .atomic import atomic_dir, atomic_write
 from .errors import SchemaError, TraceFormatError
 from .trace import schema
 from .trace.model import LoadReport, Trace, TraceMeta
@@ -153,13 +154,14 @@ class TraceCache:
         return d
 
     def _remember(self, key: str, digest: str) -> None:
-        os.makedirs(self.dir, exist_ok=True)
-        idx = self._read_index()
-        idx[key] = digest
-        tmp = self._index_path() + f".{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(idx, f)
-        os.replace(tmp, self._index_path())
+        """Add ``key -> digest`` to the index (a memo: when the folder cannot be written, nothing is kept)."""
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            idx = self._read_index()
+            idx[key] = digest
+            atomic_write(self._index_path(), json.dumps(idx))
+        except OSError:
+            pass
 
     # -- entries
     def entry(self, digest: str) -> str:
@@ -167,11 +169,7 @@ class TraceCache:
         return os.path.join(self.dir, digest)
 
     def _format(self, digest: str) -> Any:
-        try:
-            with open(os.path.join(self.entry(digest), "meta.json")) as f:
-                return json.load(f).get("nbprof_cache_format")
-        except (OSError, ValueError, AttributeError):
-            return None
+        return self._format_at(self.entry(digest))
 
     def has(self, digest: str) -> bool:
         """True when a current-format entry for ``digest`` exists (``put`` renames a finished folder).
@@ -182,23 +180,24 @@ class TraceCache:
         return isinstance(fmt, int) and fmt >= CACHE_FORMAT_VERSION
 
     def put(self, digest: str, trace: Trace) -> None:
-        """Write ``trace``'s tables, side tables, metadata and report (atomically: a temp folder renamed
-        into place; an entry of an older format is replaced).
+        """Write ``trace``'s tables, side tables, metadata and report (atomically: a private folder
+        renamed into place, ``nbprof.atomic.atomic_dir``; an entry of an older format is replaced; an
+        entry another process finished first is kept).
 
         Raises
         ------
         SchemaError
             When metadata, report or a side table holds something that is not plain data (nothing is
             written then).
+        OSError
+            When the cache folder cannot be written (read-only, full); nothing is left behind.
         """
-        import shutil
-
         final = self.entry(digest)
         if self.has(digest):
             return
-        tmp = final + f".{os.getpid()}.tmp"
-        os.makedirs(os.path.join(tmp, "tables"), exist_ok=True)
-        try:
+        self._drop_stale(final)
+        with atomic_dir(final) as tmp:
+            os.makedirs(os.path.join(tmp, "tables"))
             for name in ("events", "flows", "memory", "counters", "threads"):
                 getattr(trace, name).to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
             side: dict[str, dict[str, list[str]]] = {}
@@ -213,15 +212,36 @@ class TraceCache:
                 "tables": side,
             }
             _dump_json(meta, os.path.join(tmp, "meta.json"), "trace")
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        if os.path.isdir(final):  # an older format's entry
-            shutil.rmtree(final, ignore_errors=True)
+
+    def _drop_stale(self, final: str) -> None:
+        """Remove the entry folder ``final`` when it is not a current-format entry (an older format, or
+        a folder without ``meta.json``): moved aside under a private name first, and put back if it
+        turns out to be current (another process finished it meanwhile). A current entry is never removed."""
+        import shutil
+        import tempfile
+
+        if not os.path.isdir(final) or self._format_at(final) == CACHE_FORMAT_VERSION:
+            return
+        aside = tempfile.mkdtemp(prefix="." + os.path.basename(final) + ".", suffix=".old", dir=self.dir)
         try:
-            os.replace(tmp, final)
-        except OSError:  # another process won the race
-            shutil.rmtree(tmp, ignore_errors=True)
+            os.rename(final, aside)  # replaces the empty private folder
+        except OSError:  # gone, or replaced meanwhile
+            shutil.rmtree(aside, ignore_errors=True)
+            return
+        if self._format_at(aside) == CACHE_FORMAT_VERSION:
+            try:
+                os.rename(aside, final)
+                return
+            except OSError:  # a third writer put one there: theirs stays
+                pass
+        shutil.rmtree(aside, ignore_errors=True)
+
+    def _format_at(self, folder: str) -> Any:
+        try:
+            with open(os.path.join(folder, "meta.json")) as f:
+                return json.load(f).get("nbprof_cache_format")
+        except (OSError, ValueError, AttributeError):
+            return None
 
     def get(self, digest: str) -> Trace:
         """Read a cached Trace (tables, side tables, metadata and report as they were put).
@@ -268,6 +288,7 @@ class _RankResult:
     issues: list[dict[str, Any]]
     from_cache: bool
     seconds: float
+    error: str | None = None  # the trace could not be loaded: the exception's type and message
 
 
 def reducer_key(reducer: Callable[..., Any]) -> str:
@@ -284,23 +305,20 @@ def _summary_dir(cache: TraceCache, digest: str, reducer: Callable[..., Any]) ->
 
 
 def _put_summary(cache: TraceCache, digest: str, reducer: Callable[..., Any], res: _RankResult) -> None:
-    final = _summary_dir(cache, digest, reducer)
-    if os.path.exists(os.path.join(final, "result.json")):
-        return
-    tmp = final + f".{os.getpid()}.tmp"
-    os.makedirs(tmp, exist_ok=True)
-    for name, df in res.tables.items():
-        df.to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
-    meta = {"nbprof_cache_format": CACHE_FORMAT_VERSION, "rank": res.rank, "rank_source": res.rank_source,
-            "world_size": res.world_size, "distributed_info": res.distributed_info, "issues": res.issues,
-            "tables": sorted(res.tables)}
-    _dump_json(meta, os.path.join(tmp, "result.json"), "rank summary")
-    try:
-        os.replace(tmp, final)
-    except OSError:
-        import shutil
+    """Write the reducer's tables next to the cached trace (a private folder renamed into place);
+    nothing when the trace's entry is absent (never creates a half entry) or the summary exists.
 
-        shutil.rmtree(tmp, ignore_errors=True)
+    Raises ``OSError`` when the folder cannot be written (nothing is left behind)."""
+    final = _summary_dir(cache, digest, reducer)
+    if not cache.has(digest) or os.path.exists(os.path.join(final, "result.json")):
+        return
+    with atomic_dir(final) as tmp:
+        for name, df in res.tables.items():
+            df.to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
+        meta = {"nbprof_cache_format": CACHE_FORMAT_VERSION, "rank": res.rank, "rank_source": res.rank_source,
+                "world_size": res.world_size, "distributed_info": res.distributed_info, "issues": res.issues,
+                "tables": sorted(res.tables)}
+        _dump_json(meta, os.path.join(tmp, "result.json"), "rank summary")
 
 
 def _get_summary(cache: TraceCache, path: str, reducer: Callable[..., Any]) -> _RankResult | None:
@@ -316,7 +334,10 @@ def _get_summary(cache: TraceCache, path: str, reducer: Callable[..., Any]) -> _
     if meta.get("nbprof_cache_format") != CACHE_FORMAT_VERSION:
         return None
     meta = _unplain(meta)
-    tables = {n: pd.read_parquet(os.path.join(d, f"{n}.parquet")) for n in meta["tables"]}
+    try:
+        tables = {n: pd.read_parquet(os.path.join(d, f"{n}.parquet")) for n in meta["tables"]}
+    except (OSError, ValueError):  # removed meanwhile: parse the trace instead
+        return None
     return _RankResult(path=path, rank=meta["rank"], rank_source=meta["rank_source"], world_size=meta["world_size"],
                        distributed_info=meta["distributed_info"], digest=digest, tables=tables, issues=meta["issues"],
                        from_cache=True, seconds=time.perf_counter() - t0)

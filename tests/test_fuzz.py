@@ -1,4 +1,4 @@
-"""The short seeded fuzz run (issue 18): >= 3,000 cases over every format in ~2 minutes, zero
+"""The short seeded fuzz run (issue 18): >= 3,000 cases over every format (~2 minutes on a quiet machine), zero
 FOREIGN / HANG / WROTE-NEXT-TO-INPUT / ACCOUNTING. The counts are printed (``pytest -s``); failing
 cases are written to fuzz-failures/test-seed<N>/ with their replay command. The long run is
 ``make fuzz``; the engine and its invariants are described in tests/fuzz/engine.py."""
@@ -14,7 +14,10 @@ from fuzz.seeds import ROOT
 SEED = 18
 CASES = 3000
 
-pytestmark = [pytest.mark.fuzz, pytest.mark.slow]
+# bounded by its case count, not by wall time (issue 38 item 3: the suite's 900 s limit failed it on a busy
+# machine): every case is bounded by the engine (CPU time, time blocked, a hard kill; a case over its limit
+# runs again with 5x the limit before it counts as a hang), so the run ends after CASES cases however slow
+pytestmark = [pytest.mark.fuzz, pytest.mark.slow, pytest.mark.timeout(0)]
 
 
 def test_fuzz_short_seeded_run():

@@ -143,5 +143,5 @@ def test_header_without_meta_is_a_trace_format_error(tmp_path):
                 del head["meta"], head["report"]
                 data = json.dumps(head).encode()
             zo.writestr(info.filename, data)
-    with pytest.raises(TraceFormatError, match="cannot read saved trace: KeyError"):
+    with pytest.raises(TraceFormatError, match="saved trace field meta is a NoneType, not dict"):
         nbprof.load(str(bad))

@@ -10,6 +10,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..atomic import atomic_open, atomic_write
+
 __all__ = ["unique_path", "copy_trace", "write_trace_bytes", "read_trace_bytes", "tmp_dir", "unlink_quietly"]
 
 
@@ -64,16 +66,15 @@ def write_trace_bytes(data: bytes, path: Path) -> None:
     """Write (decompressed) trace bytes to ``path``, gzip-compressed when it ends in ``.gz``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = gzip.compress(data, compresslevel=6) if path.name.lower().endswith(".gz") else data
-    tmp = path.with_name(path.name + ".nbprof-tmp")
-    tmp.write_bytes(payload)
-    os.replace(tmp, path)
+    atomic_write(path, payload)
 
 
 def copy_trace(src: Path, dst: Path) -> None:
     """Copy a trace, converting between ``.json`` and ``.json.gz`` as the names say."""
     if src.name.lower().endswith(".gz") == dst.name.lower().endswith(".gz"):
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+        with open(src, "rb") as fsrc, atomic_open(dst, "wb") as fdst:
+            shutil.copyfileobj(fsrc, fdst, 1 << 22)
     else:
         write_trace_bytes(read_trace_bytes(src), dst)
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..atomic import atomic_open
 from ._files import unique_path
 
 __all__ = ["record", "SnapshotCapture", "cuda_available"]
@@ -88,8 +89,6 @@ def record(
         torch.cuda.memory._record_memory_history(enabled=None)
         out = unique_path(path, tag=time.strftime("%Y%m%d-%H%M%S"), force=force)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".partial")
-        with open(tmp, "wb") as f:
+        with atomic_open(out, "wb") as f:  # nbprof.atomic: private temp file, renamed into place
             pickle.dump(snap, f, protocol=4)
-        os.replace(tmp, out)
         cap.path = out

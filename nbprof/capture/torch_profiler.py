@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from ..atomic import atomic_path
 from ._files import copy_trace, tmp_dir, unique_path, write_trace_bytes
 from .options import ACTIVITY_NAMES, ProfileOptions
 from .quiet import quiet_profiler
@@ -348,7 +349,8 @@ class Session:
             finally:
                 tmp.unlink(missing_ok=True)
         else:
-            prof.export_chrome_trace(str(primary))
+            with atomic_path(primary) as tmp_name:  # never through a link planted at the name (nbprof.atomic)
+                prof.export_chrome_trace(tmp_name)
         for t in targets[1:]:
             copy_trace(primary, t)
         self.cycle_files.append(primary)

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..atomic import atomic_write
 from ..trace.model import Trace
 from . import ExportReport
 from .lanes import Lanes, assign_lanes
@@ -320,9 +321,6 @@ def write_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> ExportRepo
     p = os.fspath(path)
     rep.path = p
     if p.lower().endswith(".gz"):
-        with gzip.open(p, "wb", compresslevel=6) as f:
-            f.write(data)
-    else:
-        with open(p, "wb") as f:
-            f.write(data)
+        data = gzip.compress(data, compresslevel=6)
+    atomic_write(p, data)  # a failed export leaves no partial file (nbprof.atomic)
     return rep

@@ -40,11 +40,17 @@ import numpy as np
 import pandas as pd
 
 from .._deps import missing
+from ..atomic import atomic_open
 from ..trace.model import Trace
 from . import ExportReport
 from .lanes import assign_lanes
 
 __all__ = ["write_perfetto", "SEQUENCE_ID"]
+
+
+def _fits_i32(v: int) -> bool:
+    """Whether ``v`` fits the int32 pid/tid fields of Perfetto's ``ProcessDescriptor``/``ThreadDescriptor``."""
+    return -(2**31) <= v < 2**31
 
 #: the ``trusted_packet_sequence_id`` of every packet written
 SEQUENCE_ID = 1
@@ -167,7 +173,7 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
         elif kind == "thread":
             tnames.setdefault((int(pid_), int(tid_)), str(nm))
 
-    with open(p, "wb") as f:
+    with atomic_open(p, "wb") as f:  # a failed export leaves no partial file (nbprof.atomic)
         w = _Writer(f, builder_cls)
         uuid_n = [0]
 
@@ -185,8 +191,11 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
                 u = proc_uuid[pid_] = new_uuid()
                 d = w.packet().track_descriptor
                 d.uuid = u
-                d.process.pid = pid_
-                d.process.process_name = pnames.get(pid_, f"process {pid_}")
+                if _fits_i32(pid_):
+                    d.process.pid = pid_
+                    d.process.process_name = pnames.get(pid_, f"process {pid_}")
+                else:  # the protocol's pid is int32 (google/perfetto#935): a named track keeps the number
+                    d.name = pnames.get(pid_, f"process {pid_}")
             return proc_uuid[pid_]
 
         def thread(pid_: int, tid_: int) -> int:
@@ -195,8 +204,11 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
                 u = thread_uuid[(pid_, tid_)] = new_uuid()
                 d = w.packet().track_descriptor
                 d.uuid, d.parent_uuid = u, parent
-                d.thread.pid, d.thread.tid = pid_, tid_
-                d.thread.thread_name = tnames.get((pid_, tid_), f"thread {tid_}")
+                if _fits_i32(pid_) and _fits_i32(tid_):
+                    d.thread.pid, d.thread.tid = pid_, tid_
+                    d.thread.thread_name = tnames.get((pid_, tid_), f"thread {tid_}")
+                else:
+                    d.name = tnames.get((pid_, tid_), f"thread {tid_}")
             return thread_uuid[(pid_, tid_)]
 
         def device(dev: int) -> int:

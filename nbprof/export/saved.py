@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..atomic import atomic_open
 from ..errors import NbprofError, SchemaError, TraceFileNotFoundError, TraceFormatError
 from ..trace import schema
 from ..trace.model import LoadIssue, LoadReport, Trace, TraceMeta
@@ -121,17 +122,10 @@ def save(trace: Trace, path: str | os.PathLike[str]) -> str:
         "categories": {n: _category_dtypes(getattr(trace, n)) for n in _FRAMES},
     }
     head_bytes = json.dumps(_plain(head, "trace")).encode()
-    tmp = f"{p}.{os.getpid()}.tmp"
-    try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
-            z.writestr("nbprof.json", head_bytes)
-            for name, data in parts:
-                z.writestr(name, data)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_open(p, "wb") as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:
+        z.writestr("nbprof.json", head_bytes)
+        for name, data in parts:
+            z.writestr(name, data)
     return p
 
 
@@ -159,8 +153,9 @@ def load_saved(path: str | os.PathLike[str], *, strict: bool = False, **_kwargs:
     p = os.fspath(path)
     try:
         with zipfile.ZipFile(p) as z:
+            _check_entries(z, p)
             try:
-                head = json.loads(z.read("nbprof.json"))
+                head = json.loads(_read(z, "nbprof.json", p))
             except KeyError:
                 raise TraceFormatError(p, None, "not a saved nbprof trace: no nbprof.json entry") from None
             if not isinstance(head, dict) or head.get("format") != SAVE_FORMAT_NAME:
@@ -171,7 +166,8 @@ def load_saved(path: str | os.PathLike[str], *, strict: bool = False, **_kwargs:
                        "upgrade nbprof")
                 raise TraceFormatError(p, None, msg)
             head = _unplain(head)
-            tabs = {n: pd.read_parquet(io.BytesIO(z.read(f"{n}.parquet"))) for n in _FRAMES}
+            _check_head(head, p)
+            tabs = {n: pd.read_parquet(io.BytesIO(_read(z, f"{n}.parquet", p))) for n in _FRAMES}
             for n, dts in (head.get("categories") or {}).items():
                 if n in tabs:
                     tabs[n] = _restore_categories(tabs[n], dts)
@@ -184,7 +180,7 @@ def load_saved(path: str | os.PathLike[str], *, strict: bool = False, **_kwargs:
             for n, jc in (head.get("tables") or {}).items():
                 if not isinstance(n, str) or not _TABLE_NAME.match(n):
                     raise TraceFormatError(p, None, f"bad side table name {n!r}")
-                side[n] = _side_table_from_parquet(io.BytesIO(z.read(f"tables/{n}.parquet")), jc)
+                side[n] = _side_table_from_parquet(io.BytesIO(_read(z, f"tables/{n}.parquet", p)), jc)
         rep = LoadReport(path=head["report"]["path"], issues=[LoadIssue(**i) for i in head["report"]["issues"]])
         m = head["meta"]
         meta = TraceMeta(**{k: v for k, v in m.items() if k in TraceMeta.__dataclass_fields__})
@@ -197,3 +193,75 @@ def load_saved(path: str | os.PathLike[str], *, strict: bool = False, **_kwargs:
     except Exception as exc:  # zipfile, json, pyarrow errors, a header missing keys: a damaged file
         raise TraceFormatError(p, None, f"cannot read saved trace: {type(exc).__name__}: {exc}") from exc
     return Trace(meta=meta, report=rep, tables=side, **tabs)
+
+
+# A saved file is untrusted input: its parts are written uncompressed (ZIP_STORED), so a part that inflates
+# far beyond the file's own size is a crafted one (a 1 GiB zero part deflates to 1 MiB).
+_MAX_INFLATE = 32  # decompressed bytes per byte of the file, all parts together
+_MIN_MAX_BYTES = 256 << 20
+
+
+def _check_entries(z: zipfile.ZipFile, p: str) -> None:
+    """Refuse a ZIP whose entry names repeat (which copy is read would depend on the reader), and one
+    whose parts declare more than ``max(_MIN_MAX_BYTES, _MAX_INFLATE * file size)`` bytes in all."""
+    names = z.namelist()
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise TraceFormatError(p, None, f"the saved trace has duplicate entries {dup[:5]}: refused (a tampered file)")
+    limit = max(_MIN_MAX_BYTES, _MAX_INFLATE * os.path.getsize(p))
+    total = sum(i.file_size for i in z.infolist())
+    if total > limit:
+        raise TraceFormatError(p, None, f"the saved trace's parts inflate to {total:,} bytes, over the {limit:,} "
+                               "allowed for a file of this size: refused")
+
+
+def _read(z: zipfile.ZipFile, name: str, p: str) -> bytes:
+    """One part, read up to the size bound (a header that understates the size does not get past it)."""
+    limit = max(_MIN_MAX_BYTES, _MAX_INFLATE * os.path.getsize(p))
+    with z.open(name) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TraceFormatError(p, None, f"part {name!r} inflates beyond {limit:,} bytes: refused")
+    return data
+
+
+# the header's fields and their types (``TraceMeta``, ``LoadIssue``): anything else is refused by name
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "source_path": (str,), "source_format": (str,), "producer": (str,), "origin_ns": (int, type(None)),
+    "rank": (int,), "world_size": (int,), "rank_source": (str,), "distributed_info": (dict,),
+    "device_properties": (list,), "schema_version": (int, type(None)), "flags": (dict,), "extra": (dict,),
+    "nbprof_schema_version": (int,),
+}
+_ISSUE_TYPES: dict[str, tuple[type, ...]] = {
+    "kind": (str,), "action": (str,), "count": (int,), "message": (str,), "offset": (int, type(None)),
+}
+
+
+def _check_head(head: Any, p: str) -> None:
+    """Check the types of every field of the header that becomes ``TraceMeta``/``LoadReport``; raise
+    ``TraceFormatError`` naming the first wrong one (a mistyped field would crash an analysis later)."""
+
+    def need(v: Any, types: tuple[type, ...], where: str) -> None:
+        if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+            want = " or ".join("None" if t is type(None) else t.__name__ for t in types)
+            raise TraceFormatError(p, None, f"saved trace field {where} is a {type(v).__name__}, not {want}")
+
+    need(head.get("meta"), (dict,), "meta")
+    need(head.get("report"), (dict,), "report")
+    for k, v in head["meta"].items():
+        if k in _META_TYPES:
+            need(v, _META_TYPES[k], f"meta.{k}")
+    for i, d in enumerate(head["meta"].get("device_properties", [])):
+        need(d, (dict,), f"meta.device_properties[{i}]")
+    need(head["report"].get("path"), (str,), "report.path")
+    need(head["report"].get("issues"), (list,), "report.issues")
+    for i, it in enumerate(head["report"]["issues"]):
+        need(it, (dict,), f"report.issues[{i}]")
+        for k, types in _ISSUE_TYPES.items():
+            need(it.get(k), types, f"report.issues[{i}].{k}")
+        extra = set(it) - set(_ISSUE_TYPES)
+        if extra:
+            raise TraceFormatError(p, None, f"saved trace field report.issues[{i}] has unknown keys {sorted(extra)}")
+    for k in ("tables", "categories"):
+        if head.get(k) is not None:
+            need(head[k], (dict,), k)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import re
 from typing import Any, NoReturn
 
 import msgspec
@@ -66,14 +67,93 @@ class _RefuseClasses(pickle.Unpickler):
         raise TraceFormatError(self._path, None, "refusing persistent ids in a memory snapshot pickle")
 
 
-def _safe_unpickle(data: bytes, path: str) -> Any:
+def _safe_unpickle(data: bytes, path: str, report: LoadReport | None = None) -> Any:
+    """The unpickled object (no class ever resolved), its expansion bounded (``_check_expansion``);
+    strings with lone surrogates (not encodable as UTF-8) are noted in ``report`` (``_label`` replaces
+    each surrogate with U+FFFD)."""
     try:
-        return _RefuseClasses(io.BytesIO(data), path).load()
+        obj = _RefuseClasses(io.BytesIO(data), path).load()
     except TraceFormatError:
         raise
     except Exception as exc:  # truncated/corrupt pickle: EOFError, UnpicklingError, ...
         msg = f"not a readable pickle ({type(exc).__name__}: {exc})"
         raise TraceFormatError(path, None, msg) from exc
+    surrogates = _check_expansion(obj, len(data), path)
+    if surrogates and report is not None:
+        report.add("surrogates", "repaired", surrogates,
+                   f"{surrogates} strings held lone surrogate characters (not encodable as UTF-8): each replaced "
+                   "with U+FFFD in frame names and file names")
+    return obj
+
+
+# A pickle's back-references (memo ``GET``) let a few KB stand for a tree of billions of nodes, which the
+# reading below would walk node by node (a 66 KB pickle: 315 s, 6.8 GB). A real snapshot expands to about
+# one node per few bytes of pickle (each frame is its own dict; only strings are shared): the bound is
+# generous, in nodes and in string bytes, per byte of pickle, with floors for small files.
+_MAX_NODES_PER_BYTE = 64
+_MIN_MAX_NODES = 20_000_000
+_MAX_TEXT_PER_BYTE = 256
+_MIN_MAX_TEXT = 1 << 30
+
+
+def _check_expansion(obj: Any, nbytes: int, path: str) -> int:
+    """Raise ``TraceFormatError`` when ``obj``, read as a tree (every back-reference a copy), holds more
+    than ``max(_MIN_MAX_NODES, _MAX_NODES_PER_BYTE * nbytes)`` containers and scalars or more than
+    ``max(_MIN_MAX_TEXT, _MAX_TEXT_PER_BYTE * nbytes)`` bytes of strings, or a container holds itself.
+    Linear in the distinct objects (sizes memoised by identity). Returns the number of distinct
+    strings with lone surrogates."""
+    max_nodes = max(_MIN_MAX_NODES, _MAX_NODES_PER_BYTE * nbytes)
+    max_text = max(_MIN_MAX_TEXT, _MAX_TEXT_PER_BYTE * nbytes)
+    sizes: dict[int, tuple[int, int]] = {}  # id -> (nodes, text bytes) of the tree under it
+    keep: list[Any] = []  # the containers measured (their ids stay theirs while this runs)
+    open_: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(obj, False)]
+    surrogates = 0
+    while stack:
+        o, done = stack.pop()
+        t = type(o)
+        if t is str or t is bytes or t is bytearray:
+            continue
+        if t not in (dict, list, tuple, set, frozenset):
+            continue
+        i = id(o)
+        if done:
+            kids = [*o.keys(), *o.values()] if t is dict else o
+            n, b = 1, 0
+            for k in kids:
+                tk = type(k)
+                if tk is str or tk is bytes or tk is bytearray:
+                    n, b = n + 1, b + len(k)
+                    if tk is str and not k.isascii() and _SURROGATE.search(k) and id(k) not in sizes:
+                        sizes[id(k)] = (1, len(k))
+                        keep.append(k)
+                        surrogates += 1
+                elif tk in (dict, list, tuple, set, frozenset):
+                    kn, kb = sizes[id(k)]
+                    n, b = n + kn, b + kb
+                else:
+                    n += 1
+            open_.discard(i)
+            sizes[i] = (n, b)
+            keep.append(o)
+            if n > max_nodes or b > max_text:
+                raise TraceFormatError(
+                    path, None, f"the {nbytes}-byte pickle expands (through repeated back-references) to over "
+                    f"{min(n, max_nodes + 1):,} objects / {b:,} bytes of strings; a memory snapshot stays under "
+                    f"{max_nodes:,} / {max_text:,} for this size: refused (a crafted or corrupt file)")
+            continue
+        if i in sizes:
+            continue
+        if i in open_:
+            raise TraceFormatError(path, None, "the pickle holds a container that contains itself: not a memory snapshot")
+        open_.add(i)
+        stack.append((o, True))
+        kids = [*o.keys(), *o.values()] if t is dict else o
+        stack.extend((k, False) for k in kids if type(k) in (dict, list, tuple, set, frozenset) and id(k) not in sizes)
+    return surrogates
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _line(v: Any) -> int | None:
@@ -135,7 +215,7 @@ def _label(v: Any) -> str | None:
     """Frame text: a str as is, a plain scalar written out; None for containers (never repr'd: a deeply
     nested one would recurse)."""
     if isinstance(v, str):
-        return v
+        return v if v.isascii() else _SURROGATE.sub("\ufffd", v)
     if v is None or isinstance(v, (int, float, bool)):
         return str(v)
     return None
@@ -250,7 +330,7 @@ def load_memory_snapshot(path: str | os.PathLike[str], *, data: bytes | None = N
     report = LoadReport(path=spath)
     if data is None:
         data = read_bytes(spath, report)
-    obj = _safe_unpickle(data, spath)
+    obj = _safe_unpickle(data, spath, report)
     if isinstance(obj, list):  # very old snapshots: a bare list of segments
         obj = {"segments": obj, "device_traces": []}
         report.add("old_layout", "assumed", 1, "bare list of segments (old torch): no trace entries")

@@ -165,6 +165,8 @@ SIDE_TABLES: dict[str, str] = {
     "sched": "nsys thread scheduling records",
     "processes": "nsys processes",
     "gpus": "nsys GPU list",
+    "device_args": "Kineto device rows' numeric args with no events column (queued, context, warps per SM, "
+                   "hardware counters): event (row of the events table), key (as written), value",
     "merge": "a merged nsys + Kineto trace (nbprof.trace.merge): per event row its source (kineto/nsys/both), "
              "its rows in the two traces and the nsys row's time and duration",
 }

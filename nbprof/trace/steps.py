@@ -37,12 +37,17 @@ RANGE_COLUMNS = ("step", "start_ns", "end_ns")
 def step_number(name: Any) -> int | None:
     """The step number in a ``ProfilerStep#N`` name: ``"ProfilerStep#12"`` -> 12.
 
-    Returns None for any other name and for values that are not strings (None, NaN, numbers).
+    Returns None for any other name, for values that are not strings (None, NaN, numbers) and for a
+    number beyond the ``step`` column's int32 (``ProfilerStep#99999999999999999999999``: not a step of
+    this profile; the Kineto loader reports it as ``step_number_too_large``).
     """
     if not isinstance(name, str):
         return None
     m = STEP_NAME_RE.search(name)
-    return int(m.group(1)) if m else None
+    if m is None or len(m.group(1)) > 10:
+        return None
+    k = int(m.group(1))
+    return k if k < 2**31 else None
 
 
 def step_ranges(events: pd.DataFrame, rows: np.ndarray | None = None) -> pd.DataFrame:

@@ -66,18 +66,6 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
     return column(*items, name="nbprof_static")
 
 
-def _umask() -> int:
-    """The process umask, read without changing it (``/proc``; 0o022 where that is not available)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
 _HEAD_BODY = re.compile(r"</head>(\s*)<body>")
 
 
@@ -139,25 +127,7 @@ def to_html(trace_or_view, path, views=None, *, theme: str = "auto", title: str 
         from .theme import DARK_SCHEME_SCRIPT, dark_scheme_css
 
         html = _themed_page(html, head=dark_scheme_css() + "\n", body_start=DARK_SCHEME_SCRIPT)
-    # a private temp file in the target folder (O_EXCL: never an existing file, never a planted symlink),
-    # then an atomic rename; without overwrite, a hard link that fails if the name appeared meanwhile
-    import tempfile
+    from ..atomic import atomic_write  # a private temp file, renamed into place (never a planted symlink)
 
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent or ".")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # the mode a plain open() would give, not mkstemp's 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(html)
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise FileExistsError(f"{path} exists; pass overwrite=True to replace it") from None
-            except OSError:  # no hard links here (some file systems): rename, after the check above
-                os.replace(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+    atomic_write(path, html, overwrite=overwrite)
     return path

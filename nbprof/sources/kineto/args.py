@@ -60,6 +60,14 @@ _ARG_SPEC: dict[str, tuple[str, Any, Any]] = {
     "device_type": ("Device Type", _Num, -1),
     "device_id": ("Device Id", _Num, -1),
     "addr": ("Addr", _Num, -1),
+    # device-row keys without an events column: numeric ones go to the ``device_args`` side table
+    "queued": ("queued", _Num, _NAN),
+    "context": ("context", _Num, _NAN),
+    "warps_per_sm": ("warps per SM", _Num, _NAN),
+    "bandwidth": ("memory bandwidth (GB/s)", _Num, _NAN),
+    "theoretical_occupancy": ("theoretical occupancy %", _Num, _NAN),
+    "graph_id": ("graph id", _Num, _NAN),
+    "graph_node_id": ("graph node id", _Num, _NAN),
     "mname": ("name", str | int | float | None, None),
     "labels": ("labels", str | int | float | None, None),
 }
@@ -97,16 +105,38 @@ _FIELDS: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
-def _args_struct(group: str) -> type:
-    """A ``gc=False`` Struct with only the args keys ``group`` reads (unknown keys are skipped)."""
+# Device-row args keys with no events column (formats.md §4.2; Kineto's CUPTI kernel/memcpy args):
+# numeric values are kept in the ``device_args`` side table, by key. Any other numeric key of a
+# device row (hardware counters such as HTA's ``cupti_profiler`` trace's ``smsp__…`` on
+# ``cuda_profiler_range`` rows) is kept there too, and reported (kind ``device_args_kept``).
+_DEVICE_EXTRAS = ("queued", "context", "warps_per_sm", "bandwidth", "theoretical_occupancy", "graph_id",
+                  "graph_node_id")
+# device-row keys known to carry no number nbprof keeps (NCCL collective details, ROCm's "kind")
+_DEVICE_OTHER_KEYS = ("kind", "In split size", "Out split size", "Process Group Description", "Process Group Ranks",
+                      "occupancy", "Rank", "Seq", "priority")
+
+
+def _args_struct(group: str, forbid: bool = False) -> type:
+    """A ``gc=False`` Struct with only the args keys ``group`` reads (unknown keys are skipped; with
+    ``forbid``, an unknown key fails the decode: the device group's check for keys to keep)."""
     attrs = [a for a, _c, _k in _FIELDS[group]]
     if "external_id" in attrs:
         attrs.append("external_id_old")
-    fields = [(a, _ARG_SPEC[a][1], msgspec.field(default=_ARG_SPEC[a][2], name=_ARG_SPEC[a][0])) for a in attrs]
-    return msgspec.defstruct(f"_{group.title().replace(' ', '')}Args", fields, gc=False)
+    if group == "device":
+        attrs += _DEVICE_EXTRAS
+    fields: list[Any] = [(a, _ARG_SPEC[a][1], msgspec.field(default=_ARG_SPEC[a][2], name=_ARG_SPEC[a][0]))
+                         for a in attrs]
+    if forbid:
+        fields += [(f"_other{i}", msgspec.Raw, msgspec.field(default=_EMPTY_RAW, name=k))
+                   for i, k in enumerate(_DEVICE_OTHER_KEYS)]
+    return msgspec.defstruct(f"_{group.title().replace(' ', '')}Args", fields, gc=False,
+                             forbid_unknown_fields=forbid)
 
 
 _ARG_STRUCTS = {g: _args_struct(g) for g in _FIELDS}
+_DEVICE_ALL_KNOWN = msgspec.json.Decoder(list[_args_struct("device", forbid=True)])  # type: ignore[misc]
+_DEVICE_KEYS = frozenset([_ARG_SPEC[a][0] for a, _c, _k in _FIELDS["device"]]
+                         + [_ARG_SPEC["external_id_old"][0], *_DEVICE_OTHER_KEYS])
 # the Structs are built at import (msgspec.defstruct): mypy cannot use a runtime class as a type argument
 _ARG_LIST_DECODERS: dict[str, msgspec.json.Decoder[list[Any]]] = {
     g: msgspec.json.Decoder(list[t]) for g, t in _ARG_STRUCTS.items()  # type: ignore[valid-type]
@@ -189,3 +219,63 @@ def _arg_columns(args: list[Any], group: str, ctx: _Ctx, rows: np.ndarray, cols:
             cols[col].put(at, _raw_texts(vals))
         else:
             cols[col].put(at, vals)
+
+
+def _decode_device_args(raws: list[msgspec.Raw], ctx: _Ctx, rows: np.ndarray) -> tuple[list[Any], bool]:
+    """``_decode_args`` for the device group, first with every known key declared and no other key
+    allowed (``_DEVICE_ALL_KNOWN``): the args, and whether that decode succeeded (no key to look for)."""
+    try:
+        return _DEVICE_ALL_KNOWN.decode(_json_array(raws)), True
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _decode_args(raws, "device", ctx, rows), False
+
+
+def _device_extras(raws: list[msgspec.Raw], args: list[Any], all_known: bool, ctx: _Ctx, rows: np.ndarray,
+                   at: np.ndarray) -> list[tuple[np.ndarray, str, np.ndarray]]:
+    """The numeric args of device rows that have no events column, as (rows ``at`` of those that
+    carry the key, JSON key, float64 values) per key: the ``device_args`` side table's content.
+
+    The values of known keys come from the decoded ``args``; unless ``all_known`` (see
+    ``_decode_device_args``), every device row's args are read as a dict and each numeric
+    value under a key not in ``_DEVICE_KEYS`` is kept as well (reported: kind ``device_args_kept``,
+    count = values, the keys).
+    """
+    out: list[tuple[np.ndarray, str, np.ndarray]] = []
+    for attr in _DEVICE_EXTRAS:
+        vals = _col(args, attr)
+        if vals.count(_NAN) == len(vals):  # the key is in none of them (the default is one object)
+            continue
+        v = _num_or_nan(vals, _ARG_SPEC[attr][0], ctx, rows)
+        has = ~np.isnan(v)
+        out.append((at[has], _ARG_SPEC[attr][0], v[has]))
+    if all_known:
+        return out
+    found: dict[str, tuple[list[int], list[float]]] = {}
+    for i, r in enumerate(raws):
+        try:
+            d = _ANY_ARGS.decode(r)
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(d, dict):
+            continue
+        for k, x in d.items():
+            if k not in _DEVICE_KEYS and type(x) in (int, float):
+                pos, xs = found.setdefault(k, ([], []))
+                pos.append(i)
+                xs.append(float(x))
+    n = 0
+    for k, (pos, xs) in found.items():
+        out.append((at[pos], k, np.array(xs, dtype=np.float64)))
+        n += len(xs)
+    if n:
+        keys = sorted(found)
+        shown = ", ".join(repr(k) for k in keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+        shown = shown.replace("{", "{{").replace("}", "}}")  # the message is a template (``_Ctx.note``)
+        ctx.note("device_args_kept", n, int(rows[found[keys[0]][0][0]]),
+                 f"{{count}} numeric args of device rows under {len(keys)} keys nbprof has no column for ({shown}; "
+                 "e.g. {example}) were kept in the side table trace.tables['device_args'] (event, key, value)",
+                 f"{keys[0]!r}: {found[keys[0]][1][0]:g}")
+    return out
+
+
+_ANY_ARGS = msgspec.json.Decoder()

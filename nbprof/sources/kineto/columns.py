@@ -277,14 +277,21 @@ def _raw_texts(values: list[msgspec.Raw]) -> list[str]:
     return b"\x00".join(values).decode("utf-8", "replace").split("\x00")
 
 
+# a JSON string literal (kept byte for byte), a run of whitespace or a comma outside strings
+_JSON_TOKEN = re.compile(r'("(?:[^"\\]|\\.)*")|(\s+)|(,)')
+
+
+def _json_token(m: re.Match[str]) -> str:
+    return m.group(1) or ("" if m.group(2) else ", ")
+
+
 def _compact_json_text(s: str | None) -> str | None:
+    """The raw JSON text of an args value (``Input Dims``, ``Input type``, ``grid``) in Kineto's own
+    layout (``[[4, 8], [8, 2]]``: no whitespace, ``", "`` after each comma), whatever the file's
+    pretty-printing; string literals stay byte-exact (``"long int"``, ``"a,b"``). None when empty."""
     if not s:
         return None
-    if "\n" in s or "  " in s:
-        s = re.sub(r"\s+", "", s)
-    if "," in s and ", " not in s:
-        s = s.replace(",", ", ")
-    return s
+    return _JSON_TOKEN.sub(_json_token, s)  # once per distinct value (the categorical's categories)
 
 
 def _select(objs: list[Any], mask: np.ndarray) -> list[Any]:

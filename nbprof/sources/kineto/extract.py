@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 
 from ...trace import schema
-from .args import _ARG_COLUMNS, _NO_ARGS_CATEGORIES, _RT_GROUP, _arg_columns, _ArgColumns, _decode_args
+from .args import (
+    _ARG_COLUMNS,
+    _NO_ARGS_CATEGORIES,
+    _RT_GROUP,
+    _arg_columns,
+    _ArgColumns,
+    _decode_args,
+    _decode_device_args,
+    _device_extras,
+)
 from .columns import _CatColumn, _col, _floats, _pid_tid, _select
 from .context import _Ctx
 from .side_tables import _counter_rows, _flow_columns, _memory_columns, _thread_rows
@@ -59,6 +68,7 @@ class _Part:
     counters: list[tuple[Any, ...]]
     threads: list[tuple[Any, ...]]
     notes: dict[str, list[Any]]  # the run's assumptions (``_Ctx.note``; event indices within the run)
+    dev_args: list[tuple[np.ndarray, str, np.ndarray]]  # (run positions, key, values): ``device_args``
 
 
 def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = None) -> _Part:
@@ -167,10 +177,17 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
         if kind not in ("int", "float"):
             cols[col] = _CatColumn(nE)
     args_e = _col(E, "args")
+    dev_args: list[tuple[np.ndarray, str, np.ndarray]] = []
     for mask, group in ((is_op, "host op"), (is_rt, "runtime"), (is_dev, "device")):
         rows = np.flatnonzero(mask)
         if rows.size:
-            args = _decode_args(_select(args_e, mask), group, ctx, rows_e[rows])
+            raws = _select(args_e, mask)
+            if group == "device":
+                args, all_known = _decode_device_args(raws, ctx, rows_e[rows])
+                dev_args = _device_extras(raws, args, all_known, ctx, rows_e[rows], rows_e[rows])
+            else:
+                args = _decode_args(raws, group, ctx, rows_e[rows])
+            del raws
             _arg_columns(args, group, ctx, rows_e[rows], cols, rows)
             if keep is not None:
                 keep.append(args)
@@ -247,4 +264,4 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
                     events[k] = v[o]
     return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m,
                  is_flow=is_flow, is_mem=is_mem, is_c=is_c, events=events, flows=flows, memory=memory,
-                 counters=counters, threads=threads, notes=notes)
+                 counters=counters, threads=threads, notes=notes, dev_args=dev_args)

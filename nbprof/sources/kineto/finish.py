@@ -105,6 +105,7 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     data = _join(parts, "events", take)
     for p in parts:
         p.events = None
+    tables = _device_args_table(parts, offs, n_all, take)
     data = {"ts_ns": ts_e if take is None else ts_e[take], **data}
     del t_all, ts_parts, ts_e
     for k, transform in _CAT_TRANSFORMS.items():
@@ -128,7 +129,37 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     _steps(events, memory, report)
     _check_overlaps(events, report)
     return Trace(events=events, flows=flows, memory=memory, counters=counters, threads=threads, meta=tmeta,
-                 report=report)
+                 report=report, tables=tables)
+
+
+def _device_args_table(parts: list[_Part], offs: np.ndarray, n_all: int,
+                       take: np.ndarray | None) -> dict[str, pd.DataFrame]:
+    """``{"device_args": frame}`` (empty dict when no device row has such args): the numeric args of
+    device rows that have no events column (``args._device_extras``), one row per (event, key):
+    ``event`` (int64, the row's position in the events table), ``key`` (categorical, the JSON key
+    as written), ``value`` (float64, exact for integers up to 2**53). Sorted by event, then key."""
+    got = [(o + pos, key, v) for o, p in zip(offs, parts) for pos, key, v in p.dev_args if len(pos)]
+    if not got:
+        return {}
+    order = _concat([o + p.e_rows for o, p in zip(offs, parts)])  # file position of each events row
+    if take is not None:
+        order = order[take]
+    row_of = np.full(n_all, -1, dtype=np.int64)
+    row_of[order] = np.arange(len(order), dtype=np.int64)
+    uniq: dict[str, int] = {}
+    evs, codes, vals = [], [], []
+    for g, k, v in got:
+        ev = row_of[g]
+        o = np.argsort(ev, kind="stable") if len(ev) > 1 and not bool((ev[1:] >= ev[:-1]).all()) else None
+        if o is not None:
+            ev, v = ev[o], v[o]
+        keep = ev >= 0  # rows dropped from the events table (no usable ts) leave this table too
+        evs.append(ev[keep])
+        vals.append(v[keep])
+        codes.append(np.full(int(keep.sum()), uniq.setdefault(k, len(uniq)), dtype=np.int32))
+    key = pd.Categorical.from_codes(_concat(codes), categories=pd.Index(list(uniq)))
+    df = pd.DataFrame({"event": _concat(evs), "key": key, "value": _concat(vals)})
+    return {"device_args": df.reset_index(drop=True)}
 
 
 # A timestamp more than this far (µs) from the median ts of the trace's events is not part of the
@@ -203,6 +234,13 @@ def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> No
         return
     device = events["device"].to_numpy()
     host = device < 0
+    big = [n for n in events["name"].cat.categories
+           if isinstance(n, str) and steps.STEP_NAME_RE.search(n) and steps.step_number(n) is None]
+    if big:
+        k = int(events["name"].isin(big).sum())
+        report.add("step_number_too_large", "assumed", k,
+                   f"{k} ProfilerStep#N events have a step number beyond int32 (e.g. {big[0][:60]!r}): "
+                   "kept as events, not used as steps")
     ranges = steps.step_ranges(events)
     if not len(ranges):
         report.add("no_steps", "assumed", 0,

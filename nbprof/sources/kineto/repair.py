@@ -128,6 +128,7 @@ _REPAIR_TEXT = {
     "invalid_utf8": "invalid UTF-8 sequences: replaced with U+FFFD",
     "control_chars": "events had raw control characters inside strings: escaped",
     "unescaped_quotes": "events had unescaped double quotes inside strings: escaped",
+    "trailing_comma": "commas before a closing ']' or '}' (not JSON; e.g. google/perfetto#1822): ignored",
     "bad_args": "events had args of unexpected types (e.g. a list where a number belongs): their args were ignored",
 }
 
@@ -232,6 +233,15 @@ def _tolerant_decode(
                                f"{n - at} bytes after the end of the JSON document (e.g. {bytes(buf[at : at + 16])!r}) "
                                "were ignored", offset=at)
                 break
+            if "trailing comma" in msg and m:  # "[...,{...},]": the comma goes, every event stays
+                close = seg + int(m.group(1))
+                comma = close - 1
+                while comma > seg and buf[comma] in _JSON_WS:
+                    comma -= 1
+                if buf[comma] == 0x2C:  # ","
+                    buf[comma] = 0x20
+                    repairs.setdefault("trailing_comma", []).append(comma)
+                    continue
             if "truncated" in msg:
                 err_at = n
             elif m:

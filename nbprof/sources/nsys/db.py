@@ -9,6 +9,7 @@ import re
 import shutil
 import sqlite3
 import tempfile
+import time
 import urllib.parse
 from typing import Any
 
@@ -30,6 +31,9 @@ def decode_global_id(gid: Any) -> tuple[Any, Any]:
 
 
 _INT64_MAX = float(2**63)
+# CPU-time bound of one load's SQL (sqlite3 progress handler); an nsys export reads at well over 10 MB/s
+_CPU_S_MIN = 60.0
+_CPU_S_PER_MB = 1.0
 
 
 class _Db:
@@ -58,7 +62,15 @@ class _Db:
         try:
             self.con = sqlite3.connect(uri, uri=True)
             self.con.text_factory = self._text
-            rows = self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')").fetchall()
+            # an untrusted file (sqlite.org "Defense Against The Dark Arts"): no functions from the schema,
+            # corrupt cells checked, and a CPU-time bound on every statement (the progress handler)
+            self.con.execute("PRAGMA trusted_schema = OFF")
+            self.con.execute("PRAGMA cell_size_check = ON")
+            self._limit_s = _CPU_S_MIN + _CPU_S_PER_MB * os.path.getsize(src) / 1e6
+            self._t0 = time.process_time()
+            self.con.set_progress_handler(self._too_long, 100_000)
+            # only real tables: a VIEW (even a recursive one that never ends) is not an nsys export table
+            rows = self.con.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         except sqlite3.DatabaseError as exc:
             self.close()
             raise TraceFormatError(path, None, f"not a readable SQLite database ({exc})") from exc
@@ -66,8 +78,16 @@ class _Db:
             self.close()
             raise TraceFormatError(path, None, f"not a readable SQLite database (schema text is not UTF-8: {exc})",
                                    table="sqlite_master") from exc
-        self.names = {r[0] for r in rows}
+        self.names = {r[0] for r in rows if r[1] == "table"}
+        views = sorted(r[0] for r in rows if r[1] != "table")
+        if views:
+            report.add("views_ignored", "assumed", len(views), f"{len(views)} views in the database (e.g. "
+                       f"{views[0]!r}) were not read: nsys exports tables only")
         self._cols: dict[str, list[tuple[str, str]]] = {}
+
+    def _too_long(self) -> int:
+        """SQLite's progress handler: non-zero (interrupt the statement) past the CPU-time bound."""
+        return int(time.process_time() - self._t0 > self._limit_s)
 
     def close(self) -> None:
         con = getattr(self, "con", None)
@@ -147,7 +167,11 @@ class _Db:
         except TraceFormatError:
             raise
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
-            raise TraceFormatError(self.path, None, f"cannot read ({exc})", table=t) from exc
+            why = str(exc)
+            if "interrupt" in why:
+                why = (f"reading took over {self._limit_s:.0f} s of CPU, the bound for a file of this size "
+                       f"({_CPU_S_MIN:.0f} s + {_CPU_S_PER_MB:.0f} s per MB): interrupted")
+            raise TraceFormatError(self.path, None, f"cannot read ({why})", table=t) from exc
         finally:
             self.flush_text_issues()
         for c in cols:
@@ -192,6 +216,8 @@ class _Db:
         try:
             return {str(_text_value(k)): (v if isinstance(v, (int, float)) else _text_value(v))
                     for k, v in self.con.execute(f'SELECT name, value FROM "{t}"')}
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(self.path, None, f"cannot read ({exc})", table=t) from exc
         finally:
             self.flush_text_issues()
 

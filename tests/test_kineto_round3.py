@@ -1,0 +1,121 @@
+"""Issue 33 (loaders round 3): the smallest real-derived input for each defect, its recovered values
+and its load-report entry."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pandas as pd
+import pytest
+
+import nbprof
+
+BERT = "AMD-AGI__TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+CUPTI = "facebookresearch__HolisticTraceAnalysis/tests/data/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"
+
+
+def _doc(path) -> dict:
+    with gzip.open(path) as f:
+        return json.load(f)
+
+
+# ---------------------------------------------------------------------------- B1: strings byte-exact
+
+
+def test_pretty_printed_trace_keeps_spaces_inside_strings(tmp_path, corpus):
+    src = corpus(BERT)
+    pretty = tmp_path / "pretty.pt.trace.json"
+    pretty.write_text(json.dumps(_doc(src), indent=2))
+    a, b = nbprof.load(src), nbprof.load(pretty)
+    for col in ("input_types", "input_dims"):
+        pd.testing.assert_series_equal(a.events[col].astype(object), b.events[col].astype(object))
+    types = set(b.events["input_types"].dropna().astype(str))
+    assert '["long int", "Scalar", "Scalar", "Scalar", "Scalar"]' in types
+    assert not any("longint" in t for t in types)
+
+
+# ---------------------------------------------------------------------------- B3: hardware counters kept
+
+
+def test_cupti_profiler_counters_kept_in_side_table(corpus):
+    tr = nbprof.load(corpus(CUPTI))
+    rng = tr.events.index[tr.events["cat"] == "cuda_profiler_range"]
+    assert len(rng) == 77
+    da = tr.tables["device_args"]
+    smsp = da[da["key"].astype(str).str.startswith("smsp__")]
+    assert len(smsp) == 77 * 9 and smsp["key"].nunique() == 9
+    assert set(smsp["event"]) == set(rng)
+    # the first range's values, as written in the file
+    first = smsp[smsp["event"] == rng[0]].set_index("key")["value"]
+    doc = _doc(corpus(CUPTI))
+    ev0 = min((e for e in doc["traceEvents"] if e.get("cat") == "cuda_profiler_range"), key=lambda e: e["ts"])
+    assert {k: first[k] for k in ev0["args"]} == ev0["args"]
+    it = tr.report.get("device_args_kept")
+    assert it is not None and it.count == 77 * 9 and "smsp__" in it.message
+
+
+def test_kernel_args_without_column_kept(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, KERNEL, trace_text, write
+
+    k = KERNEL.replace('"device": 0,', '"queued": 0, "device": 0, "context": 1, "warps per SM": 3.878788,')
+    tr = nbprof.load(write(tmp_path, trace_text([k if e == KERNEL else e for e in BASE_EVENTS])))
+    da = tr.tables["device_args"]
+    row = int(tr.events.index[tr.events["cat"] == "kernel"][0])
+    assert da.set_index("key")["value"].to_dict() == {"queued": 0.0, "context": 1.0, "warps per SM": 3.878788}
+    assert set(da["event"]) == {row}
+    assert tr.report.get("device_args_kept") is None  # known keys: kept, nothing to say
+
+
+# ---------------------------------------------------------------------------- B4: trailing comma
+
+
+def test_trailing_comma_keeps_last_event_and_metadata(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, trace_text, write
+
+    text = trace_text(BASE_EVENTS).replace("\n  ],", ",\n  ],")  # google/perfetto#1822 shape
+    tr = nbprof.load(write(tmp_path, text))
+    assert len(tr.events) == 4 and len(tr.flows) == 1  # the last event (the flow's end) kept
+    assert tr.meta.extra.get("traceName") == "t.json"  # the metadata after the array too
+    it = tr.report.get("trailing_comma")
+    assert (it.action, it.count, it.offset) == ("repaired", 1, text.rindex(",\n  ],"))
+    assert tr.report.get("truncated") is None
+
+
+# ---------------------------------------------------------------------------- B9: numbers at the edges
+
+
+def test_huge_step_number_is_not_a_step(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, trace_text, write
+
+    big = "ProfilerStep#99999999999999999999999"
+    tr = nbprof.load(write(tmp_path, trace_text([e.replace("ProfilerStep#1", big) for e in BASE_EVENTS])))
+    assert tr.steps == [] and big in set(tr.events["name"].astype(str))
+    it = tr.report.get("step_number_too_large")
+    assert it is not None and it.count == 1
+
+
+def test_origin_near_int64_round_trips_through_chrome_export(tmp_path):
+    import re
+
+    from test_kineto_bad_inputs import BASE_EVENTS, HEAD, trace_text, write
+
+    evs = [re.sub(r'"ts": (\d+)\.000', lambda m: f'"ts": {9223372036854000 + int(m.group(1))}.000', e)
+           for e in BASE_EVENTS]
+    tr = nbprof.load(write(tmp_path, trace_text(evs, head=HEAD.replace('"baseTimeNanoseconds": 1700000000000000000,', ""))))
+    assert tr.meta.origin_ns == 9223372036854100000  # 2**63 - 1 is 9223372036854775807
+    out = tmp_path / "back.json"
+    tr.to_chrome_trace(out)
+    back = nbprof.load(out)
+    assert back.meta.origin_ns == tr.meta.origin_ns
+    assert back.events[["ts_ns", "dur_ns"]].values.tolist() == tr.events[["ts_ns", "dur_ns"]].values.tolist()
+
+
+def test_perfetto_export_of_a_pid_beyond_int32(tmp_path):
+    pytest.importorskip("perfetto")
+    from test_kineto_bad_inputs import BASE_EVENTS, trace_text, write
+
+    tr = nbprof.load(write(tmp_path, trace_text([e.replace('"pid": 11', '"pid": 7168000000') for e in BASE_EVENTS])))
+    assert 7168000000 in set(tr.events["pid"])  # google/perfetto#935: a pid the loader accepts
+    rep = tr.to_perfetto(tmp_path / "t.pftrace")
+    assert rep.slices == len(tr.events) and (tmp_path / "t.pftrace").stat().st_size > 0
