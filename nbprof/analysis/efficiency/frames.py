@@ -72,7 +72,9 @@ def operator_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_o
         ``total_device_ns``, ``host_mem_bytes``, ``self_host_mem_bytes``, ``device_mem_bytes``,
         ``self_device_mem_bytes``, ``avg_host_ns``, ``avg_device_ns``; its ``flops`` renamed
         ``recorded_flops``: torch's own count, NaN where not recorded), then ``flops`` (FLOP over all
-        calls, float64: torch's where recorded, else the model),
+        calls, float64: the work model's where there is one, else torch's recorded count; they differ
+        only where torch's rule undercounts, a broadcast ``aten::mul``/``add`` and causal attention,
+        and the bias add of ``addmm``),
         ``bytes`` (bytes moved over all calls), ``kind``, ``dtype``, ``time_ns`` (the time the rates use:
         ``total_device_ns`` on a device trace, else ``total_host_ns``), ``achieved_tflops_per_s``
         (10^12 FLOP/s), ``achieved_gb_per_s`` (10^9 bytes/s), ``arithmetic_intensity`` (FLOP/byte),
@@ -92,7 +94,8 @@ def operator_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_o
     else:
         out = summ.assign(model_flops=np.nan, bytes=np.nan, kind=None, dtype=None)
     rec = out["recorded_flops"].to_numpy(dtype=np.float64)
-    out["flops"] = np.where(np.isnan(rec), out["model_flops"].to_numpy(dtype=np.float64), rec)
+    model = out["model_flops"].to_numpy(dtype=np.float64)
+    out["flops"] = np.where(np.isnan(model), rec, model)
     out = out.drop(columns=["model_flops"])
     if modelled_only:
         out = out[out["kind"].notna()].reset_index(drop=True)
