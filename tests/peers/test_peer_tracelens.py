@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (ROWS and DIFFERS carry the peer CSV rows verbatim, one per line)
 """TraceLens's perf-model reference CSVs as nbprof tests (issue 34).
 
 Peer: AMD-AGI/TraceLens at commit 171dd74721ca. Its ``tests/test_perf_report_regression.py`` regenerates
