@@ -94,6 +94,18 @@ _ELEMENTWISE = frozenset([
 ])
 
 
+#: tensor inputs of elementwise ops (their ``native_functions.yaml`` schemas); a further recorded tensor is the
+#: ``out=`` result (``clamp_min(self, min, *, out)`` records three shapes), written once, not also read
+_EW_INPUTS = {
+    **dict.fromkeys(("neg", "abs", "exp", "exp2", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh",
+                     "sigmoid", "relu", "gelu", "silu", "clamp_min", "clamp_max", "reciprocal", "erf", "hardtanh",
+                     "leaky_relu", "elu", "mish", "sign", "floor", "ceil", "round"), 1),
+    **dict.fromkeys(("threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
+                     "maximum", "minimum"), 2),
+    **dict.fromkeys(("where", "addcmul", "addcdiv"), 3),
+}
+
+
 _REDUCTIONS = frozenset(["sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "var", "std", "argmax", "argmin", "logsumexp"])
 
 
@@ -298,6 +310,10 @@ def work(name: str, dims: Sequence[Any], types: Sequence[Any], *,
             # fill_(self, value): self written only
             return Work(0.0, float(_nbytes(*ts[0])), "elementwise", "fp32")
         if b in _ELEMENTWISE:
+            n_in = _EW_INPUTS.get(b, len(ts))
+            if len(ts) > n_in and shapes[n_in] == _broadcast(shapes[:n_in]):  # an out= result
+                ts, shapes = ts[:n_in], shapes[:n_in]
+                in_bytes = float(sum(_nbytes(s, t) for s, t in ts))
             out = _broadcast(shapes)
             f = 0 if b == "dropout" else _prod(out)
             # torch profiler computeFlops for aten::mul / aten::add: numel of the first argument (a
@@ -505,11 +521,19 @@ def op_work(trace: Trace) -> pd.DataFrame:
     })
 
 
+_GEMM_KERNEL = r"gemm|cutlass|xmma|Cijk|matmul|nvjet|wgmma"
 _KIND_KERNEL_RE = {
-    "gemm": re.compile(r"gemm|cutlass|xmma|Cijk|matmul|nvjet|wgmma", re.IGNORECASE),
+    "gemm": re.compile(_GEMM_KERNEL, re.IGNORECASE),
     "conv": re.compile(r"conv|cudnn|winograd|implicit|dgrad|wgrad|fprop|miopen", re.IGNORECASE),
     "attention": re.compile(r"flash|fmha|attention|attn", re.IGNORECASE),
 }
+#: a convolution that launches GEMM kernels computes in them (im2col, non-fused Winograd's batched GEMMs);
+#: its other kernels (``winogradForwardData4x4``, ``im2col``) only transform data
+_CONV_GEMM_RE = re.compile(_GEMM_KERNEL, re.IGNORECASE)
+#: cuDNN's Winograd kernels name their output tile: F(m x m, 3 x 3) multiplies (m+2)^2 per m^2 outputs where
+#: the direct convolution multiplies 9·m^2 (Lavin & Gray, "Fast Algorithms for Convolutional Neural
+#: Networks", CVPR 2016): the executed FLOPs are (m+2)^2 / (9·m^2) of the model's
+_WINOGRAD_TILE_RE = re.compile(r"winograd\w*?(\d)x\1", re.IGNORECASE)
 
 
 @per_trace
@@ -521,7 +545,8 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     pandas.DataFrame
         One row per kernel event with a modelled launching op: ``event`` (row in ``trace.events``),
         ``name``, ``dur_ns``, ``op_event`` (the modelled op's row), ``op_name``, ``input_dims``,
-        ``flops``, ``bytes`` (shares; they sum to the op's work), ``kind``, ``dtype``, ``step``.
+        ``flops``, ``bytes`` (shares; they sum to the op's work, FLOPs times the executed fraction for a
+        Winograd convolution), ``kind``, ``dtype``, ``step``.
     """
     ev = trace.events
     cols = ["event", "name", "dur_ns", "op_event", "op_name", "input_dims", "flops", "bytes", "kind", "dtype",
@@ -567,7 +592,15 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     wk = w["kind"].astype(object).to_numpy()[own]
     match = np.array([bool(_KIND_KERNEL_RE[k].search(str(nm))) if k in _KIND_KERNEL_RE else True
                       for k, nm in zip(wk, kname, strict=True)])
-    frame = pd.DataFrame({"own": own, "dur": np.maximum(dur, 1.0), "match": match})
+    conv_gemm = np.array([k == "conv" and bool(_CONV_GEMM_RE.search(str(nm))) for k, nm in zip(wk, kname, strict=True)])
+    tile = [_WINOGRAD_TILE_RE.search(str(nm)) if k == "conv" else None for k, nm in zip(wk, kname, strict=True)]
+    wino = np.array([(int(m.group(1)) + 2) ** 2 / (9 * int(m.group(1)) ** 2) if m else np.nan for m in tile])
+    frame = pd.DataFrame({"own": own, "dur": np.maximum(dur, 1.0), "match": match, "cg": conv_gemm, "wino": wino})
+    has_cg = frame.groupby("own")["cg"].transform("any").to_numpy()
+    match = np.where(has_cg, conv_gemm, match)  # a conv with GEMM kernels: FLOPs to those only
+    frame["match"] = match
+    # executed FLOPs of an op whose kernels are Winograd (the smallest tile's factor; 1 otherwise)
+    factor = frame.groupby("own")["wino"].transform("min").fillna(1.0).to_numpy()
     any_match = frame.groupby("own")["match"].transform("any").to_numpy()
     fl_share_w = np.where(any_match, np.where(match, frame["dur"], 0.0), frame["dur"])
     frame["fw"] = fl_share_w
@@ -580,6 +613,6 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
         "event": kidx, "name": ev["name"].array.take(kidx), "dur_ns": ev["dur_ns"].to_numpy()[kidx],
         "op_event": w["event"].to_numpy()[own], "op_name": w["name"].array.take(own),
         "input_dims": w["input_dims"].array.take(own),
-        "flops": op_fl * fl_share_w / tot_f, "bytes": op_by * frame["dur"].to_numpy() / tot_d,
+        "flops": op_fl * factor * fl_share_w / tot_f, "bytes": op_by * frame["dur"].to_numpy() / tot_d,
         "kind": w["kind"].array.take(own), "dtype": w["dtype"].array.take(own), "step": steps,
     })
