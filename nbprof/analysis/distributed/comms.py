@@ -267,6 +267,18 @@ def collectives(trace: Trace) -> pd.DataFrame:
                 if queue:
                     k = queue.pop(0)
                     api_name[i], api_ts[i] = a_names[k], int(a_ts[k])
+    if ex["is_gpu"].any():
+        # kernels still without shapes: the ``nccl:<op>`` host annotation carrying the kernel's External id
+        # (Kineto links a kernel to its enclosing op so; traces without runtime calls have only this link)
+        ann = ev[pred.is_communication(ev, where="host") & ~pred.name_mask(ev["name"], _is_gloo)
+                 & (ev["external_id"] >= 0) & ev["input_dims"].notna()]
+        if len(ann):
+            by_ext = ann.drop_duplicates("external_id").set_index("external_id")
+            kext = ex["external_id"].to_numpy()
+            for i in np.flatnonzero(ex["is_gpu"].to_numpy()):
+                if api_dims[i] is None and kext[i] >= 0 and kext[i] in by_ext.index:
+                    row = by_ext.loc[kext[i]]
+                    api_dims[i], api_types[i] = row["input_dims"], row["input_types"]
     backend = ex["name"].astype(str).to_numpy()
     coll = []
     for i, b in enumerate(backend):
