@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import corpus_path
 
@@ -30,16 +31,21 @@ def test_gemm_formulas_hand_computed():
     # mm [8,16]x[16,32]: 2*8*16*32 = 8192 FLOPs; bytes (8*16 + 16*32 + 8*32) * 4 = 3584
     w = eff.work("aten::mm", [[8, 16], [16, 32]], [F, F])
     assert (w.flops, w.bytes, w.kind, w.dtype) == (8192, 3584, "gemm", "fp32")
-    # addmm: bias 32 adds 128 bytes, no FLOPs
+    # mm with an out= tensor [8,32]: the result is written once, not also read (issue 34: was 3584 + 1024)
+    w = eff.work("aten::mm", [[8, 16], [16, 32], [8, 32]], [F, F, F])
+    assert (w.flops, w.bytes) == (8192, 3584)
+    # addmm: bias 32 adds 128 bytes and one add per output element (8*32 = 256; TraceLens GEMM.flops_func);
+    # torch's profiler counts 2*m*k*n only: kept as torch_flops
     w = eff.work("aten::addmm", [[32], [8, 16], [16, 32], [], []], [F, F, F, "Scalar", "Scalar"])
-    assert (w.flops, w.bytes) == (8192, 3712)
+    assert (w.flops, w.bytes, w.torch_flops) == (8448, 3712, 8192)
     # bmm [3,4,5]x[3,5,6]: 2*3*4*5*6 = 720; bytes (60 + 90 + 72) * 2 (bf16) = 444
     w = eff.work("aten::bmm", [[3, 4, 5], [3, 5, 6]], [BF, BF])
     assert (w.flops, w.bytes, w.dtype) == (720, 444, "bf16")
     w = eff.work("aten::baddbmm", [[3, 4, 6], [3, 4, 5], [3, 5, 6], [], []], [F, F, F, "Scalar", "Scalar"])
-    assert w.flops == 720
-    # linear x[2,5,16] w[32,16]: 2*10*16*32 = 10240
-    assert eff.work("aten::linear", [[2, 5, 16], [32, 16], [32]], [F, F, F]).flops == 10240
+    assert (w.flops, w.torch_flops) == (720 + 72, 720)
+    # linear x[2,5,16] w[32,16] (+ bias [32]: 10*32 adds): 2*10*16*32 = 10240
+    assert eff.work("aten::linear", [[2, 5, 16], [32, 16]], [F, F]).flops == 10240
+    assert eff.work("aten::linear", [[2, 5, 16], [32, 16], [32]], [F, F, F]).flops == 10240 + 320
     # matmul with broadcast batch [2,1,4,5] @ [3,5,6] -> batch [2,3]: 2*6*4*5*6 = 1440
     assert eff.work("aten::matmul", [[2, 1, 4, 5], [3, 5, 6]], [F, F]).flops == 1440
     assert eff.work("aten::matmul", [[7], [7]], [F, F]).flops == 14
@@ -83,8 +89,16 @@ def test_attention_formulas_hand_computed():
 
 
 def test_elementwise_reduction_norm_softmax_embedding_hand_computed():
-    # torch's rule for aten::mul/add: numel of the first argument (16 for [1,16]*[8,16])
-    assert eff.work("aten::mul", [[1, 16], [8, 16]], [F, F]).flops == 16
+    # broadcast aten::mul/add: one FLOP per output element (128 for [1,16]*[8,16]); torch's profiler rule
+    # (numel of the first argument: 16) kept as torch_flops
+    w = eff.work("aten::mul", [[1, 16], [8, 16]], [F, F])
+    assert (w.flops, w.torch_flops) == (128, 16)
+    # copy_(dst, src): src read, dst written (not read): 128*2 + 128*4 for a bf16 -> fp32 copy, 0 FLOPs
+    w = eff.work("aten::copy_", [[8, 16], [8, 16], []], [F, BF, "Scalar"])
+    assert (w.flops, w.bytes) == (0, 128 * 2 + 128 * 4)
+    # reductions write their result: mean over dim [-1] of [4, 10] keepdim reads 40, writes 4 elements
+    w = eff.work("aten::mean", [[4, 10], [], [], []], [F, "ScalarList", "Scalar", ""], concrete=["", "[-1]", "True", ""])
+    assert (w.flops, w.bytes) == (40, (40 + 4) * 4)
     w = eff.work("aten::mul", [[8, 16], [8, 16]], [F, F])
     assert (w.flops, w.bytes) == (128, 3 * 128 * 4)
     # other elementwise: the broadcast output ([4,3] from [4,1] and [3])
@@ -147,10 +161,14 @@ def test_flops_equal_torch_on_cpu_profile(tmp_path):
     torch_flops = {(e.key, json.dumps(e.input_shapes)): e.flops for e in p.key_averages(group_by_input_shape=True)
                    if e.flops}
     assert len(torch_flops) >= 8
-    oe = eff.operator_efficiency(trace)
-    ours = {(r.name, r.input_dims): r.flops for r in oe.itertuples()}
+    w = eff.op_work(trace)
+    ours = w[~w["merged"]].groupby(["name", "input_dims"], observed=True)["torch_flops"].sum().to_dict()
     for key, f in torch_flops.items():
         assert ours[key] == f, key
+    oe = eff.operator_efficiency(trace)
+    # the roofline's flops: the broadcast [1,16]*[8,16] mul does 128 FLOPs per call (torch's rule: 16)
+    mul = oe[(oe["name"] == "aten::mul") & (oe["input_dims"] == "[[1, 16], [8, 16]]")]
+    assert (mul["flops"] / mul["count"]).tolist() == [128.0]
     kinds = set(oe["kind"])
     assert {"gemm", "conv", "elementwise", "optimizer"} <= kinds
     # the backward conv has a model too (2 x forward)
@@ -263,7 +281,7 @@ def _replay_check(path, max_elems=2e7):
     trace = nbprof.load(path)
     w = eff.op_work(trace)
     w = w[~w["merged"]]
-    ours = w.groupby(["name", "input_dims"])["flops"].sum().to_dict()
+    ours = w.groupby(["name", "input_dims"])["torch_flops"].sum().to_dict()
     checked = 0
     for k, f in expected.items():
         if f > 0:
@@ -387,10 +405,12 @@ def test_recorded_flops_argument_is_used_and_equals_the_model(tmp_path):
     w = eff.op_work(trace)
     rec = w[w["recorded_flops"].notna()]
     assert len(rec) == n >= 10
-    assert (rec["flops"] == rec["recorded_flops"]).all()
+    assert (rec["torch_flops"] == rec["recorded_flops"]).all()
     oe = eff.operator_efficiency(trace)
     r = oe[oe["recorded_flops"].notna()]
-    assert len(r) and (r["flops"] == r["recorded_flops"]).all()
+    tf = w[~w["merged"]].groupby(["name", "input_dims"], observed=True)["torch_flops"].sum()
+    assert len(r) and (r["recorded_flops"].to_numpy() == tf.reindex(pd.MultiIndex.from_frame(
+        r[["name", "input_dims"]])).to_numpy()).all()
 
 
 def test_advisor_efficiency_rule_on_h200_lm(tmp_path):

@@ -101,6 +101,7 @@ _ARG_COLS: list[tuple[str, str, str]] = [
     ("external_id", "External id", "int"), ("correlation", "correlation", "int"),
     ("seq", "Sequence number", "int"), ("fwd_tid", "Fwd thread id", "int"),
     ("input_dims", "Input Dims", "jsontext"), ("input_types", "Input type", "jsontext"),
+    ("concrete_inputs", "Concrete Inputs", "jsontext"),
     ("call_stack", "Call stack", "str"), ("module", "Module Hierarchy", "str"), ("flops", "flops", "float"),
     ("bytes", "bytes", "int"), ("grid", "grid", "grid"), ("block", "block", "grid"),
     ("registers", "registers per thread", "int"), ("shared_mem_bytes", "shared memory", "int"),

@@ -100,6 +100,7 @@ EVENT_COLUMNS: dict[str, tuple[str, str, str]] = {
     "fwd_tid": ("int64", "", "Fwd thread id (cpu_op of backward), -1 if none"),
     "input_dims": ("category", "", "record_shapes 'Input Dims' as compact text, e.g. [[32, 64], [64]]"),
     "input_types": ("category", "", "record_shapes 'Input type' as text"),
+    "concrete_inputs": ("category", "", "record_shapes 'Concrete Inputs' as text: scalar arguments (is_causal, stride), '' for tensors"),
     "call_stack": ("category", "", "with_stack 'Call stack' (frames separated by ';')"),
     "module": ("category", "", "with_modules 'Module Hierarchy'"),
     "flops": ("float64", "FLOP", "with_flops 'flops' of the op, NaN if not recorded"),

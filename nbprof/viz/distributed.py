@@ -242,6 +242,8 @@ def _text(tables: dict) -> str:
     bw = tables["bandwidth"]
     for r in bw[bw["busbw_bytes_per_s"].notna()].itertuples(index=False) if len(bw) else []:
         frac = "" if r.busbw_link_fraction != r.busbw_link_fraction else f" ({r.busbw_link_fraction:.0%} of {r.link})"
+        if not r.model_fits:  # above the link's peak: the link model does not describe this collective
+            frac += f" -- above the {r.tier} link's peak: the model does not fit (wrong link or tier, or in-network reduction)"
         lines.append(f"  rank {int(r.rank)} {r.collective} busbw {_gbps(float(r.busbw_bytes_per_s))}{frac}")
     return "\n".join(lines)
 

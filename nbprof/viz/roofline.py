@@ -92,6 +92,7 @@ def _build(tables: dict[str, Any], *, theme: str = "light", width: int = 1100) -
         "ratio": df["peak_ratio"].to_numpy(np.float64),
         "bound": [str(b) if b is not None else "unknown" for b in df["bound"]],
         "gbs": df["achieved_gb_per_s"].to_numpy(np.float64),
+        "above": ["yes: model or peak wrong" if f else "no" for f in (df["above_roof"] if "above_roof" in df else [False] * n)],
     }
     src = ColumnDataSource(data, name="nbprof_roofline_points")
     p = figure(width=width, height=480, x_axis_type="log", y_axis_type="log",
@@ -122,14 +123,23 @@ def _build(tables: dict[str, Any], *, theme: str = "light", width: int = 1100) -
         notes.append(f"roofs: {pk.key} ({pk.bytes_per_s / 1e9:.0f} GB/s); {truncate(pk.source, 200)}")
     else:
         notes.append(f"no roof drawn: {pk.note}")
+    data["marker"] = ["x" if f else "circle" for f in (df["above_roof"] if n and "above_roof" in df else [])]
+    src.data["marker"] = data["marker"]
     r = p.scatter("ai", "tflops", size="size", color="color", alpha=0.7, source=src, line_color="black",
-                  line_width=0.5)
+                  line_width=0.5, marker="marker")
     p.add_tools(HoverTool(renderers=[r], tooltips=[
         ("name", "@name"), ("shapes", "@shapes"), ("kind", "@kind"), ("time", "@time (@share{0.0%})"),
         ("achieved", "@tflops{0.000} TFLOP/s, @gbs{0.0} GB/s"), ("intensity", "@ai{0.00} FLOP/B"),
-        ("of roof", "@ratio{0.0%} (@bound bound)"),
+        ("of roof", "@ratio{0.0%} (@bound bound)"), ("above its roof", "@above"),
     ]))
-    status = Div(text=f"showing {n} of {tables['total']} {tables['level']} with a work model", name="nbprof_roofline_status")
+    flagged = int(df["above_roof"].sum()) if n and "above_roof" in df else 0
+    msg = f"showing {n} of {tables['total']} {tables['level']} with a work model"
+    if not tables["total"]:
+        msg += " (no operator has a work model: the trace has no recorded input shapes, record_shapes=True)"
+    if flagged:
+        msg += (f"; {flagged} above their roof (drawn as crosses): impossible rates, so the work model or the peak "
+                "does not fit them (operands served from cache, an algorithm doing fewer FLOPs than counted)")
+    status = Div(text=msg, name="nbprof_roofline_status", render_as_text=True)
     note = Div(text=" ".join(notes), render_as_text=True)
     apply_theme([p], "dark" if theme == "dark" else "light")
     lay = column(status, p, note)
@@ -145,6 +155,9 @@ def _text(tables: dict[str, Any]) -> str:
         r = df.iloc[0]
         head += (f"; longest {r['name']} {fmt_ns(float(r['time_ns']))}, "
                  f"{float(r['peak_ratio']):.1%} of its roof ({r['bound']} bound)")
+        flagged = int(df["above_roof"].sum()) if "above_roof" in df else 0
+        if flagged:
+            head += f"; {flagged} above their roof (the work model or the peak does not fit them)"
     return head
 
 

@@ -267,6 +267,18 @@ def collectives(trace: Trace) -> pd.DataFrame:
                 if queue:
                     k = queue.pop(0)
                     api_name[i], api_ts[i] = a_names[k], int(a_ts[k])
+    if ex["is_gpu"].any():
+        # kernels still without shapes: the ``nccl:<op>`` host annotation carrying the kernel's External id
+        # (Kineto links a kernel to its enclosing op so; traces without runtime calls have only this link)
+        ann = ev[pred.is_communication(ev, where="host") & ~pred.name_mask(ev["name"], _is_gloo)
+                 & (ev["external_id"] >= 0) & ev["input_dims"].notna()]
+        if len(ann):
+            by_ext = ann.drop_duplicates("external_id").set_index("external_id")
+            kext = ex["external_id"].to_numpy()
+            for i in np.flatnonzero(ex["is_gpu"].to_numpy()):
+                if api_dims[i] is None and kext[i] >= 0 and kext[i] in by_ext.index:
+                    row = by_ext.loc[kext[i]]
+                    api_dims[i], api_types[i] = row["input_dims"], row["input_types"]
     backend = ex["name"].astype(str).to_numpy()
     coll = []
     for i, b in enumerate(backend):
@@ -370,9 +382,17 @@ def collective_summary(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
 
 
 def busbw_vs_link(frame: pd.DataFrame | Trace | Sequence[Trace], link: str | None = None, *,
-                  peak_bytes_per_s: float | None = None,
-                  override: Any = None) -> pd.DataFrame:
-    """Bus bandwidth as a fraction of the link's peak (see :mod:`nbprof.analysis.links`).
+                  peak_bytes_per_s: float | None = None, override: Any = None, inter_link: str | None = None,
+                  gpus_per_node: int = 8) -> pd.DataFrame:
+    """Bus bandwidth as a fraction of the peak of the link it crossed (see :mod:`nbprof.analysis.links`).
+
+    A two-tier link model: a collective whose group fits in one node (``group_size <= gpus_per_node``)
+    runs over the intra-node link (``link``: NVLink, xGMI, PCIe); a larger group is bottlenecked by the
+    inter-node network (``inter_link``: the NIC, one per GPU as in rail-optimised clusters), whatever the
+    intra-node link (nccl-tests ``doc/PERFORMANCE.md``: busbw "should reflect the speed of the hardware
+    bottleneck"). A fraction above 1 means the model does not fit the measurement (a wrong link or tier,
+    in-network reduction such as NVLS/SHARP, nccl-tests#153, #312, or a duration that misses part of
+    the transfer): such rows have ``model_fits`` False and must not be read as a utilisation.
 
     Parameters
     ----------
@@ -380,26 +400,34 @@ def busbw_vs_link(frame: pd.DataFrame | Trace | Sequence[Trace], link: str | Non
         A frame with ``busbw_bytes_per_s`` (:func:`collectives` or :func:`collective_summary`), or traces
         (their :func:`collective_summary`).
     link : str, optional
-        A row of the link table (``nvlink4``, ``pcie5``, ``ib_ndr``, ``roce400``, ``xgmi_mi300x``...);
-        default :func:`~nbprof.analysis.links.guess_link` of the first trace (traces only).
+        The intra-node tier: a row of the link table (``nvlink4``, ``pcie5``, ``xgmi_mi300x``...); default
+        :func:`~nbprof.analysis.links.guess_link` of the first trace (traces only).
     peak_bytes_per_s : float, optional
-        Your own per-direction peak; wins over ``link``'s (``link`` is then only a label).
+        Your own per-direction peak of the intra-node tier; wins over ``link``'s (``link`` is then only a
+        label).
     override : mapping or path, optional
         Passed to :func:`~nbprof.analysis.links.link_peaks`.
+    inter_link : str, optional
+        The inter-node tier (``ib_ndr``, ``roce400``...); without it, rows of groups larger than a node
+        have NaN fractions (their bottleneck is unknown).
+    gpus_per_node : int, default 8
+        Ranks per node (HGX/DGX and MI300X platforms have 8): a group larger than this spans nodes.
 
     Returns
     -------
     pandas.DataFrame
         ``frame`` (for traces, :func:`collective_summary`: ``rank, collective, family, count, total_ns,
-        mean_ns, total_bytes, algbw_bytes_per_s, busbw_bytes_per_s, group_size``) plus ``link``,
-        ``link_peak_bytes_per_s``, ``busbw_link_fraction`` (busbw / peak),
-        ``achievable_bytes_per_s`` (peak x NCCL's achievable fraction, NaN for a user peak of an unknown
-        link) and ``busbw_achievable_fraction``. Without a link or peak the fractions are NaN.
+        mean_ns, total_bytes, algbw_bytes_per_s, busbw_bytes_per_s, group_size``) plus ``tier``
+        (``"intra-node"``/``"inter-node"``), ``link`` (that tier's link), ``link_peak_bytes_per_s``,
+        ``busbw_link_fraction`` (busbw / peak), ``achievable_bytes_per_s`` (peak x NCCL's achievable
+        fraction, NaN for a user peak of an unknown link), ``busbw_achievable_fraction`` and
+        ``model_fits`` (False where ``busbw_link_fraction`` > 1). Without a link or peak for a row's tier
+        its fractions are NaN (and ``model_fits`` True: nothing is claimed).
 
     Raises
     ------
     ValueError
-        Unknown link.
+        Unknown link or inter_link.
     """
     from .. import links as L
 
@@ -410,24 +438,37 @@ def busbw_vs_link(frame: pd.DataFrame | Trace | Sequence[Trace], link: str | Non
         if link is None and peak_bytes_per_s is None and ts:
             link = L.guess_link(ts[0])
         out = collective_summary(ts)
-    peak = ach = float("nan")
-    if link is not None:
-        t = L.link_peaks(override)
-        row = t[t["link"] == link]
-        if row.empty and peak_bytes_per_s is None:
-            msg = f"unknown link {link!r}; choose from {t['link'].tolist()} or pass peak_bytes_per_s"
-            raise ValueError(msg)
-        if len(row):
-            peak = float(row["peak_bytes_per_s"].iloc[0])
-            ach = float(row["achievable_bytes_per_s"].iloc[0])
-    if peak_bytes_per_s is not None:
-        frac = ach / peak if peak == peak and peak > 0 else float("nan")
-        peak = float(peak_bytes_per_s)
-        ach = peak * frac
+    table = L.link_peaks(override)
+
+    def tier_peaks(name: str | None, own: float | None) -> tuple[float, float]:
+        peak = ach = float("nan")
+        if name is not None:
+            row = table[table["link"] == name]
+            if row.empty and own is None:
+                msg = f"unknown link {name!r}; choose from {table['link'].tolist()} or pass peak_bytes_per_s"
+                raise ValueError(msg)
+            if len(row):
+                peak = float(row["peak_bytes_per_s"].iloc[0])
+                ach = float(row["achievable_bytes_per_s"].iloc[0])
+        if own is not None:
+            frac = ach / peak if peak == peak and peak > 0 else float("nan")
+            peak = float(own)
+            ach = peak * frac
+        return peak, ach
+
+    intra_peak, intra_ach = tier_peaks(link, peak_bytes_per_s)
+    inter_peak, inter_ach = tier_peaks(inter_link, None) if inter_link is not None else (float("nan"), float("nan"))
     bus = out["busbw_bytes_per_s"].astype(float) if "busbw_bytes_per_s" in out else pd.Series(float("nan"), index=out.index)
-    out["link"] = link
+    gs = out["group_size"].to_numpy(dtype=np.float64) if "group_size" in out else np.full(len(out), np.nan)
+    inter = gs > gpus_per_node
+    peak = np.where(inter, inter_peak, intra_peak)
+    ach = np.where(inter, inter_ach, intra_ach)
+    out["tier"] = np.where(inter, "inter-node", "intra-node")
+    out["link"] = np.where(inter, inter_link, link) if len(out) else pd.Series(dtype=object)
     out["link_peak_bytes_per_s"] = peak
-    out["busbw_link_fraction"] = bus / peak if peak == peak else float("nan")
-    out["achievable_bytes_per_s"] = ach
-    out["busbw_achievable_fraction"] = bus / ach if ach == ach else float("nan")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["busbw_link_fraction"] = bus.to_numpy() / peak
+        out["achievable_bytes_per_s"] = ach
+        out["busbw_achievable_fraction"] = bus.to_numpy() / ach
+    out["model_fits"] = ~(out["busbw_link_fraction"].to_numpy(dtype=np.float64) > 1.0)
     return out

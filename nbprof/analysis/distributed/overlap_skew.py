@@ -163,42 +163,35 @@ def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
 def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
     """Arrival skew of matched collectives across ranks.
 
-    The k-th call of a collective on one rank is matched with the k-th call of the same collective on
-    the others (collectives are issued in the same order on every rank of a group). Arrival is when
-    the rank *called* it (``api_start_abs_ns``; the execution start when the call is unknown), on the
-    absolute clock (``meta.origin_ns``, Kineto ``baseTimeNanoseconds``; clocks of different hosts are
-    assumed synchronised).
+    Instances and arrivals are :func:`nbprof.analysis.distributed.wait_transfer`'s (its one definition):
+    the k-th call of a collective in a process group on one rank is matched with the k-th on the others,
+    and a rank *arrives* when its collective starts executing (the NCCL kernel's start; the ``gloo:<op>``
+    annotation's), on the absolute clock (``meta.origin_ns``, Kineto ``baseTimeNanoseconds``; clocks of
+    different hosts assumed synchronised). The last rank to arrive is the one the others wait for.
 
     Returns
     -------
     pandas.DataFrame
-        ``collective, k, ranks, first_rank, last_rank, spread_ns`` (last minus first arrival) and one
-        ``lag_ns_r{R}`` column per rank (arrival minus the first arrival). Empty when fewer than two
-        ranks have an absolute origin.
+        ``collective, pg_name, k, ranks, first_rank, last_rank, spread_ns`` (last minus first arrival,
+        int64 ns) and one ``lag_ns_r{R}`` column per rank (arrival minus the first arrival). Only instances
+        seen on every rank compared; empty when fewer than two ranks have an absolute origin.
     """
-    frames = []
-    for t in traces:
-        if t.meta.origin_ns is None:
-            continue
-        c = collectives(t)
-        if c.empty:
-            continue
-        arr = np.where(c["api_start_abs_ns"] >= 0, c["api_start_abs_ns"], c["start_abs_ns"])
-        c = c.assign(arrival_ns=arr)
-        c["k"] = c.groupby("collective").cumcount()
-        frames.append(c[["rank", "collective", "k", "arrival_ns"]])
-    if len(frames) < 2:
-        return pd.DataFrame(columns=["collective", "k", "ranks", "first_rank", "last_rank", "spread_ns"])
-    a = pd.concat(frames, ignore_index=True)
-    piv = a.pivot_table(index=["collective", "k"], columns="rank", values="arrival_ns", aggfunc="first")
-    piv = piv.dropna()
-    if piv.empty:
-        return pd.DataFrame(columns=["collective", "k", "ranks", "first_rank", "last_rank", "spread_ns"])
-    vals = piv.to_numpy(dtype=np.float64)
+    from .waits import wait_transfer
+
+    cols = ["collective", "pg_name", "k", "ranks", "first_rank", "last_rank", "spread_ns"]
+    wt = wait_transfer(list(traces))
+    if wt.empty:
+        return pd.DataFrame(columns=cols)
+    piv = wt.pivot_table(index=["collective", "pg_name", "k"], columns="rank", values="arrival_abs_ns",
+                         aggfunc="first").dropna()
+    if piv.empty or piv.shape[1] < 2:
+        return pd.DataFrame(columns=cols)
+    vals = piv.to_numpy(dtype=np.int64)
     first = vals.min(axis=1)
     out = pd.DataFrame({
         "collective": piv.index.get_level_values(0),
-        "k": piv.index.get_level_values(1).astype(int),
+        "pg_name": piv.index.get_level_values(1),
+        "k": piv.index.get_level_values(2).astype(int),
         "ranks": vals.shape[1],
         "first_rank": piv.columns.to_numpy()[vals.argmin(axis=1)],
         "last_rank": piv.columns.to_numpy()[vals.argmax(axis=1)],
@@ -206,19 +199,22 @@ def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
     })
     for j, r in enumerate(piv.columns):
         out[f"lag_ns_r{int(r)}"] = (vals[:, j] - first).astype(np.int64)
-    return out.sort_values(["collective", "k"]).reset_index(drop=True)
+    return out.sort_values(["collective", "pg_name", "k"]).reset_index(drop=True)
 
 
-def skew(traces: Sequence[Trace], *, straggler_ratio: float = 0.5) -> pd.DataFrame:
-    """Per-rank skew and straggler ranks.
+def skew(traces: Sequence[Trace], *, recurrence: float = 0.5) -> pd.DataFrame:
+    """Per-rank skew, with the straggler verdict of :func:`nbprof.analysis.distributed.stragglers`.
+
+    Who is a straggler has one definition, :func:`~nbprof.analysis.distributed.stragglers`' (the rank
+    that causes the most of the others' wait, in more than ``recurrence`` of the steps); this frame
+    reports it beside the arrival statistics of :func:`collective_skew` (the same arrivals).
 
     Parameters
     ----------
     traces : sequence of Trace
         One per rank.
-    straggler_ratio : float
-        A rank is a straggler when it arrives last at more than this fraction of the matched collectives
-        and more than one rank is compared.
+    recurrence : float
+        Passed to :func:`~nbprof.analysis.distributed.stragglers`.
 
     Returns
     -------
@@ -226,11 +222,17 @@ def skew(traces: Sequence[Trace], *, straggler_ratio: float = 0.5) -> pd.DataFra
         ``rank, steps, step_mean_ns`` (ProfilerStep durations), ``step_mean_skew_ns`` (its mean step
         minus the fastest rank's), ``comm_ns, exposed_comm_ns`` (from :func:`overlap`),
         ``matched_collectives``, ``last_arrival_count``, ``last_arrival_ratio``, ``mean_lag_ns``
-        (mean arrival lag behind the first rank, see :func:`collective_skew`), ``straggler`` (bool).
+        (mean arrival lag behind the first rank, see :func:`collective_skew`), ``caused_wait_ns`` (the
+        others' wait at the instances it arrived last at, int64 ns), ``straggler`` (bool, from
+        :func:`~nbprof.analysis.distributed.stragglers`).
     """
+    from .waits import stragglers, wait_transfer
+
     traces = list(traces)
     ov = overlap(traces).set_index("rank")
+    wt = wait_transfer(traces)
     cs = collective_skew(traces)
+    sg = stragglers(wt, recurrence=recurrence).set_index("rank")
     rows = []
     for t in traces:
         ev = t.events
@@ -246,12 +248,14 @@ def skew(traces: Sequence[Trace], *, straggler_ratio: float = 0.5) -> pd.DataFra
             matched_collectives=nmatch, last_arrival_count=last,
             last_arrival_ratio=last / nmatch if nmatch else float("nan"),
             mean_lag_ns=float(cs[lagcol].mean()) if nmatch else float("nan"),
+            caused_wait_ns=int(sg.loc[r, "caused_wait_ns"]) if r in sg.index else 0,
+            straggler=bool(sg.loc[r, "straggler"]) if r in sg.index else False,
         ))
     df = pd.DataFrame(rows, columns=["rank", "steps", "step_mean_ns", "comm_ns", "exposed_comm_ns",
                                      "matched_collectives", "last_arrival_count", "last_arrival_ratio",
-                                     "mean_lag_ns"])
+                                     "mean_lag_ns", "caused_wait_ns", "straggler"])
     df.insert(3, "step_mean_skew_ns", df["step_mean_ns"] - df["step_mean_ns"].min())
-    df["straggler"] = (len(df) > 1) & (df["last_arrival_ratio"] > straggler_ratio)
+    df["straggler"] = df["straggler"].astype(bool)
     return df
 
 

@@ -60,6 +60,12 @@ def _p2p_intervals(trace: Trace) -> iv.Intervals:
     return iv.merge(s, e)
 
 
+def _no_pipeline(reason: str) -> pd.DataFrame:
+    out = pd.DataFrame(columns=_PP_COLUMNS)
+    out.attrs["reason"] = reason
+    return out
+
+
 def pipeline_bubbles(traces: Sequence[Trace], *, microbatches: int | None = None) -> pd.DataFrame:
     """Pipeline-parallel bubbles per stage (rank) and step, against the schedule's theory.
 
@@ -90,25 +96,30 @@ def pipeline_bubbles(traces: Sequence[Trace], *, microbatches: int | None = None
     pandas.DataFrame
         One row per rank and step: ``rank, step, window_ns, compute_ns, bubble_ns, p2p_wait_ns, idle_ns``
         (int64 ns; ``bubble_ns == p2p_wait_ns + idle_ns``), ``bubble_ratio = bubble_ns / window_ns``,
-        ``microbatches, stages, theory_ratio``. Steps present on every stage only; empty (with these
-        columns) with fewer than two stages with an absolute origin.
+        ``microbatches, stages, theory_ratio``. Steps present on every stage only. Empty (with these
+        columns) and the reason in ``attrs["reason"]`` when there is no pipeline to measure: fewer than
+        two stages with an absolute origin, or no pipeline-parallel pattern (no microbatch annotation
+        and no point-to-point send/recv on any rank: a data-parallel job's gaps are not pipeline bubbles).
     """
     ts = [t for t in traces if t.meta.origin_ns is not None]
     if len(ts) < 2:
-        return pd.DataFrame(columns=_PP_COLUMNS)
+        return _no_pipeline(f"{len(ts)} stage(s) with an absolute clock origin; a pipeline needs two")
+    found = [(t, *_microbatch_compute(t), _p2p_intervals(t)) for t in ts]
+    if not any(len(ann) or len(p2p[0]) for _t, ann, _b, p2p in found):
+        return _no_pipeline("no pipeline-parallel pattern: no microbatch annotation (Forward <i>/Backward <i>, "
+                            "PP:<s>F<i>) and no point-to-point send/recv on any of the "
+                            f"{len(ts)} ranks")
     p = len(ts)
     per: dict[int, dict[int, tuple[iv.Intervals, iv.Intervals, int]]] = {}
-    for t in ts:
+    for t, ann, blocking, p2p in found:
         o = int(t.meta.origin_ns or 0)
         ev = t.events
         steps = ev[pred.is_step_row(ev)]
-        ann, blocking = _microbatch_compute(t)
         if len(ann):  # the schedule's own microbatch annotations, less their blocking P2P
             comp = iv.subtract(iv.merge(ann["ts_ns"].to_numpy(np.int64),
                                         (ann["ts_ns"] + ann["dur_ns"]).to_numpy(np.int64)), blocking)
         else:
             comp = _compute_intervals(t, set())
-        p2p = _p2p_intervals(t)
         fwd = ann[ann["fwd"]]
         d: dict[int, tuple[iv.Intervals, iv.Intervals, int]] = {}
         for _, st in steps.iterrows():

@@ -6,22 +6,32 @@ traffic of the roofline model (Williams, Waterman, Patterson, "Roofline", CACM 2
 read once and the result written once):
 
 - ``aten::mm`` [n,m]x[m,p]: 2·n·m·p. Source: torch profiler ``computeFlops``
-  (``torch/csrc/profiler/util.cpp``), ``torch.utils.flop_counter.mm_flop``.
-- ``aten::addmm`` bias,[n,m],[m,p]: 2·n·m·p, the bias add not counted (same sources, ``addmm_flop``).
-- ``aten::bmm`` [b,n,m]x[b,m,p] and ``aten::baddbmm`` c,[b,n,m],[b,m,p]: 2·b·n·m·p (same sources,
-  ``bmm_flop`` / ``baddbmm_flop``).
-- ``aten::linear`` x[..., k], w[o, k]: 2·prod(x[:-1])·k·o (= the addmm/mm it calls); ``aten::matmul``:
-  mm/bmm after broadcasting the batch dims (``flop_counter``'s decomposition of matmul).
+  (``torch/csrc/profiler/util.cpp``), ``torch.utils.flop_counter.mm_flop``. Bytes: the two operands read,
+  the result written once (an ``out=`` tensor recorded as a third argument is that result, not an operand).
+- ``aten::addmm`` bias,[n,m],[m,p]: 2·n·m·p + n·p (the bias add, one FLOP per output element, as
+  TraceLens's ``GEMM.flops_func``; torch's ``addmm_flop`` leaves it out: ``torch_flops``).
+- ``aten::bmm`` [b,n,m]x[b,m,p]: 2·b·n·m·p; ``aten::baddbmm`` c,[b,n,m],[b,m,p]: 2·b·n·m·p + b·n·p
+  (same sources, ``bmm_flop`` / ``baddbmm_flop``, the bias add as addmm).
+- ``aten::linear`` x[..., k], w[o, k] (, b[o]): 2·prod(x[:-1])·k·o (+ prod(x[:-1])·o with a bias) (= the
+  addmm/mm it calls); ``aten::matmul``: mm/bmm after broadcasting the batch dims (``flop_counter``'s
+  decomposition of matmul).
 - convolution forward: 2·N·C_out·prod(out spatial)·(C_in/groups)·prod(kernel)
   (``flop_counter.conv_flop_count``; torch profiler's conv2d rule).
 - ``aten::convolution_backward``: 2 × forward (grad input + grad weight; ``flop_counter.conv_backward_flop``).
 - scaled-dot-product / flash attention, q [B,H,L,E], k [B,H,S,E], v [B,H,S,Ev]: forward
   2·B·H·L·S·E + 2·B·H·L·S·Ev (``flop_counter.sdpa_flop_count``), backward 2 × forward
-  (``sdpa_backward_flop_count``); causal halves both (FlashAttention, Dao et al. 2022, §4 benchmarks).
-- ``aten::mul`` / ``aten::add``: numel of the *first* argument (exactly torch profiler's
-  ``computeFlops`` rule: broadcasting is not counted); other elementwise ops: numel of the broadcast
-  output (1 FLOP per output element, the roofline convention); ``copy_``/``fill_``/dropout: 0.
-- reductions (sum, mean, amax, ...): numel of the input.
+  (``sdpa_backward_flop_count``); causal halves both (FlashAttention, Dao et al. 2022, §4 benchmarks;
+  TraceLens's ``SDPA.flops_func``). Causality is the recorded ``is_causal`` (``custom_mask_type`` of the
+  ``_efficient_attention_*`` kernels), a ``Concrete Inputs`` value the loader keeps; torch's
+  ``flop_counter`` ignores it (``torch_flops``: the full count).
+- elementwise ops (``aten::mul``/``add`` included): numel of the broadcast output (1 FLOP per output
+  element, the roofline convention); bytes: the inputs read, the output written. torch profiler's
+  ``computeFlops`` counts ``aten::mul``/``add`` as the numel of the *first* argument (a broadcast first
+  argument is undercounted, by 9,000× on the Qwen trace's RoPE ``mul``): kept as ``torch_flops``.
+  ``copy_(dst, src)``/``fill_``/dropout: 0 FLOPs; ``copy_`` reads ``src`` and writes ``dst`` (each in its
+  own dtype; the destination is not read), ``fill_`` writes only.
+- reductions (sum, mean, amax, ...): numel of the input; bytes: the input read, the result written (its
+  size from the recorded ``dim`` concrete input; one element without one).
 - softmax / log_softmax (forward and backward): 5·numel (max, sub, exp, sum, div per element:
   Ivanov et al., "Data Movement Is All You Need", MLSys 2021).
 - layer / batch / group norm: 5·numel forward (mean, var, sub, mul, affine), 8·numel backward; RMS norm
@@ -33,16 +43,16 @@ read once and the result written once):
   ``_foreach_*``: numel of the first list.
 
 Where torch counts FLOPs itself (``with_flops=True``: ``FunctionEvent.flops`` / ``key_averages``,
-the Kineto ``flops`` argument of older exporters) the rows above reproduce its number exactly (the
-``aten::mul``/``add`` rule included); ``tests/test_analysis_efficiency.py`` checks it on CPU
-profiles and on the recorded shapes of real GPU traces. torch's conv2d rule needs the ``stride``/
-``padding`` that only Kineto's ``Concrete Inputs`` hold, which the loader drops; nbprof takes the
+the Kineto ``flops`` argument of older exporters) ``op_work``'s ``torch_flops`` reproduces its number
+exactly (``flops`` differs only where noted above); ``tests/test_analysis_efficiency.py`` checks it on
+CPU profiles and on the recorded shapes of real GPU traces, ``tests/peers/test_peer_tracelens.py``
+checks ``flops``/``bytes`` against TraceLens's perf-model CSVs. For the conv2d rule nbprof takes the
 output's spatial size from the first op whose first input is the output (``[N, C_out, ...]``):
 a descendant (the output's ``resize_``/``add_``/...), else one of the next few ops of the thread
 (its consumer: batch_norm, relu; 2021 traces have no output op inside the conv). The result is
 torch's number (groups included); a conv whose output is not found has no model (and no row).
-Causality, the backward ``output_mask`` and optimizer flags are concrete inputs too: attention is
-counted non-causal and conv backward with both gradients, as ``torch.utils.flop_counter`` does.
+The backward ``output_mask`` and optimizer flags are not read: conv backward is counted with both
+gradients, as ``torch.utils.flop_counter`` does.
 
 Totals (steps, MFU) count each event's work once: an event whose ancestor in the host call tree
 already has a model (``aten::linear`` over ``aten::addmm``) is not counted again (``counted``).

@@ -162,7 +162,12 @@ def peaks(trace: Trace | None = None, *, device: int = 0, custom: Mapping[str, A
             result.note = (f"device {name!r} is not in the peak table; pass peaks(custom={{'key': ...}}) or "
                            "custom TFLOP/s and bandwidth_gbs")
     else:
-        result.note = "the trace records no deviceProperties (a CPU-only trace?): peaks unknown"
+        if trace is not None and trace.has_device:
+            # Kineto wrote deviceProperties only from torch 1.9 (2021): older GPU traces have none
+            result.note = ("the trace records no deviceProperties (Kineto before torch 1.9 did not write them) "
+                           "although it has device activity: peaks unknown; pass peaks(custom={'key': ...})")
+        else:
+            result.note = "the trace records no deviceProperties and no device activity (a CPU-only trace): peaks unknown"
     for c in _PEAK_DTYPES:
         if c in custom:
             result.flops_per_s[c] = float(custom[c]) * 1e12

@@ -14,7 +14,7 @@ from .work_models import kernel_work, op_work
 
 #: Columns :func:`operator_efficiency` / :func:`kernel_efficiency` add.
 EFFICIENCY_COLUMNS = ["flops", "bytes", "achieved_tflops_per_s", "achieved_gb_per_s", "arithmetic_intensity",
-                      "peak_tflops_per_s", "peak_gb_per_s", "peak_ratio", "bound"]
+                      "peak_tflops_per_s", "peak_gb_per_s", "peak_ratio", "bound", "above_roof"]
 
 
 # ------------------------------------------------------------------------------------------- frames
@@ -44,6 +44,9 @@ def _add_rates(df: pd.DataFrame, time_ns: np.ndarray, kinds: np.ndarray, dtypes:
                      np.where(ai >= ridge, "compute", "memory").astype(object))
     bound = np.where((fl <= 0) & (by > 0) & ~np.isnan(ridge), "memory", bound)
     df["bound"] = pd.Series(bound, index=df.index, dtype=object)
+    # an achieved rate above its peak is impossible: the work model or the peak is wrong for this row
+    with np.errstate(invalid="ignore"):
+        df["above_roof"] = (fl / (t * 1e-9) > peak * (1 + 1e-9)) | (by / (t * 1e-9) > bw * (1 + 1e-9))
 
 
 def _time_column(trace: Trace, frame: pd.DataFrame) -> tuple[np.ndarray, str]:
@@ -72,14 +75,19 @@ def operator_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_o
         ``total_device_ns``, ``host_mem_bytes``, ``self_host_mem_bytes``, ``device_mem_bytes``,
         ``self_device_mem_bytes``, ``avg_host_ns``, ``avg_device_ns``; its ``flops`` renamed
         ``recorded_flops``: torch's own count, NaN where not recorded), then ``flops`` (FLOP over all
-        calls, float64: torch's where recorded, else the model),
+        calls, float64: the work model's where there is one, else torch's recorded count; they differ
+        only where torch's rule undercounts, a broadcast ``aten::mul``/``add`` and causal attention,
+        and the bias add of ``addmm``),
         ``bytes`` (bytes moved over all calls), ``kind``, ``dtype``, ``time_ns`` (the time the rates use:
         ``total_device_ns`` on a device trace, else ``total_host_ns``), ``achieved_tflops_per_s``
         (10^12 FLOP/s), ``achieved_gb_per_s`` (10^9 bytes/s), ``arithmetic_intensity`` (FLOP/byte),
         ``peak_tflops_per_s``, ``peak_gb_per_s``, ``peak_ratio`` (achieved / roofline at this
         intensity, 0..1; the bandwidth ratio for zero-FLOP ops), ``bound`` (``compute`` when the
         intensity is at or above the ridge point peak/bandwidth, else ``memory``; None when the peaks
-        are unknown). Sorted by ``time_ns`` descending.
+        are unknown), ``above_roof`` (bool: the achieved FLOP/s above the compute peak or the bytes/s
+        above the memory bandwidth -- impossible, so the work model or the peak does not fit this row:
+        operands served from cache rather than DRAM, an algorithm doing fewer FLOPs than the model counts;
+        never a utilisation to read). Sorted by ``time_ns`` descending.
     """
     pk = peaks_ if peaks_ is not None else peaks(trace)
     summ = operator_summary(trace, group_by="shapes").rename(columns={"flops": "recorded_flops"})
@@ -92,7 +100,8 @@ def operator_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_o
     else:
         out = summ.assign(model_flops=np.nan, bytes=np.nan, kind=None, dtype=None)
     rec = out["recorded_flops"].to_numpy(dtype=np.float64)
-    out["flops"] = np.where(np.isnan(rec), out["model_flops"].to_numpy(dtype=np.float64), rec)
+    model = out["model_flops"].to_numpy(dtype=np.float64)
+    out["flops"] = np.where(np.isnan(model), rec, model)
     out = out.drop(columns=["model_flops"])
     if modelled_only:
         out = out[out["kind"].notna()].reset_index(drop=True)
@@ -114,7 +123,7 @@ def kernel_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_onl
         ``dtype``, ``op_name`` and ``input_dims`` (of the launching op that contributed most), and the
         rate columns of :func:`operator_efficiency` computed over ``total_ns``: ``achieved_tflops_per_s``,
         ``achieved_gb_per_s``, ``arithmetic_intensity``, ``peak_tflops_per_s``, ``peak_gb_per_s``,
-        ``peak_ratio``, ``bound``. Sorted by ``total_ns`` descending.
+        ``peak_ratio``, ``bound``, ``above_roof``. Sorted by ``total_ns`` descending.
     """
     pk = peaks_ if peaks_ is not None else peaks(trace)
     summ = kernel_summary(trace)
@@ -147,7 +156,9 @@ def step_mfu(trace: Trace, *, peaks_: Peaks | None = None, dtype: str | None = N
         One row per step: ``step``, ``step_ns`` (the ``ProfilerStep#N`` duration), ``model_flops``,
         ``hardware_flops`` (FLOP), ``dtype`` (the peak column: ``dtype`` if given, else the dtype of
         most matrix FLOPs), ``peak_tflops_per_s``, ``mfu`` (model_flops / (step_ns·1e-9 · peak)),
-        ``hfu`` (hardware_flops / (step_ns·1e-9 · peak)). NaN ratios when the peaks are unknown.
+        ``hfu`` (hardware_flops / (step_ns·1e-9 · peak)). NaN ratios when the peaks are unknown; NaN FLOPs
+        and ratios when no operator of the trace has a work model (recorded without ``record_shapes``:
+        the work is unknown, not zero).
     """
     pk = peaks_ if peaks_ is not None else peaks(trace)
     ev = trace.events
@@ -168,8 +179,10 @@ def step_mfu(trace: Trace, *, peaks_: Peaks | None = None, dtype: str | None = N
     hf = w.groupby("step")["flops"].sum() if len(w) else pd.Series(dtype=float)
     out = pd.DataFrame({"step": snum.astype(np.int64), "step_ns": sdur.astype(np.int64)})
     out = out.groupby("step", as_index=False)["step_ns"].max()
-    out["model_flops"] = out["step"].map(mf).fillna(0.0).astype(np.float64)
-    out["hardware_flops"] = out["step"].map(hf).fillna(0.0).astype(np.float64)
+    # no modelled op at all (recorded without record_shapes): the FLOPs are unknown, not zero
+    fill = 0.0 if len(w) else np.nan
+    out["model_flops"] = out["step"].map(mf).fillna(fill).astype(np.float64)
+    out["hardware_flops"] = out["step"].map(hf).fillna(fill).astype(np.float64)
     out["dtype"] = dtype
     out["peak_tflops_per_s"] = peak / 1e12
     secs = out["step_ns"].to_numpy(dtype=np.float64) * 1e-9

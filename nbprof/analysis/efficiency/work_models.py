@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,13 +38,16 @@ _DTYPE_PEAK = {
 
 @dataclass(frozen=True)
 class Work:
-    """Work of one call: ``flops`` (FLOP), ``bytes`` (bytes moved), ``kind`` (gemm, conv, attention,
-    elementwise, reduction, norm, softmax, embedding, optimizer) and ``dtype`` (peak-table column)."""
+    """Work of one call: ``flops`` (FLOP executed: the roofline's numerator), ``bytes`` (bytes moved),
+    ``kind`` (gemm, conv, attention, elementwise, reduction, norm, softmax, embedding, optimizer),
+    ``dtype`` (peak-table column) and ``torch_flops`` (torch profiler's own count where its rule differs
+    from ``flops``: the broadcast ``aten::mul``/``add`` and causal attention; None where equal)."""
 
     flops: float
     bytes: float
     kind: str
     dtype: str
+    torch_flops: float | None = field(default=None, repr=False, compare=False)
 
 
 def _prod(xs: Sequence[int]) -> int:
@@ -89,6 +92,18 @@ _ELEMENTWISE = frozenset([
     "minimum", "reciprocal", "erf", "hardtanh", "leaky_relu", "elu", "masked_fill", "addcmul", "addcdiv", "lerp",
     "mish", "sign", "floor", "ceil", "round", "fill", "copy", "dropout", "native_dropout", "native_dropout_backward",
 ])
+
+
+#: tensor inputs of elementwise ops (their ``native_functions.yaml`` schemas); a further recorded tensor is the
+#: ``out=`` result (``clamp_min(self, min, *, out)`` records three shapes), written once, not also read
+_EW_INPUTS = {
+    **dict.fromkeys(("neg", "abs", "exp", "exp2", "log", "log2", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh",
+                     "sigmoid", "relu", "gelu", "silu", "clamp_min", "clamp_max", "reciprocal", "erf", "hardtanh",
+                     "leaky_relu", "elu", "mish", "sign", "floor", "ceil", "round"), 1),
+    **dict.fromkeys(("threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
+                     "maximum", "minimum"), 2),
+    **dict.fromkeys(("where", "addcmul", "addcdiv"), 3),
+}
 
 
 _REDUCTIONS = frozenset(["sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "var", "std", "argmax", "argmin", "logsumexp"])
@@ -168,16 +183,43 @@ def sdpa_flops(q: Sequence[int], k: Sequence[int], v: Sequence[int], *, causal: 
     return f // 2 if causal else f
 
 
+#: position of ``is_causal`` (``custom_mask_type`` for the ``_efficient_attention_*`` kernels: non-zero is a
+#: causal mask) among the recorded arguments of each attention op (their ``native_functions.yaml`` schemas)
+_CAUSAL_ARG = {
+    "scaled_dot_product_attention": 5, "_scaled_dot_product_flash_attention": 4,
+    "_scaled_dot_product_efficient_attention": 6, "_scaled_dot_product_cudnn_attention": 6,
+    "_flash_attention_forward": 8, "_efficient_attention_forward": 9,
+    "_scaled_dot_product_flash_attention_for_cpu": 4, "_scaled_dot_product_attention_math": 5,
+    "_scaled_dot_product_flash_attention_backward": 11, "_scaled_dot_product_efficient_attention_backward": 11,
+    "_scaled_dot_product_cudnn_attention_backward": 14, "_flash_attention_backward": 11,
+    "_efficient_attention_backward": 14, "_scaled_dot_product_flash_attention_for_cpu_backward": 7,
+}
+
+
+def _is_causal(base: str, concrete: Sequence[Any]) -> bool:
+    """The recorded ``is_causal`` (``True``) or ``custom_mask_type`` (non-zero) of an attention call."""
+    i = _CAUSAL_ARG.get(base, -1)
+    if not 0 <= i < len(concrete):
+        return False
+    v = str(concrete[i]).strip()
+    return v == "True" or (v.isdigit() and int(v) != 0)
+
+
+#: GEMMs: number of leading tensor arguments that are operands (a further tensor is the ``out=`` result)
+_GEMM_OPERANDS = {"mm": 2, "addmm": 3, "bmm": 2, "baddbmm": 3}
+
+
 def work(name: str, dims: Sequence[Any], types: Sequence[Any], *,
-         out_shape: Sequence[int] | None = None) -> Work | None:
-    """The work of one call of operator ``name`` with argument shapes ``dims`` and types ``types``
-    (``Input Dims`` / ``Input type`` as recorded), or None when no model applies.
+         out_shape: Sequence[int] | None = None, concrete: Sequence[Any] = ()) -> Work | None:
+    """The work of one call of operator ``name`` with argument shapes ``dims``, types ``types`` and
+    concrete (scalar) inputs ``concrete`` (``Input Dims`` / ``Input type`` / ``Concrete Inputs`` as
+    recorded), or None when no model applies.
 
     ``out_shape`` is the output shape where the recorded arguments do not determine it (forward
     convolution: ``[N, C_out, *spatial]``). Formulas and sources: module docstring.
 
     >>> work("aten::addmm", [[32], [8, 16], [16, 32], [], []], ["float"] * 3 + ["Scalar"] * 2)
-    Work(flops=8192.0, bytes=3712.0, kind='gemm', dtype='fp32')
+    Work(flops=8448.0, bytes=3712.0, kind='gemm', dtype='fp32')
     """
     ts = _tensors(dims, types)
     if not ts:
@@ -188,7 +230,13 @@ def work(name: str, dims: Sequence[Any], types: Sequence[Any], *,
     in_bytes = float(sum(_nbytes(s, t) for s, t in ts))
 
     def gemm(f: int, out: Sequence[int], dt: str) -> Work:
-        return Work(float(f), in_bytes + _nbytes(out, dt), "gemm", _DTYPE_PEAK.get(dt, "fp32"))
+        # operands read once, the result written once: an ``out=`` tensor is the result, not an operand;
+        # addmm / baddbmm also add the bias (one FLOP per output element; torch counts only 2·m·k·n)
+        ops = ts[:_GEMM_OPERANDS.get(b, len(ts))]
+        rd = float(sum(_nbytes(s, t) for s, t in ops))
+        bias = _prod(out) if b in ("addmm", "baddbmm") or (b == "linear" and len(ts) >= 3) else 0
+        return Work(float(f + bias), rd + _nbytes(out, dt), "gemm", _DTYPE_PEAK.get(dt, "fp32"),
+                    torch_flops=float(f) if bias else None)
 
     shapes = [s for s, _ in ts]
     try:
@@ -241,36 +289,60 @@ def work(name: str, dims: Sequence[Any], types: Sequence[Any], *,
             return Work(float(f), float(byts), "conv", peak_dt)
         if b in _BLHE:
             shapes = [_bhle(x) if len(x) == 4 else x for x in shapes]
+        causal = _is_causal(b, concrete)
         if b in _SDPA_FWD and len(ts) >= 3:
             q, k, v = shapes[0], shapes[1], shapes[2]
             out = [*q[:-1], v[-1]]
-            return Work(float(sdpa_flops(q, k, v)), in_bytes + _nbytes(out, dt0), "attention", peak_dt)
+            f = sdpa_flops(q, k, v, causal=causal)
+            return Work(float(f), in_bytes + _nbytes(out, dt0), "attention", peak_dt,
+                        torch_flops=float(sdpa_flops(q, k, v)) if causal else None)
         if b in _SDPA_BWD and len(ts) >= 4:
             # grad_out, q, k, v, (out, logsumexp, ...): grads of q, k, v written
             q, k, v = shapes[1], shapes[2], shapes[3]
             byts = in_bytes + _nbytes(q, dt0) + _nbytes(k, dt0) + _nbytes(v, dt0)
-            return Work(float(sdpa_flops(q, k, v, backward=True)), float(byts), "attention", peak_dt)
-        if b in ("mul", "add") and name.startswith("aten::"):
-            # torch profiler computeFlops: numel of the first argument (broadcasting not counted)
-            out = _broadcast(shapes)
-            return Work(float(_prod(shapes[0])), in_bytes + _nbytes(out, dt0), "elementwise", "fp32")
+            f = sdpa_flops(q, k, v, causal=causal, backward=True)
+            return Work(float(f), float(byts), "attention", peak_dt,
+                        torch_flops=float(sdpa_flops(q, k, v, backward=True)) if causal else None)
+        if b == "copy" and len(ts) >= 2:
+            # copy_(self, src): src read, self (the destination) written, each in its own dtype
+            return Work(0.0, float(_nbytes(*ts[1]) + _nbytes(*ts[0])), "elementwise", "fp32")
+        if b == "fill":
+            # fill_(self, value): self written only
+            return Work(0.0, float(_nbytes(*ts[0])), "elementwise", "fp32")
         if b in _ELEMENTWISE:
+            n_in = _EW_INPUTS.get(b, len(ts))
+            if len(ts) > n_in and shapes[n_in] == _broadcast(shapes[:n_in]):  # an out= result
+                ts, shapes = ts[:n_in], shapes[:n_in]
+                in_bytes = float(sum(_nbytes(s, t) for s, t in ts))
             out = _broadcast(shapes)
-            f = 0 if b in ("copy", "fill", "dropout") else _prod(out)
-            return Work(float(f), in_bytes + _nbytes(out, dt0), "elementwise", "fp32")
+            f = 0 if b == "dropout" else _prod(out)
+            # torch profiler computeFlops for aten::mul / aten::add: numel of the first argument (a
+            # broadcast first argument is undercounted); kept as ``torch_flops`` for parity
+            tf = float(_prod(shapes[0])) if b in ("mul", "add") and name.startswith("aten::") else None
+            return Work(float(f), in_bytes + _nbytes(out, dt0), "elementwise", "fp32",
+                        torch_flops=tf if tf is not None and tf != f else None)
         if b in _REDUCTIONS:
-            return Work(float(_prod(shapes[0])), in_bytes, "reduction", "fp32")
+            # input read, result written: its numel from the recorded ``dim`` (a concrete input) where present
+            x = shapes[0]
+            red = _parse(str(concrete[1])) if len(concrete) > 1 and str(concrete[1]).startswith("[") else None
+            if red and all(isinstance(d, int) and -len(x) <= d < len(x) for d in red):
+                gone = {d % len(x) for d in red}
+                out_n = _prod([n for i, n in enumerate(x) if i not in gone])
+            else:
+                out_n = 1
+            return Work(float(_prod(x)), float((_prod(x) + out_n) * DTYPE_BYTES.get(dt0, 4)), "reduction", "fp32")
         if b in ("softmax", "_softmax", "log_softmax", "_log_softmax", "_softmax_backward_data",
                  "_log_softmax_backward_data"):
             ne = _prod(shapes[0])
             return Work(5.0 * ne, in_bytes + _nbytes(shapes[0], dt0), "softmax", "fp32")
         if b in ("layer_norm", "native_layer_norm", "batch_norm", "native_batch_norm", "_batch_norm_impl_index",
-                 "cudnn_batch_norm", "group_norm", "native_group_norm", "_native_batch_norm_legit",
+                 "cudnn_batch_norm", "miopen_batch_norm", "group_norm", "native_group_norm", "_native_batch_norm_legit",
                  "_native_batch_norm_legit_no_training", "instance_norm"):
             ne = _prod(shapes[0])
             return Work(5.0 * ne, in_bytes + _nbytes(shapes[0], dt0), "norm", "fp32")
         if b in ("native_layer_norm_backward", "native_batch_norm_backward", "cudnn_batch_norm_backward",
-                 "native_group_norm_backward", "batch_norm_backward"):
+                 "miopen_batch_norm_backward", "native_group_norm_backward", "batch_norm_backward",
+                 "_fused_rms_norm_backward"):
             ne = _prod(shapes[0])
             return Work(8.0 * ne, in_bytes + _nbytes(shapes[0], dt0), "norm", "fp32")
         if b in ("rms_norm", "_fused_rms_norm"):
@@ -335,13 +407,16 @@ def op_work(trace: Trace) -> pd.DataFrame:
         ``name``, ``input_dims`` (torch's ``key_averages`` shape key), ``flops`` (FLOP, float64),
         ``bytes`` (bytes moved, float64), ``kind``, ``dtype`` (peak-table column),
         ``recorded_flops`` (torch's ``flops`` argument where the trace has it, else NaN),
+        ``torch_flops`` (torch profiler's rule for this call: equal to ``flops`` except a broadcast
+        ``aten::mul``/``add``, where torch counts the first argument's numel, and causal attention, which
+        torch counts in full),
         ``counted`` (True when no ancestor already has a model: sum only these for totals),
         ``step``, ``merged`` (folded into a same-name parent by torch's ``key_averages``).
         Empty (same columns) without ``record_shapes``.
     """
     ev = trace.events
     cols = ["event", "tree", "name", "input_dims", "flops", "bytes", "kind", "dtype", "recorded_flops",
-            "counted", "step", "merged"]
+            "torch_flops", "counted", "step", "merged"]
     if "input_dims" not in ev:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     tree = host_call_tree(trace)
@@ -349,10 +424,13 @@ def op_work(trace: Trace) -> pd.DataFrame:
     names = ev["name"].astype(object).to_numpy()[evi]
     dims_c = ev["input_dims"].cat
     types_c = ev["input_types"].cat if "input_types" in ev else None
+    conc_c = ev["concrete_inputs"].cat if "concrete_inputs" in ev else None
     dcode = dims_c.codes.to_numpy()[evi]
     tcode = types_c.codes.to_numpy()[evi] if types_c is not None else np.full(len(evi), -1)
+    ccode = conc_c.codes.to_numpy()[evi] if conc_c is not None else np.full(len(evi), -1)
     dcats = [str(c) for c in dims_c.categories]
     tcats = [str(c) for c in types_c.categories] if types_c is not None else []
+    ccats = [str(c) for c in conc_c.categories] if conc_c is not None else []
     parent = tree["parent"].to_numpy()
     cats = tree["cat"].astype(object).to_numpy()
     found: dict[int, Work] = {}
@@ -360,14 +438,15 @@ def op_work(trace: Trace) -> pd.DataFrame:
     # one model evaluation per distinct (name, dims, types), broadcast to the rows (vectorised key)
     rows = np.flatnonzero((cats == "cpu_op") & (dcode >= 0))
     ncode = pd.factorize(names[rows])[0].astype(np.int64)
-    key = (ncode * (len(dcats) + 1) + dcode[rows]) * (len(tcats) + 2) + (tcode[rows] + 1)
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    key = np.stack([ncode, dcode[rows], tcode[rows], ccode[rows]], axis=1) if len(rows) else \
+        np.zeros((0, 4), dtype=np.int64)
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
     per_key: list[Work | None] = []
     for f in first:
         i = int(rows[f])
         dims = _parse(dcats[dcode[i]])
         types = _parse(tcats[tcode[i]]) if tcode[i] >= 0 else []
-        wk = work(names[i], dims, types)
+        wk = work(names[i], dims, types, concrete=_parse(ccats[ccode[i]]) if ccode[i] >= 0 else [])
         per_key.append(wk if wk is not None else _optimizer_work(names[i], dims, types))
     conv_key = [wk is None and _base(str(names[rows[f]])) in ("conv1d", "conv2d", "conv3d", "convolution",
                                                                "_convolution") for f, wk in zip(first, per_key,
@@ -435,17 +514,26 @@ def op_work(trace: Trace) -> pd.DataFrame:
         "kind": pd.Categorical([w.kind for w in ws]),
         "dtype": pd.Categorical([w.dtype for w in ws]),
         "recorded_flops": rec[idx].astype(np.float64),
+        "torch_flops": np.array([w.flops if w.torch_flops is None else w.torch_flops for w in ws], dtype=np.float64),
         "counted": counted[idx],
         "step": steps[idx],
         "merged": tree["merged"].to_numpy()[idx],
     })
 
 
+_GEMM_KERNEL = r"gemm|cutlass|xmma|Cijk|matmul|nvjet|wgmma"
 _KIND_KERNEL_RE = {
-    "gemm": re.compile(r"gemm|cutlass|xmma|Cijk|matmul|nvjet|wgmma", re.IGNORECASE),
+    "gemm": re.compile(_GEMM_KERNEL, re.IGNORECASE),
     "conv": re.compile(r"conv|cudnn|winograd|implicit|dgrad|wgrad|fprop|miopen", re.IGNORECASE),
     "attention": re.compile(r"flash|fmha|attention|attn", re.IGNORECASE),
 }
+#: a convolution that launches GEMM kernels computes in them (im2col, non-fused Winograd's batched GEMMs);
+#: its other kernels (``winogradForwardData4x4``, ``im2col``) only transform data
+_CONV_GEMM_RE = re.compile(_GEMM_KERNEL, re.IGNORECASE)
+#: cuDNN's Winograd kernels name their output tile: F(m x m, 3 x 3) multiplies (m+2)^2 per m^2 outputs where
+#: the direct convolution multiplies 9·m^2 (Lavin & Gray, "Fast Algorithms for Convolutional Neural
+#: Networks", CVPR 2016): the executed FLOPs are (m+2)^2 / (9·m^2) of the model's
+_WINOGRAD_TILE_RE = re.compile(r"winograd\w*?(\d)x\1", re.IGNORECASE)
 
 
 @per_trace
@@ -457,7 +545,8 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     pandas.DataFrame
         One row per kernel event with a modelled launching op: ``event`` (row in ``trace.events``),
         ``name``, ``dur_ns``, ``op_event`` (the modelled op's row), ``op_name``, ``input_dims``,
-        ``flops``, ``bytes`` (shares; they sum to the op's work), ``kind``, ``dtype``, ``step``.
+        ``flops``, ``bytes`` (shares; they sum to the op's work, FLOPs times the executed fraction for a
+        Winograd convolution), ``kind``, ``dtype``, ``step``.
     """
     ev = trace.events
     cols = ["event", "name", "dur_ns", "op_event", "op_name", "input_dims", "flops", "bytes", "kind", "dtype",
@@ -503,7 +592,15 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     wk = w["kind"].astype(object).to_numpy()[own]
     match = np.array([bool(_KIND_KERNEL_RE[k].search(str(nm))) if k in _KIND_KERNEL_RE else True
                       for k, nm in zip(wk, kname, strict=True)])
-    frame = pd.DataFrame({"own": own, "dur": np.maximum(dur, 1.0), "match": match})
+    conv_gemm = np.array([k == "conv" and bool(_CONV_GEMM_RE.search(str(nm))) for k, nm in zip(wk, kname, strict=True)])
+    tile = [_WINOGRAD_TILE_RE.search(str(nm)) if k == "conv" else None for k, nm in zip(wk, kname, strict=True)]
+    wino = np.array([(int(m.group(1)) + 2) ** 2 / (9 * int(m.group(1)) ** 2) if m else np.nan for m in tile])
+    frame = pd.DataFrame({"own": own, "dur": np.maximum(dur, 1.0), "match": match, "cg": conv_gemm, "wino": wino})
+    has_cg = frame.groupby("own")["cg"].transform("any").to_numpy()
+    match = np.where(has_cg, conv_gemm, match)  # a conv with GEMM kernels: FLOPs to those only
+    frame["match"] = match
+    # executed FLOPs of an op whose kernels are Winograd (the smallest tile's factor; 1 otherwise)
+    factor = frame.groupby("own")["wino"].transform("min").fillna(1.0).to_numpy()
     any_match = frame.groupby("own")["match"].transform("any").to_numpy()
     fl_share_w = np.where(any_match, np.where(match, frame["dur"], 0.0), frame["dur"])
     frame["fw"] = fl_share_w
@@ -516,6 +613,6 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
         "event": kidx, "name": ev["name"].array.take(kidx), "dur_ns": ev["dur_ns"].to_numpy()[kidx],
         "op_event": w["event"].to_numpy()[own], "op_name": w["name"].array.take(own),
         "input_dims": w["input_dims"].array.take(own),
-        "flops": op_fl * fl_share_w / tot_f, "bytes": op_by * frame["dur"].to_numpy() / tot_d,
+        "flops": op_fl * factor * fl_share_w / tot_f, "bytes": op_by * frame["dur"].to_numpy() / tot_d,
         "kind": w["kind"].array.take(own), "dtype": w["dtype"].array.take(own), "step": steps,
     })

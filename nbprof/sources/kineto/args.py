@@ -22,7 +22,8 @@ from .structs import _EMPTY_RAW, _NAN, _Int, _Num
 
 # The ``args`` keys nbprof keeps: attribute -> (JSON key, type, default). Which keys a category
 # carries (formats.md §4.2): host ops (cpu_op, user_annotation, old ``Operator``): External id,
-# Sequence number, Fwd thread id, Input Dims/type, Call stack, Module Hierarchy, flops, collective
+# Sequence number, Fwd thread id, Input Dims/type, Concrete Inputs (scalar arguments such as
+# ``is_causal``, stride, padding: the work models need them), Call stack, Module Hierarchy, flops, collective
 # fields (record_param_comms); runtime calls: External id, correlation (ROCm's hipLaunchKernel also
 # grid/block/shared memory; Triton launches a "grid" string); device ops: External id, correlation,
 # device, stream, bytes, grid, block, registers, shared memory, occupancy, blocks per SM, NCCL
@@ -38,6 +39,7 @@ _ARG_SPEC: dict[str, tuple[str, Any, Any]] = {
     "fwd_tid": ("Fwd thread id", _Int, -1),
     "input_dims": ("Input Dims", msgspec.Raw, _EMPTY_RAW),
     "input_types": ("Input type", msgspec.Raw, _EMPTY_RAW),
+    "concrete_inputs": ("Concrete Inputs", msgspec.Raw, _EMPTY_RAW),
     "call_stack": ("Call stack", str | None, None),
     "module": ("Module Hierarchy", str | None, None),
     "flops": ("flops", _Num, _NAN),
@@ -78,6 +80,7 @@ _FIELDS: dict[str, list[tuple[str, str, str]]] = {
     "host op": [
         ("external_id", "external_id", "int"), ("seq", "seq", "int"), ("fwd_tid", "fwd_tid", "int"),
         ("input_dims", "input_dims", "raw"), ("input_types", "input_types", "raw"),
+        ("concrete_inputs", "concrete_inputs", "raw"),
         ("call_stack", "call_stack", "str"), ("module", "module", "str"), ("flops", "flops", "float"),
         ("collective", "collective", "str"), ("in_nelems", "msg_in_nelems", "int"),
         ("out_nelems", "msg_out_nelems", "int"), ("group_size", "group_size", "int"),
@@ -146,7 +149,7 @@ _ARG_ONE_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {g: msgspec.json.Decod
 
 _ARG_COLUMNS = {
     "external_id": "int", "correlation": "int", "device": "int", "stream": "int", "seq": "int", "fwd_tid": "int",
-    "input_dims": "raw", "input_types": "raw", "call_stack": "str", "module": "str", "flops": "float",
+    "input_dims": "raw", "input_types": "raw", "concrete_inputs": "raw", "call_stack": "str", "module": "str", "flops": "float",
     "bytes": "int", "grid": "raw", "block": "raw", "registers": "int", "shared_mem_bytes": "int",
     "occupancy_ratio": "float", "blocks_per_sm": "float", "collective": "str", "msg_in_nelems": "int", "msg_out_nelems": "int",
     "group_size": "int", "dtype": "str", "pg_name": "str",

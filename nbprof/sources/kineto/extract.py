@@ -221,6 +221,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
         "fwd_tid": cols["fwd_tid"],
         "input_dims": cols["input_dims"],
         "input_types": cols["input_types"],
+        "concrete_inputs": cols["concrete_inputs"],
         "call_stack": cols["call_stack"],
         "module": cols["module"],
         "flops": cols["flops"],

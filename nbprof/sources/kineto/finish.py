@@ -20,7 +20,8 @@ from .times import _timeline
 # events-table categoricals: column -> text of each unique value (None: str(), missing stays missing)
 _CAT_TRANSFORMS: dict[str, Any] = {
     "name": None, "cat": _canon_cat, "ph": None, "input_dims": _compact_json_text,
-    "input_types": _compact_json_text, "call_stack": None, "module": None, "grid": _compact_json_text,
+    "input_types": _compact_json_text, "concrete_inputs": _compact_json_text, "call_stack": None, "module": None,
+    "grid": _compact_json_text,
     "block": _compact_json_text, "collective": None, "dtype": None, "pg_name": None,
 }
 
