@@ -64,7 +64,8 @@ def test_peak_breakdown_adds_up(snap):
 
 
 def test_leak_found_at_the_leaking_line(snap):
-    # scripts/gpu_capture.py as of 22dab87 (the version that made data/gpu), line 115, appends logits.detach().clone() (8*64*512 fp32 = 1 MiB) every step, 6 steps
+    # scripts/gpu_capture.py as of 22dab87 (it made data/gpu), line 115, appends logits.detach().clone()
+    # (8*64*512 fp32 = 1 MiB) every step, 6 steps
     leaks = ms.leak_suspects(snap)
     top = leaks.iloc[0]
     assert top["top_user_frame"] == "<module> (gpu_capture.py:115)"
