@@ -294,6 +294,28 @@ def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[s
     return out.iloc[:keep].reset_index(drop=True)
 
 
+def step_times(trace: Trace, *, steady: bool = False) -> np.ndarray:
+    """THE step time: the duration of each :func:`step_windows` window (``end_ns - start_ns``, int64 ns, time
+    order). Every comparison, gate, view and verdict takes step durations from here.
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    steady : bool, default False
+        Only the steady-state steps (:func:`steady_state`: warm-up steps left out).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 ns, one per step; empty when the trace has no host events.
+    """
+    if steady:
+        s = steady_state(trace)
+        return np.asarray(s.loc[~s["skipped"], "step_ns"].to_numpy(np.int64), dtype=np.int64)
+    w = step_windows(trace)
+    return np.asarray((w["end_ns"] - w["start_ns"]).to_numpy(np.int64), dtype=np.int64)
+
+
 @per_trace
 def step_breakdown(trace: Trace, *, legacy_tb_plugin: bool = False) -> pd.DataFrame:
     """Per-step time breakdown with priority counting (TensorBoard plugin Overview semantics).
