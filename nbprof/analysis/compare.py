@@ -106,8 +106,8 @@ def compare(a: Trace, b: Trace) -> Comparison:
         ``operators``, ``kernels``, ``steps``, ``breakdown`` DataFrames of deltas ``b - a``;
         see ``Comparison``. Operator numbers are ``operators.operator_summary``'s (torch
         ``key_averages`` semantics), kernel numbers ``kernels.kernel_summary``'s, step times
-        ``steps.step_times`` (the ``steps.step_windows`` durations, as the breakdown's ``step_ns``), the breakdown ``steps.breakdown_average`` of
-        ``steps.step_breakdown`` (torch-tb-profiler Overview semantics).
+        ``steps.step_times`` (the ``steps.step_windows`` durations, as the breakdown's ``step_ns``), the
+        breakdown ``steps.breakdown_average`` of ``steps.step_breakdown`` (torch-tb-profiler Overview semantics).
     """
     notes: list[str] = []
     ops = _merge(operator_summary(a), operator_summary(b), ["name", "cat"], _OP_METRICS)

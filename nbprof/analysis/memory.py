@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.model import Trace
 from .operators import host_call_tree

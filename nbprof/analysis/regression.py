@@ -3,8 +3,8 @@
 Method
 ------
 Each trace gives a distribution of per-step times (:func:`nbprof.analysis.steps.step_times`, int64 ns: the step
-windows, from ``ProfilerStep#N`` or, without it, from the iterations :mod:`nbprof.trace.iterations` detects). The statistic (median by default,
-or mean) of each side is compared as the ratio ``candidate / baseline``; its uncertainty is a percentile
+windows, from ``ProfilerStep#N`` or, without it, from the iterations :mod:`nbprof.trace.iterations` detects).
+The statistic (median by default, or mean) of each side is compared as the ratio ``candidate / baseline``; its uncertainty is a percentile
 bootstrap interval (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13): ``resamples``
 times, each side is resampled with replacement independently (its own size), the statistic is recomputed on
 both resamples and their ratio kept; the interval is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2``
@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-
 
 __all__ = ["RegressionCheck", "check_regression", "STATISTICS"]
 
