@@ -260,7 +260,8 @@ def _threshold(text: str) -> float:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     """Compare per-step times of two traces (bootstrap interval); exit 1 on a regression beyond the threshold."""
-    from .analysis.regression import check_regression, step_times
+    from .analysis.regression import check_regression
+    from .analysis.steps import step_times
     from .results.cli_render import check_markdown
 
     pos = list(args.traces)
@@ -269,9 +270,21 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if pos or not base or not cand:
         raise _CliError("give two traces: --baseline A --candidate B (or nbprof check A B)")
     thr = _threshold(args.max_regress)
+    ta, tb = _load("check", base), _load("check", cand)
+    if not args.allow_different_hardware:
+        ha, hb = _hardware(ta), _hardware(tb)
+        if ha != hb:
+            raise _CliError(f"the runs differ in hardware: baseline {ha[0]} x{ha[1]} ranks, candidate {hb[0]} x{hb[1]} "
+                            "ranks; step times of different devices or world sizes are not a regression check "
+                            "(--allow-different-hardware compares them anyway)")
     try:
-        a = step_times(_load("check", base), skip=args.skip)
-        b = step_times(_load("check", cand), skip=args.skip)
+        a, b = step_times(ta), step_times(tb)
+        for path, v in ((base, a), (cand, b)):
+            if not len(v):
+                raise ValueError(f"{path}: no host events, so no step times to compare")
+            if args.skip >= len(v):
+                raise ValueError(f"{path}: --skip {args.skip} leaves none of its {len(v)} steps")
+        a, b = a[args.skip:], b[args.skip:]
         res = check_regression(a, b, max_regress=thr, statistic=args.statistic, confidence=args.confidence,
                                resamples=args.resamples, seed=args.seed)
     except ValueError as exc:
@@ -283,6 +296,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
         _note(f"nbprof check: regression: step time {args.statistic} x{res.ratio:.3f} "
               f"(interval {res.ci_low:.3f}-{res.ci_high:.3f}) exceeds --max-regress {args.max_regress}")
     return 1 if res.failed else 0
+
+
+def _hardware(trace: Any) -> tuple[str, int]:
+    """(device names, world size) of a trace: what two runs must share for their step times to be compared."""
+    names = sorted(str(d.get("name", "")) for d in (trace.meta.device_properties or []))
+    return (", ".join(names) if names else "no GPU", int(getattr(trace.meta, "world_size", 1) or 1))
 
 
 # ------------------------------------------------------------------------------------------------------ export
@@ -457,7 +476,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     c = sub.add_parser("check", help="CI gate: fail (exit 1) when the candidate's step time regressed",
                        description="Noise-aware step-time comparison: percentile bootstrap interval of the ratio of "
                        "the per-step time median (or mean), candidate / baseline, with a fixed seed; exit 1 when "
-                       "the interval's lower bound exceeds --max-regress (see nbprof.analysis.regression).")
+                       "the interval's lower bound exceeds --max-regress; 'inconclusive' (exit 0, with the smallest "
+                       "detectable change) when the interval is too wide to rule such a slowdown out; exit 2 for "
+                       "runs of different devices or world sizes (see nbprof.analysis.regression).")
     c.add_argument("traces", nargs="*", metavar="TRACE", help="baseline and candidate, when not given as options")
     c.add_argument("--baseline", "-a", default=None, metavar="A", help="the reference trace")
     c.add_argument("--candidate", "-b", default=None, metavar="B", help="the trace to check")
@@ -467,6 +488,8 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     c.add_argument("--confidence", type=float, default=0.95, metavar="C", help="interval level (default 0.95)")
     c.add_argument("--resamples", type=int, default=10_000, metavar="N", help="bootstrap resamples (default 10000)")
     c.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap (default 0)")
+    c.add_argument("--allow-different-hardware", action="store_true",
+                   help="compare runs of different devices or world sizes (refused by default: exit 2)")
     c.add_argument("-f", "--format", choices=("markdown", "json"), default="markdown",
                    help="markdown (default, for a CI job summary) or json")
     c.add_argument("-o", "--output", default=None, metavar="FILE", help="write the summary to FILE instead of stdout")

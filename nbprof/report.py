@@ -114,6 +114,9 @@ class Artefacts:
     #: per input): a pickle in the report's private temporary folder, or a :class:`nbprof.scale.TraceCache` entry
     trace_cache: str = ""
     compare_cache: str = ""
+    #: ``nbprof.merge`` of ``nsys_report`` and ``trace`` (one run, two sources), merged once by :func:`build_report`
+    #: and handed over like ``trace_cache``: the verdict and step 1 show this one trace ("" when not merged)
+    merged_cache: str = ""
     #: path -> Trace already loaded (by :func:`run_workload`): :func:`validate_inputs` takes it instead of a second parse
     preloaded: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -122,6 +125,7 @@ class Artefacts:
         return {
             "trace_cache": self.trace_cache,
             "compare_cache": self.compare_cache,
+            "merged_cache": self.merged_cache,
             "trace": self.trace,
             "compare_trace": self.compare_trace,
             "nsys_report": self.nsys_report,
@@ -386,11 +390,12 @@ def load_input(path: str, cache_entry: str = "") -> Any:
     return tr
 
 
-def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "") -> None:
-    """The report's first section, displayed from its kernel: the verdict and the ranked findings of ``trace``
-    (else of ``nsys_report``) as HTML marked for :func:`build_report` (``metadata.nbprof_verdict``).
+def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", merged_cache: str = "") -> None:
+    """The report's first section, displayed from its kernel: the verdict and the ranked findings of the merged
+    trace when :func:`build_report` merged ``nsys_report`` and ``trace`` (``merged_cache``), else of ``trace``
+    (else of ``nsys_report``), as HTML marked for :func:`build_report` (``metadata.nbprof_verdict``).
 
-    Computed on the Trace the steps below use (:func:`load_input`), so ``advise`` runs once for the page.
+    Computed on the Trace step 1 below shows (:func:`load_input`), so ``advise`` runs once for the page.
     """
     from IPython.display import HTML, display
 
@@ -398,7 +403,10 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "") -> 
     from .analysis.verdict import verdict
     from .results.verdict import verdict_html
 
-    tr = load_input(trace, trace_cache) if trace else load_input(nsys_report) if nsys_report else None
+    if merged_cache:
+        tr = load_input(trace, merged_cache)
+    else:
+        tr = load_input(trace, trace_cache) if trace else load_input(nsys_report) if nsys_report else None
     if tr is None:
         return
     html = verdict_html(verdict(tr), advisor.advise(tr), zoom=lambda f: evidence.finding_window(tr, f))
@@ -518,7 +526,13 @@ def build_report(
         names = list(notebooks or [nb for nb, _ in NOTEBOOKS])
         first = loaded.get("trace") or loaded.get("nsys_report")
         if loaded.get("trace") is not None and loaded.get("nsys_report") is not None:
-            first = _merged_or(loaded["nsys_report"], loaded["trace"])  # one run, two sources: one verdict
+            # one run, two sources: merged once, here; the verdict and step 1 both show this merged trace
+            first = _merged_or(loaded["nsys_report"], loaded["trace"])
+            if first is not loaded["trace"]:
+                handoff = cache_dir / f"merged{_HANDOFF_SUFFIX}"
+                with open(handoff, "wb") as fh:
+                    pickle.dump(first, fh, protocol=pickle.HIGHEST_PROTOCOL)
+                art.merged_cache = str(handoff)
         if notebooks is None and not (art.ds_traces or art.ds_log or report_has_collectives(first)):
             names = [nb for nb in names if not nb.startswith("04_")]
             art.notes.append("step 4 (distributed) left out: no collectives, no per-rank traces, no DeepSpeed log")
@@ -551,7 +565,7 @@ def build_report(
         html = combine_html(executed, title=title, notes=art.notes, verdict=verdict_block)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
-        art.trace_cache = art.compare_cache = ""
+        art.trace_cache = art.compare_cache = art.merged_cache = ""
     if target_file is not None:
         atomic_write(target_file, html, overwrite=overwrite)
         shutil.rmtree(folder, ignore_errors=True)
@@ -584,7 +598,7 @@ def _merged_notebook(src: Path, names: Sequence[str], with_verdict: bool) -> Any
                 # the report's own first cell: sortable tables (itables) and the verdict
                 code = "from nbprof.results.table import use_datatables\nuse_datatables(static_views)\n"
                 if with_verdict:
-                    code += "from nbprof.report import report_verdict\nreport_verdict(trace, trace_cache, nsys_report)\n"
+                    code += "from nbprof.report import report_verdict\nreport_verdict(trace, trace_cache, nsys_report, merged_cache)\n"
                 v = nbformat.v4.new_code_cell(code)
                 v.metadata[_STEP_KEY] = names[0]
                 v.metadata[_VERDICT_KEY] = True

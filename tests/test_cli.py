@@ -248,9 +248,10 @@ def test_check_json_same_trace_and_improvement_pass():
     r = nbprof("check", TRACE, TRACE, "--format", "json")
     assert r.returncode == 0
     doc = json.loads(r.stdout)
-    assert (doc["verdict"], doc["ratio"], doc["failed"]) == ("no significant change", 1.0, False)
-    assert doc["ci_low"] < 1 < doc["ci_high"] and doc["baseline_steps_ns"] == [4159186, 3673572, 3766659]
-    assert doc["notes"] == ["the baseline has 3 steps: the interval is coarse (profile more steps for a firmer answer)",
+    # a trace against itself passes, but its 3 steps' spread cannot rule out a 5% slowdown: inconclusive, not ok
+    assert (doc["verdict"], doc["ratio"], doc["failed"]) == ("inconclusive", 1.0, False)
+    assert doc["ci_low"] < 1 < 1.05 < doc["ci_high"] and doc["baseline_steps_ns"] == [4159186, 3673572, 3766659]
+    assert doc["notes"][1:] == ["the baseline has 3 steps: the interval is coarse (profile more steps for a firmer answer)",
                             "the candidate has 3 steps: the interval is coarse (profile more steps for a firmer answer)"]
     r = nbprof("check", "-a", SLOW, "-b", FAST, "-f", "json")
     assert r.returncode == 0 and json.loads(r.stdout)["verdict"] == "improvement"
@@ -258,12 +259,31 @@ def test_check_json_same_trace_and_improvement_pass():
 
 def test_check_is_noise_aware_and_deterministic():
     """CPU CNN with 0 vs 2 DataLoader workers: the 2-worker run's first step (43 ms warm-up) and its spread make
-    a 37% median difference not significant at 5%; the same call gives the same interval (fixed seed)."""
+    a 37% median difference impossible to call at 5% -- "inconclusive", never "ok" -- with the smallest change
+    these steps can detect; the same call gives the same interval (fixed seed)."""
     a, b = DATA / "cpu" / "cnn_nw2.pt.trace.json.gz", DATA / "cpu" / "cnn_nw0.pt.trace.json.gz"
     outs = [nbprof("check", "-a", a, "-b", b, "-f", "json") for _ in range(2)]
     assert outs[0].returncode == 0 and outs[0].stdout == outs[1].stdout
     doc = json.loads(outs[0].stdout)
-    assert doc["verdict"] == "no significant change" and round(doc["ratio"], 3) == 1.374 and doc["ci_low"] < 1.05
+    assert doc["verdict"] == "inconclusive" and round(doc["ratio"], 3) == 1.374 and doc["ci_low"] < 1.05
+    assert doc["ci_high"] > 1.05 and doc["failed"] is False
+    mdc = doc["min_detectable_change"]
+    assert mdc == pytest.approx((doc["ci_high"] - doc["ci_low"]) / (2 * doc["ratio"])) and mdc > 0.05
+    assert any(f"about {100 * mdc:.0f}% or more can be detected" in n for n in doc["notes"])
+    md = nbprof("check", "-a", a, "-b", b).stdout
+    assert md.startswith("### nbprof check: inconclusive (cannot tell: smallest detectable change about")
+    assert "(ok)" not in md
+
+
+def test_check_refuses_runs_of_different_hardware():
+    """A V100 trace against a CPU-only one: exit 2 with the reason, unless --allow-different-hardware."""
+    gpu = corpus_path("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz")
+    cpu = DATA / "cpu" / "cnn_nw0.pt.trace.json.gz"
+    r = nbprof("check", gpu, cpu)
+    assert r.returncode == 2 and "the runs differ in hardware: baseline Tesla V100" in r.stderr
+    assert "candidate no GPU x1 ranks" in r.stderr and "--allow-different-hardware" in r.stderr
+    r = nbprof("check", gpu, cpu, "--allow-different-hardware", "-f", "json")
+    assert r.returncode in (0, 1) and json.loads(r.stdout)["baseline_steps_ns"][0] == 187948000
 
 
 def test_check_usage_errors():

@@ -190,6 +190,16 @@ def test_report_step1_uses_the_merged_trace(pair, tmp_path):
     # the page's verdict block ranks the advisor findings of the merged trace: the data-wait chain names the
     # preprocessing in the dataset's __getitem__
     assert "in the DataLoader" in text and "__getitem__" in text
+    # merged once, in the parent: the first screen (the verdict block, before step 1) is computed on the trace
+    # step 1 shows -- its data-wait chain finding is only in the merged trace, not in the Kineto one
+    import html as html_mod
+
+    from nbprof.analysis import advisor
+
+    chain = [f for f in advisor.advise(nbprof.load(list(pair))) if f.rule == "data_stall_chain"]
+    assert chain and not [f for f in advisor.advise(nbprof.load(kineto_path)) if f.rule == "data_stall_chain"]
+    first_screen = text[: text.index("Step 1 - System view")] if "Step 1 - System view" in text else text
+    assert html_mod.escape(chain[0].title) in first_screen or chain[0].title in first_screen
 
 
 def test_kernel_anchors_recover_a_known_offset_and_drift():

@@ -13,9 +13,9 @@ import pandas as pd
 from ..trace.model import Trace
 from .kernels import kernel_summary
 from .operators import operator_summary
-from .steps import BREAKDOWN_COLUMNS, breakdown_average, step_breakdown
+from .steps import BREAKDOWN_COLUMNS, breakdown_average, step_breakdown, step_times
 
-__all__ = ["Comparison", "compare", "step_times", "step_waterfall", "WATERFALL_COLUMNS"]
+__all__ = ["Comparison", "compare", "step_waterfall", "WATERFALL_COLUMNS"]
 
 _OP_METRICS = ["count", "self_host_ns", "total_host_ns", "self_device_ns", "total_device_ns"]
 _KERNEL_METRICS = ["instances", "total_ns", "avg_ns"]
@@ -75,14 +75,6 @@ def _merge(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], metrics: list[str]
     return m[cols]
 
 
-def step_times(trace: Trace) -> np.ndarray:
-    """Durations (ns) of the host ``ProfilerStep#N`` ranges in time order; empty when none."""
-    from .memory import _step_ranges
-
-    st = _step_ranges(trace)
-    return np.asarray((st["end_ns"] - st["start_ns"]).to_numpy(np.int64), dtype=np.int64)
-
-
 def _step_stats(trace: Trace) -> dict[str, float]:
     d = step_times(trace)
     if len(d) == 0:
@@ -114,8 +106,8 @@ def compare(a: Trace, b: Trace) -> Comparison:
         ``operators``, ``kernels``, ``steps``, ``breakdown`` DataFrames of deltas ``b - a``;
         see ``Comparison``. Operator numbers are ``operators.operator_summary``'s (torch
         ``key_averages`` semantics), kernel numbers ``kernels.kernel_summary``'s, step times
-        the host ``ProfilerStep#N`` durations, the breakdown ``steps.breakdown_average`` of
-        ``steps.step_breakdown`` (torch-tb-profiler Overview semantics).
+        ``steps.step_times`` (the ``steps.step_windows`` durations, as the breakdown's ``step_ns``), the
+        breakdown ``steps.breakdown_average`` of ``steps.step_breakdown`` (torch-tb-profiler Overview semantics).
     """
     notes: list[str] = []
     ops = _merge(operator_summary(a), operator_summary(b), ["name", "cat"], _OP_METRICS)
@@ -128,7 +120,7 @@ def compare(a: Trace, b: Trace) -> Comparison:
         notes.append("neither trace has kernels: the kernel comparison is empty")
     sa, sb = _step_stats(a), _step_stats(b)
     if not sa["steps"] or not sb["steps"]:
-        notes.append("a trace has no ProfilerStep ranges: step statistics are NaN for it (total_ns still compared)")
+        notes.append("a trace has no host events, so no steps: step statistics are NaN for it (total_ns still compared)")
     steps = _side_by_side(sa, sb)
     breakdown = _side_by_side(breakdown_average(step_breakdown(a)), breakdown_average(step_breakdown(b)))
     return Comparison(operators=ops, kernels=kern, steps=steps, breakdown=breakdown, notes=notes)

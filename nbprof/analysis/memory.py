@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.model import Trace
 from .operators import host_call_tree
@@ -208,22 +207,14 @@ def largest_allocations(trace: Trace, n: int = 10) -> pd.DataFrame:
 
 
 def _step_ranges(trace: Trace) -> pd.DataFrame:
-    ev = trace.events
-    st = ev.loc[pred.is_step_row(ev), ["ts_ns", "dur_ns", "name"]]
-    if st.empty:
-        return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype=np.int64)
-    out = pd.DataFrame(
-        {
-            "step": [pred.step_number(x) for x in st["name"]],
-            "start_ns": st["ts_ns"].to_numpy(),
-            "end_ns": (st["ts_ns"] + st["dur_ns"]).to_numpy(),
-        }
-    )
-    return out.drop_duplicates("step").sort_values("start_ns").reset_index(drop=True)
+    """``step``, ``start_ns``, ``end_ns`` of :func:`nbprof.analysis.steps.step_windows` (the one step definition)."""
+    from .steps import step_windows
+
+    return step_windows(trace)[["step", "start_ns", "end_ns"]].astype(np.int64)
 
 
 def growth_by_step(trace: Trace) -> pd.DataFrame:
-    """Allocated bytes at the start and end of every ``ProfilerStep``, per device.
+    """Allocated bytes at the start and end of every step (:func:`nbprof.analysis.steps.step_windows`), per device.
 
     Returns
     -------

@@ -2,9 +2,9 @@
 
 Method
 ------
-Each trace gives a distribution of per-step times (``step_ns`` of :func:`nbprof.analysis.steps.step_breakdown`,
-int64 ns; a trace without ``ProfilerStep`` ranges is one whole-window step). The statistic (median by default,
-or mean) of each side is compared as the ratio ``candidate / baseline``; its uncertainty is a percentile
+Each trace gives a distribution of per-step times (:func:`nbprof.analysis.steps.step_times`, int64 ns: the step
+windows, from ``ProfilerStep#N`` or, without it, from the iterations :mod:`nbprof.trace.iterations` detects).
+The statistic (median by default, or mean) of each side is compared as the ratio ``candidate / baseline``; its uncertainty is a percentile
 bootstrap interval (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13): ``resamples``
 times, each side is resampled with replacement independently (its own size), the statistic is recomputed on
 both resamples and their ratio kept; the interval is the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2``
@@ -13,7 +13,11 @@ default), so a check gives the same interval on the same inputs every time.
 
 Verdict: ``"regression"`` when the interval's lower bound of the slowdown (``ci_low - 1``) exceeds
 ``max_regress`` (the candidate is slower by more than the threshold even in the most favourable case),
-``"improvement"`` when its upper bound is below ``-max_regress``, otherwise ``"no significant change"``. With
+``"improvement"`` when its upper bound is below ``-max_regress``, ``"no significant change"`` when the upper
+bound stays within ``max_regress`` (a slowdown beyond the threshold is ruled out), otherwise ``"inconclusive"``:
+the interval is too wide for these steps to tell (e.g. a +40 % median over 6 vs 6 noisy steps). The result also
+gives ``min_detectable_change``: the interval's half-width relative to the ratio, the smallest change these
+step counts and this noise can resolve. With
 one step on a side there is no spread to resample: that side's statistic is fixed and the interval reflects
 the other side's noise only (``notes`` says so).
 """
@@ -25,9 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..trace.model import Trace
-
-__all__ = ["RegressionCheck", "step_times", "check_regression", "STATISTICS"]
+__all__ = ["RegressionCheck", "check_regression", "STATISTICS"]
 
 STATISTICS = ("median", "mean")
 
@@ -49,7 +51,10 @@ class RegressionCheck:
     max_regress : float
         Threshold on the slowdown (0.05 = 5 %).
     verdict : str
-        ``"regression"``, ``"improvement"`` or ``"no significant change"``.
+        ``"regression"``, ``"improvement"``, ``"no significant change"`` or ``"inconclusive"``.
+    min_detectable_change : float
+        ``(ci_high - ci_low) / (2 * ratio)``: the interval's half-width as a fraction of the ratio (0.2 = a change
+        smaller than about 20 % is lost in these steps' noise).
     baseline_steps_ns, candidate_steps_ns : list of int
         The per-step times used (ns), in step order.
     """
@@ -70,6 +75,7 @@ class RegressionCheck:
     baseline: str = ""
     candidate: str = ""
     notes: list[str] = field(default_factory=list)
+    min_detectable_change: float = float("nan")
 
     @property
     def failed(self) -> bool:
@@ -83,25 +89,6 @@ class RegressionCheck:
         return d
 
 
-def step_times(trace: Trace, *, skip: int = 0) -> np.ndarray:
-    """Per-step wall times of ``trace`` (int64 ns, step order), without the first ``skip`` steps (warm-up).
-
-    Raises
-    ------
-    ValueError
-        When the trace has no host events (no step can be formed) or ``skip`` leaves no step.
-    """
-    from .steps import step_breakdown
-
-    df = step_breakdown(trace)
-    if not len(df):
-        raise ValueError(f"{trace.meta.source_path or 'the trace'}: no host events, so no step times to compare")
-    v: np.ndarray = np.asarray(df["step_ns"].to_numpy(dtype=np.int64))
-    if skip >= len(v):
-        raise ValueError(f"{trace.meta.source_path or 'the trace'}: --skip {skip} leaves none of its {len(v)} steps")
-    return v[skip:]
-
-
 def _stat(x: np.ndarray, statistic: str, axis: int | None = None) -> Any:
     return np.median(x, axis=axis) if statistic == "median" else np.mean(x, axis=axis)
 
@@ -113,7 +100,7 @@ def check_regression(baseline_ns: Any, candidate_ns: Any, *, max_regress: float 
     Parameters
     ----------
     baseline_ns, candidate_ns : array-like of int
-        Per-step times in ns (e.g. :func:`step_times`).
+        Per-step times in ns (e.g. :func:`nbprof.analysis.steps.step_times`).
     max_regress : float, default 0.05
         Allowed slowdown as a fraction (0.05 = 5 %).
     statistic : {"median", "mean"}
@@ -137,6 +124,9 @@ def check_regression(baseline_ns: Any, candidate_ns: Any, *, max_regress: float 
     ('regression', 1.205, True)
     >>> check_regression([100, 101, 99], [100, 99, 101]).verdict
     'no significant change'
+    >>> r = check_regression([100, 130, 90, 110, 95, 140], [150, 120, 180, 100, 160, 130])
+    >>> r.verdict, r.failed, r.min_detectable_change > 0.1
+    ('inconclusive', False, True)
     """
     if statistic not in STATISTICS:
         raise ValueError(f"unknown statistic {statistic!r}; use one of {', '.join(STATISTICS)}")
@@ -158,9 +148,16 @@ def check_regression(baseline_ns: Any, candidate_ns: Any, *, max_regress: float 
         verdict = "regression"
     elif hi - 1 < -max_regress:
         verdict = "improvement"
-    else:
+    elif hi - 1 <= max_regress:
         verdict = "no significant change"
+    else:
+        verdict = "inconclusive"
+    mdc = (hi - lo) / (2 * (sb / sa))
     notes = []
+    if verdict == "inconclusive":
+        notes.append(f"the interval is too wide to rule out a slowdown beyond {100 * max_regress:.1f}%: with these "
+                     f"{len(a)} vs {len(b)} steps only a change of about {100 * mdc:.0f}% or more can be detected "
+                     "(profile more steps, or quieter ones)")
     for side, x in (("baseline", a), ("candidate", b)):
         if len(x) == 1:
             notes.append(f"the {side} has one step: its spread is unknown, the interval only reflects the other side")
@@ -169,4 +166,4 @@ def check_regression(baseline_ns: Any, candidate_ns: Any, *, max_regress: float 
     return RegressionCheck(statistic=statistic, baseline_ns=sa, candidate_ns=sb, ratio=sb / sa, ci_low=lo, ci_high=hi,
                            confidence=confidence, max_regress=float(max_regress), resamples=int(resamples),
                            seed=int(seed), verdict=verdict, baseline_steps_ns=[int(x) for x in a],
-                           candidate_steps_ns=[int(x) for x in b], notes=notes)
+                           candidate_steps_ns=[int(x) for x in b], notes=notes, min_detectable_change=float(mdc))

@@ -15,7 +15,11 @@ The algorithm follows torch-tb-profiler 0.4.3 (``torch_tb_profiler/profiler/even
   earlier than the end of device ops launched before it. Trailing steps that launched no device op,
   or launched fewer than 80 % of the ops of the step before them, are dropped (the profiler may have
   missed their kernels).
-* Without any ``ProfilerStep`` the whole host window (first to last host op) is one step, numbered 0.
+* Without any ``ProfilerStep`` the steps are the iterations :func:`nbprof.trace.iterations.detect_iterations`
+  finds from what repeats (optimizer steps, repeated ranges, DataLoader batches, module forwards, graph
+  launches: host windows, extended like ProfilerSteps; a repeating kernel sequence: device windows, taken
+  as they are), numbered 0, 1, ...; when nothing repeats the whole host window (first to last host op) is
+  one step, numbered 0. :func:`nbprof.trace.iterations.step_source` says which source it was.
 * DataLoader is a host range named ``enumerate(DataLoader)#...__next__`` or ``enumerate(DataPipe)#...``.
 * Communication is a kernel whose External id is that of a host op named ``nccl:<collective>`` or
   ``gloo:<collective>`` (broadcast, reduce, all_reduce, all_gather, reduce_scatter), plus those host ops.
@@ -34,12 +38,14 @@ the first one, so that 0.4.3's numbers are reproduced on any trace it can read):
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..trace import predicates as pred
+from ..trace.iterations import detect_iterations
 from ..trace.model import Trace
 from . import _intervals as iv
 from ._memo import per_trace
@@ -115,11 +121,23 @@ def _roles_at(trace: Trace, ts: np.ndarray, end: np.ndarray, legacy_tb_plugin: b
     roles = {c: iv.merge(ts[k[c]], end[k[c]]) for c in ROLE_COLUMNS} if intervals else {}
     is_step, window_mask, is_runtime, is_dev = k["is_step"], k["window"], k["is_runtime"], k["is_dev"]
     steps = pd.DataFrame({"step": k["step_numbers"], "ts_ns": ts[is_step], "end_ns": end[is_step]})
+    side = "host"
+    if steps.empty and not legacy_tb_plugin:  # no ProfilerStep: the iterations found from what repeats
+        b, src = detect_iterations(trace)
+        if len(b):
+            sr, er = b["start_row"].to_numpy(np.int64), b["end_row"].to_numpy(np.int64)
+            steps = pd.DataFrame({
+                "step": b["step"].to_numpy(np.int64),
+                "ts_ns": np.where(b["start_at_end"].to_numpy(bool), end[sr], ts[sr]),
+                "end_ns": np.where(b["end_at_end"].to_numpy(bool), end[er], ts[er]),
+            })
+            side = src.side
     host_window = (int(ts[window_mask].min()), int(end[window_mask].max())) if window_mask.any() else None
     corr = trace.events["correlation"].to_numpy(np.int64)
     return {
         "roles": roles,
         "steps": steps,
+        "steps_side": side,
         "host_window": host_window,
         "runtime": pd.DataFrame({"ts_ns": ts[is_runtime], "end_ns": end[is_runtime], "correlation": corr[is_runtime]}),
         "device": pd.DataFrame({"ts_ns": ts[is_dev], "end_ns": end[is_dev], "correlation": corr[is_dev]}),
@@ -135,7 +153,8 @@ def role_intervals(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str,
     trace : nbprof.Trace
     legacy_tb_plugin : bool
         Reproduce torch-tb-profiler 0.4.3's treatment of ``user_annotation`` ranges (dropped unless
-        they are ``ProfilerStep#N`` or a communication op).
+        they are ``ProfilerStep#N`` or a communication op) and of a trace without ``ProfilerStep`` (its
+        whole host window is one step: no iteration detection).
 
     Returns
     -------
@@ -181,7 +200,8 @@ def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[s
     Returns
     -------
     pandas.DataFrame
-        ``step`` (N of ``ProfilerStep#N``; 0 for the whole window of a trace without steps),
+        ``step`` (N of ``ProfilerStep#N``; 0, 1, ... for detected iterations; 0 for the whole window of a
+        trace in which nothing repeats),
         ``start_ns``, ``end_ns`` (int64 ns), ``host_start_ns``, ``host_end_ns``, ``device_ops``
         (device ops launched from inside the step). Empty when the trace has no host events.
 
@@ -198,6 +218,13 @@ def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[s
                                  ("step", "start_ns", "end_ns", "host_start_ns", "host_end_ns", "device_ops")})
         # no ProfilerStep: the host window is one step, extended to its device work like any step
         st = pd.DataFrame({"step": [0], "ts_ns": [w[0]], "end_ns": [w[1]]}).astype("int64")
+    elif r.get("steps_side") == "device":
+        # iterations found on the device (a repeating kernel sequence): the windows are device times already
+        s_, e_ = st["ts_ns"].to_numpy(np.int64), st["end_ns"].to_numpy(np.int64)
+        d_ts = np.sort(r["device"]["ts_ns"].to_numpy(np.int64))
+        ops = np.searchsorted(d_ts, e_, side="left") - np.searchsorted(d_ts, s_, side="left")
+        return pd.DataFrame({"step": st["step"].to_numpy(np.int64), "start_ns": s_, "end_ns": e_,
+                             "host_start_ns": s_, "host_end_ns": e_, "device_ops": ops.astype(np.int64)})
     h_s = st["ts_ns"].to_numpy(np.int64)
     h_e = st["end_ns"].to_numpy(np.int64)
     n = len(st)
@@ -267,6 +294,28 @@ def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[s
     return out.iloc[:keep].reset_index(drop=True)
 
 
+def step_times(trace: Trace, *, steady: bool = False) -> np.ndarray:
+    """THE step time: the duration of each :func:`step_windows` window (``end_ns - start_ns``, int64 ns, time
+    order). Every comparison, gate, view and verdict takes step durations from here.
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    steady : bool, default False
+        Only the steady-state steps (:func:`steady_state`: warm-up steps left out).
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 ns, one per step; empty when the trace has no host events.
+    """
+    if steady:
+        s = steady_state(trace)
+        return np.asarray(s.loc[~s["skipped"], "step_ns"].to_numpy(np.int64), dtype=np.int64)
+    w = step_windows(trace)
+    return np.asarray((w["end_ns"] - w["start_ns"]).to_numpy(np.int64), dtype=np.int64)
+
+
 @per_trace
 def step_breakdown(trace: Trace, *, legacy_tb_plugin: bool = False) -> pd.DataFrame:
     """Per-step time breakdown with priority counting (TensorBoard plugin Overview semantics).
@@ -277,7 +326,8 @@ def step_breakdown(trace: Trace, *, legacy_tb_plugin: bool = False) -> pd.DataFr
     legacy_tb_plugin : bool, default False
         Drop ``user_annotation`` ranges other than steps and communication ops, as
         torch-tb-profiler 0.4.3 does (its DataLoader row is then 0 on torch >= 1.10 traces). Use it
-        to reproduce that tool's numbers; the default counts them (see the module docstring).
+        to reproduce that tool's numbers; the default counts them (see the module docstring). A trace
+        without ``ProfilerStep`` is then one whole-window step, as in 0.4.3 (no iteration detection).
 
     Returns
     -------
@@ -352,3 +402,142 @@ def breakdown_ratios(df: pd.DataFrame) -> pd.Series:
     total = avg["step_ns"]
     vals = {c[:-3] + "_ratio": (avg[c] / total if total and total > 0 else np.nan) for c in BREAKDOWN_COLUMNS}
     return pd.Series(vals, name="ratio")
+
+
+#: A leading step this many times the median of the later steps is warm-up.
+WARMUP_RATIO = 1.5
+#: Host rows that only the first iterations run: graph compilation (TorchDynamo/Inductor) and cuDNN autotuning.
+_COMPILE_RE = re.compile(r"(torch/_dynamo/convert_frame\.py|compile_fx|TorchDynamo Compile|cudnnFind|"
+                         r"torch/_inductor/codecache\.py)")
+
+
+def _per_step_ns(trace: Trace, mask: np.ndarray, win: pd.DataFrame) -> np.ndarray:
+    """Union time (ns) of the rows ``mask`` inside each window of ``win`` (``start_ns``/``end_ns``)."""
+    ev = trace.events
+    ts = ev["ts_ns"].to_numpy(np.int64)[mask]
+    end = ts + ev["dur_ns"].to_numpy(np.int64)[mask]
+    return iv.overlap_with_windows(iv.merge(ts, end), win["start_ns"].to_numpy(np.int64),
+                                   win["end_ns"].to_numpy(np.int64)).astype(np.int64)
+
+
+def _per_step_count(trace: Trace, mask: np.ndarray, win: pd.DataFrame) -> np.ndarray:
+    ts = np.sort(trace.events["ts_ns"].to_numpy(np.int64)[mask])
+    return (np.searchsorted(ts, win["end_ns"].to_numpy(np.int64), side="left")
+            - np.searchsorted(ts, win["start_ns"].to_numpy(np.int64), side="left")).astype(np.int64)
+
+
+@per_trace
+def steady_state(trace: Trace) -> pd.DataFrame:
+    """:func:`step_breakdown` with the warm-up steps marked: what the verdict averages and what it leaves out.
+
+    A run of *leading* steps is skipped while each one shows a first-iteration cost: it ran graph compilation
+    or cuDNN autotuning (:data:`_COMPILE_RE` host rows), or it made more than twice as many device-memory
+    allocator calls (:func:`nbprof.trace.predicates.is_alloc_call`) as the median later step (and at least
+    one more), or it took more than :data:`WARMUP_RATIO` times the median later step. With fewer than three
+    steps nothing is skipped, and at least half of the steps are always kept.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The :func:`step_breakdown` columns plus ``skipped`` (bool) and ``skip_reason`` (str, "" when kept).
+    """
+    bd = step_breakdown(trace)
+    out = bd.assign(skipped=False, skip_reason="")
+    n = len(bd)
+    if n < 3:
+        return out
+    ev = trace.events
+    win = bd[["start_ns", "end_ns"]]
+    compile_ops = _per_step_count(trace, pred.is_host(ev) & pred.name_mask(ev["name"], _COMPILE_RE.search), win)
+    allocs = _per_step_count(trace, np.asarray(pred.is_alloc_call(ev), dtype=bool), win)
+    dur = bd["step_ns"].to_numpy(np.int64)
+    skipped = np.zeros(n, dtype=bool)
+    reasons = [""] * n
+    for i in range(n // 2):
+        later_dur = float(np.median(dur[i + 1:]))
+        later_alloc = float(np.median(allocs[i + 1:]))
+        if compile_ops[i] > 0 and compile_ops[i + 1:].sum() == 0:
+            reasons[i] = f"warm-up: graph compilation / autotuning ({int(compile_ops[i])} compile events)"
+        elif allocs[i] > max(2 * later_alloc, later_alloc + 1):
+            reasons[i] = (f"warm-up: first-iteration allocator ({int(allocs[i])} device-memory allocator calls, "
+                          f"later steps {later_alloc:g})")
+        elif later_dur > 0 and dur[i] > WARMUP_RATIO * later_dur:
+            reasons[i] = f"warm-up: {dur[i] / later_dur:.1f}x the median later step"
+        else:
+            break
+        skipped[i] = True
+    out["skipped"] = skipped
+    out["skip_reason"] = reasons
+    return out
+
+
+def steady_breakdown(trace: Trace) -> pd.DataFrame:
+    """The :func:`step_breakdown` rows of the steady-state steps (:func:`steady_state` not skipped): what a
+    verdict averages. Same columns as :func:`step_breakdown`."""
+    s = steady_state(trace)
+    return s.loc[~s["skipped"], list(COLUMNS)].reset_index(drop=True)
+
+
+#: What can grow in a slow step: label -> the per-step time it is measured by (see :func:`step_outliers`).
+GROWTH_PARTS = {"data wait": "dataloader_ns", "host sync": "sync_ns", "GC": "gc_ns", "I/O": "io_ns",
+                "collective": "communication_ns", "GPU compute": "kernel_ns", "host work": "host_ns",
+                "idle": "other_ns"}
+_SYNC_RE = re.compile(r"(Synchronize|^cudaMemcpy(_v\d+)?$|^cudaMemcpy2D|^hipMemcpy(_v\d+)?$|^cudaEventQuery|"
+                      r"^aten::item$|^aten::_local_scalar_dense$)")
+_GC_RE = re.compile(r"(^gc\b|garbage.collect|<built-in function collect>|gc\.collect)", re.IGNORECASE)
+_IO_RE = re.compile(r"^(read|pread|pread64|readv|write|pwrite|pwrite64|writev|open|open64|openat|fread|fwrite|"
+                    r"fsync|fdatasync|recv|recvfrom|recvmsg|send|sendto|sendmsg|mmap|munmap|stat|fstat|lstat)$")
+
+
+@per_trace
+def step_outliers(trace: Trace, k: float = 1.5) -> pd.DataFrame:
+    """Steps that took more than ``k`` times the median step, each named with what grew.
+
+    The median is over the steady-state steps (:func:`steady_state`); warm-up steps are not outliers (they are
+    skipped, with their reason). For each step the per-step time of every :data:`GROWTH_PARTS` entry is
+    measured inside its window: ``dataloader_ns``, ``communication_ns``, ``kernel_ns``, ``other_ns`` from
+    :func:`step_breakdown`; ``host_ns`` = ``runtime_ns + cpu_exec_ns``; ``sync_ns`` the union of host rows that
+    wait for the device (``*Synchronize*``, blocking ``cudaMemcpy``, ``aten::item``); ``gc_ns`` of Python
+    garbage-collection rows; ``io_ns`` of OS runtime file/socket calls (nsys ``osrt``). What grew is the part
+    with the largest excess over its median across the steady steps.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per outlier step (time order): ``step``, ``step_ns``, ``median_step_ns`` (int64 ns), ``ratio``
+        (float, step / median), ``grew`` (a :data:`GROWTH_PARTS` label), ``grew_ns`` (int64 ns: its excess over
+        its median), then ``<part>_excess_ns`` for every part (int64 ns, may be negative). Empty (these columns)
+        with fewer than three steady steps.
+    """
+    cols = ["step", "step_ns", "median_step_ns", "ratio", "grew", "grew_ns"] + [
+        f"{c}_excess_ns" for c in GROWTH_PARTS.values()]
+    s = steady_state(trace)
+    steady = s[~s["skipped"]].reset_index(drop=True)
+    if len(steady) < 3:
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "grew" else "float64" if c == "ratio" else "int64")
+                             for c in cols})
+    ev = trace.events
+    host = pred.is_host(ev)
+    names = ev["name"]
+    win = steady[["start_ns", "end_ns"]]
+    parts = pd.DataFrame({
+        "dataloader_ns": steady["dataloader_ns"], "communication_ns": steady["communication_ns"],
+        "kernel_ns": steady["kernel_ns"], "other_ns": steady["other_ns"],
+        "host_ns": steady["runtime_ns"] + steady["cpu_exec_ns"],
+        "sync_ns": _per_step_ns(trace, host & pred.name_mask(names, _SYNC_RE.search), win),
+        "gc_ns": _per_step_ns(trace, host & pred.name_mask(names, _GC_RE.search), win),
+        "io_ns": _per_step_ns(trace, host & pred.category_in(ev, ("osrt",)) & pred.name_mask(names, _IO_RE.match),
+                              win),
+    }).astype(np.int64)
+    med = float(np.median(steady["step_ns"]))
+    slow = np.flatnonzero(steady["step_ns"].to_numpy(np.float64) > k * med)
+    excess = parts - parts.median().round().astype(np.int64)
+    labels = list(GROWTH_PARTS)
+    rows = []
+    for i in slow:
+        ex = [int(excess.loc[i, GROWTH_PARTS[lab]]) for lab in labels]
+        j = int(np.argmax(ex))
+        rows.append([int(steady.loc[i, "step"]), int(steady.loc[i, "step_ns"]), int(round(med)),
+                     float(steady.loc[i, "step_ns"]) / med, labels[j], ex[j], *ex])
+    out = pd.DataFrame(rows, columns=cols)
+    return out.astype({c: ("float64" if c == "ratio" else object if c == "grew" else "int64") for c in cols})

@@ -151,7 +151,7 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
     ----------
     trace : nbprof.Trace
     breakdown : pandas.DataFrame, optional
-        ``steps.step_breakdown(trace)`` when already computed (it is not recomputed).
+        The steps to average (default ``steps.steady_breakdown(trace)``: the steady state, warm-up left out).
     top : int, default 3
         How many contributing event names to return.
 
@@ -160,7 +160,7 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
     Verdict
         ``bound="none"`` (zeros) when the trace has no host events to make a step of.
     """
-    bd = st.step_breakdown(trace) if breakdown is None else breakdown
+    bd = st.steady_breakdown(trace) if breakdown is None else breakdown
     util = gpu_utilization(trace)
     busy = float(util["busy_ns"].sum()) / float(util["span_ns"].sum()) if len(util) and util["span_ns"].sum() > 0 \
         else float("nan")

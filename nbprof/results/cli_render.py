@@ -133,7 +133,9 @@ def check_markdown(result: Any) -> str:
     each side's statistic and step count, the method."""
     r = result
     pct = lambda x: f"{100 * (x - 1):+.1f}%"  # noqa: E731
-    icon = {"regression": "FAIL", "improvement": "ok (faster)"}.get(r.verdict, "ok")
+    icon = {"regression": "FAIL", "improvement": "ok (faster)",
+            "inconclusive": f"cannot tell: smallest detectable change about {100 * r.min_detectable_change:.0f}%"
+            }.get(r.verdict, "ok")
     lines = [
         f"### nbprof check: {r.verdict} ({icon})",
         "",

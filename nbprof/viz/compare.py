@@ -40,8 +40,8 @@ def _pair(traces: Any) -> tuple:
 def compare_tables(a, b) -> dict:
     """``comparison`` (``compare.compare(a, b)``), ``waterfall`` (``compare.step_waterfall``), ``operators``
     (host operators, ``ProfilerStep`` left out, by |self host delta| + |self device delta|) and ``kernels``
-    (by |total delta|), the ``TOP`` that moved most, their ns per step (each trace's totals over its
-    ``ProfilerStep`` count; whole-trace totals when a trace has none, ``per_step`` False)."""
+    (by |total delta|), the ``TOP`` that moved most, their ns per step (each trace's totals over its step count,
+    ``steps.step_windows``; whole-trace totals when a trace has none, ``per_step`` False)."""
     cmp = C.compare(a, b)
     na, nb = (float(cmp.steps.loc["steps", s]) for s in ("a", "b"))
     ops = cmp.operators
@@ -72,7 +72,7 @@ def _per_step(df: pd.DataFrame, metrics: tuple[str, ...], na: float, nb: float) 
 def summary_sentence(wf: pd.DataFrame, names: tuple[str, str] = ("before", "after")) -> str:
     """The mean step time before and after and the change, with the sign convention in words."""
     if wf.empty:
-        return f"No ProfilerStep in one of the traces: no step time to compare. ({SIGN_NOTE})"
+        return f"No step in one of the traces: no step time to compare. ({SIGN_NOTE})"
     before = float(wf["delta_ns"].iloc[0])
     after = float(wf["delta_ns"].iloc[-1])
     d = after - before

@@ -34,6 +34,7 @@ use_examples = True     # fill what is missing with bundled/corpus examples (tea
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
 trace_cache = ""        # `trace` as loaded by nbprof report (it loads each input once and hands it over)
 compare_cache = ""      # the same for `compare_trace`
+merged_cache = ""       # `nsys_report` and `trace` merged once by nbprof report (one run, two sources)
 in_report = False       # nbprof report sets True: its page opens with the verdict, so this notebook does not repeat it
 
 # %% id="c4706c7a"
@@ -77,7 +78,15 @@ from nbprof.results.verdict import verdict_html
 from IPython.display import HTML
 trace = param(trace, "trace")
 tr = load_input(trace, trace_cache) if trace else sys_trace
-if tr is not None and sys_trace is not None and tr is not sys_trace:
+if merged_cache:  # nbprof report merged the two once (the page's verdict above is computed on this trace)
+    tr = load_input(trace, merged_cache)
+    from nbprof.results.format import fmt_ns
+    al = tr.meta.extra["merge"]
+    print(f"One run, two sources: the nsys report and the PyTorch trace merged into one trace ({al['pairs']} "
+          f"{al['anchor']} pairs aligned the clocks, residual max {fmt_ns(al['residual_max_ns'] or 0)}, median "
+          f"{fmt_ns(al['residual_median_ns'] or 0)}; {sum(al['duplicates'].values())} events both recorded "
+          "merged into one row each).")
+elif tr is not None and sys_trace is not None and tr is not sys_trace:
     # one run, two sources: the nsys report and the PyTorch trace of the same run merged into one trace
     # (nbprof.merge: clocks aligned on the NVTX ranges / kernels both saw; OS runtime calls join the operators)
     try:

@@ -29,6 +29,7 @@ use_examples = True     # fill what is missing with bundled/corpus examples (tea
 static_views = False    # views as static components (nbprof report sets True; its page loads BokehJS once)
 trace_cache = ""        # `trace` as loaded by nbprof report (it loads each input once and hands it over)
 compare_cache = ""      # the same for `compare_trace`
+merged_cache = ""       # `nsys_report` and `trace` merged once by nbprof report (one run, two sources)
 in_report = False       # nbprof report sets True (its page opens with the verdict)
 
 # %% id="52ee1e5a"
