@@ -186,10 +186,12 @@ class StepHooks:
 
     # ------------------------------------------------------------ protocol
     def __enter__(self) -> StepHooks:
-        from .torch_profiler import _import_torch
+        try:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+        except ImportError as exc:
+            from .._deps import missing
 
-        _import_torch()
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+            raise missing("torch", "torch", "step hooks on PyTorch training loops", exc) from exc
 
         with _lock:
             if self._handle is not None:
