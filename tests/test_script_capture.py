@@ -117,8 +117,12 @@ def test_report_script_under_nsys_merges_on_step_ranges(script, tmp_path, monkey
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     before = set(agents_running())
-    art = run_workload(script, ["--steps", "11"], tmp_path, use_nsys=True, tensorboard=False, log=lambda _m: None)
-    assert set(agents_running()) <= before
+    for attempt in range(2):  # nsys 2022.4 once failed here in its ProcessWaiter (sem_open ENOENT): one more try
+        art = run_workload(script, ["--steps", "11"], tmp_path / f"try{attempt}", use_nsys=True, tensorboard=False,
+                           log=lambda _m: None)
+        assert set(agents_running()) <= before, "an nsys agent of this run survived"
+        if art.nsys_report:
+            break
     assert art.nsys_report, art.notes
     kin, ns = load(art.trace), load(art.nsys_report)
     assert [s for s, _ in _profiler_steps(kin)] == [4, 5, 6, 7, 8]  # default: skip 3, warm up 1, record 5

@@ -26,10 +26,12 @@ with a note.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
 
+from .. import nvtx
 from .step_hooks import StepEnd, StepHooks
 
 __all__ = ["AutoSteps", "CAPTURE_KEY", "KEEP_AFTER"]
@@ -88,8 +90,6 @@ class AutoSteps:
         self._hooks.__enter__()
         self.entered = True
         try:
-            from .. import nvtx
-
             if nvtx.available():
                 nvtx.mark("nbprof auto steps")  # the first NVTX call initialises the injection
                 nvtx.push("ProfilerStep#0")
@@ -118,8 +118,6 @@ class AutoSteps:
 
     # ------------------------------------------------------------------ a step ended
     def _nvtx_pop(self) -> None:
-        from .. import nvtx
-
         if threading.get_ident() == self._thread:
             nvtx.pop()
 
@@ -138,14 +136,16 @@ class AutoSteps:
                               "steps are off")
                 return
         same_thread = threading.get_ident() == self._thread
-        if self._nvtx and same_thread:
-            self._nvtx_pop()
-        if ev.index < self._window_end():
-            self.session._profiler_step()
-        if self._nvtx and same_thread:
-            from .. import nvtx
-
-            nvtx.push(f"ProfilerStep#{ev.index + 1}")
+        # the profiler prints (USDT start/stop lines) only where the phase changes; the filter is entered before
+        # the NVTX pop and left after the push, so both ranges' ends are only a few calls apart
+        quiet = self.phase(ev.index) != self.phase(ev.index + 1)
+        with self.session.quiet_profiler_calls() if quiet else contextlib.nullcontext():
+            if self._nvtx and same_thread:
+                self._nvtx_pop()
+            if ev.index < self._window_end():
+                self.session._profiler_step(quiet=False)
+            if self._nvtx and same_thread:
+                nvtx.push(f"ProfilerStep#{ev.index + 1}")
         self._carry_ns = time.perf_counter_ns() - ev.end_ns
 
     # ------------------------------------------------------------------ what goes into the trace

@@ -404,10 +404,17 @@ class Session:
             self.auto.turn_off("nbprof.step() was called: the script's own steps are used, the automatic ones are off")
         self._profiler_step()
 
-    def _profiler_step(self) -> None:
+    def _profiler_step(self, *, quiet: bool = True) -> None:
+        """``prof.step()``; ``quiet=False`` skips the warning/fd-2 filter (the automatic steps enter it themselves,
+        around their NVTX pop/push too, so the NVTX and Kineto step ranges stay a few µs apart)."""
         self._steps += 1
+        if not quiet:
+            self._prof.step()
+            return
         with _quiet_torch_warnings():
             self._prof.step()
+
+    quiet_profiler_calls = staticmethod(_quiet_torch_warnings)
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         """Stop the profiler (exporting the last cycle) and the allocator recording; never swallows ``exc``."""
