@@ -401,6 +401,7 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", mer
 
     from .analysis import advisor, evidence
     from .analysis.verdict import verdict
+    from .results.overhead import overhead_html
     from .results.verdict import verdict_html
 
     if merged_cache:
@@ -410,6 +411,7 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", mer
     if tr is None:
         return
     html = verdict_html(verdict(tr), advisor.advise(tr), zoom=lambda f: evidence.finding_window(tr, f))
+    html += overhead_html(tr)  # "profiled steps took 2.5x the unprofiled ones" (automatic-steps captures)
     display(HTML(html), metadata={_VERDICT_KEY: True})
 
 

@@ -247,6 +247,28 @@ def test_nbprof_step_inside_the_cell(ip):
     assert r.operators().set_index("name").loc["aten::mm", "count"] == 3
 
 
+LOOP_CELL = """\
+for _ in range(8):
+    opt.zero_grad()
+    loss_fn(model(xb), torch.zeros(8, dtype=torch.long)).backward()
+    opt.step()
+"""
+
+
+def test_loop_cell_steps_from_the_optimizer(ip):
+    """A cell that runs a training loop without nbprof.step(): each opt.step() ends a ProfilerStep (automatic
+    steps), the schedule stops the profiler after the active steps while the loop runs on, and the step wall
+    times before/after the window give the profiler's overhead."""
+    from nbprof.analysis.overhead import profiler_overhead
+
+    r = magic(ip, "-o --wait 2 --warmup 1 --active 3", LOOP_CELL)
+    assert r.trace.steps == [3, 4, 5]
+    ov = profiler_overhead(r.trace)
+    assert ov is not None and ov.profiled_steps == (3, 4, 5) and ov.unprofiled_steps == (1, 6, 7)
+    r = magic(ip, "-o", LOOP_CELL)  # no schedule given: the first 5 steps
+    assert r.trace.steps == [0, 1, 2, 3, 4]
+
+
 def test_sort_by_and_row_limit(ip):
     cell = "for _ in range(3):\n    torch.mm(a, b)\ntorch.add(a, b)\n"
     r = magic(ip, "--sort-by count --row-limit 2 -o", cell)

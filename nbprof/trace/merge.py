@@ -316,15 +316,7 @@ def _robust_fit(xs: np.ndarray, ys: np.ndarray, side: np.ndarray | None,
     """:func:`_fit`, refitted (up to 3 times) without the points whose residual exceeds
     ``max(3 x 1.4826 x MAD, 2 µs)`` (a scheduling delay between the two calls of one NVTX/record_function
     pair, one-sided and rare); returns (c, d, x0, residuals of all points, inlier mask)."""
-    good = np.ones(len(xs), bool)
-    c, d, x0, res = _fit(xs, ys, side, group)
-    for _ in range(3):
-        r = res - np.median(res[good])
-        mad = float(np.median(np.abs(r[good])))
-        nxt = np.abs(r) <= max(3 * 1.4826 * mad, 2000.0)
-        if nxt.sum() < 2 or (nxt == good).all():
-            break
-        good = nxt
+    def refit(good: np.ndarray) -> tuple[float, float, float, np.ndarray]:
         c, d, x0, _r = _fit(xs[good], ys[good], None if side is None else side[good], group[good])
         # every point's residual under the refit: the per-group half gaps as the inliers give them
         base = (ys - xs) - (c + d * (xs.astype(np.float64) - x0))
@@ -333,7 +325,28 @@ def _robust_fit(xs: np.ndarray, ys: np.ndarray, side: np.ndarray | None,
                 sel, gs = group == k, (group == k) & good
                 b = float(np.sum(base[gs] * side[gs]) / max(float(np.sum(side[gs] ** 2)), 1.0)) if gs.any() else 0.0
                 base[sel] -= b * side[sel]
-        res = base
+        return c, d, x0, base
+
+    # start from the points near their own (group, side) median offset: one delay of milliseconds among a few
+    # pairs (a preempted thread) would otherwise tilt the first least-squares fit and its residuals with it
+    d0 = (ys - xs).astype(np.float64)
+    key = group if side is None else np.array([f"{g}\x00{sd}" for g, sd in zip(group, side)], dtype=object)
+    r0 = d0.copy()
+    for k in np.unique(key):
+        sel = key == k
+        r0[sel] -= np.median(d0[sel])
+    good = np.abs(r0) <= max(3 * 1.4826 * float(np.median(np.abs(r0))), 2000.0)
+    if good.sum() < 2:
+        good = np.ones(len(xs), bool)
+    c, d, x0, res = refit(good)
+    for _ in range(3):
+        r = res - np.median(res[good])
+        mad = float(np.median(np.abs(r[good])))
+        nxt = np.abs(r) <= max(3 * 1.4826 * mad, 2000.0)
+        if nxt.sum() < 2 or (nxt == good).all():
+            break
+        good = nxt
+        c, d, x0, res = refit(good)
     return c, d, x0, res, good
 
 
