@@ -48,7 +48,8 @@ def test_dataloader_first_on_cnn_nw0_prep():
     fs = advisor.advise(tr)
     _check_ranked(fs)
     # the efficiency rule adds its findings on this fp32 CNN (tests/test_analysis_efficiency.py)
-    assert [f.rule for f in fs if f.rule != "efficiency"] == ["dataloader", "launch_bound", "host_wait", "memcpy",
+    # (memcpy before host_wait since the replay shortens the blocking copies' waits with the copies, issue 30)
+    assert [f.rule for f in fs if f.rule != "efficiency"] == ["dataloader", "launch_bound", "memcpy", "host_wait",
                                                              "low_utilization"]
     assert any(f.rule == "efficiency" for f in fs)
     dl = fs[0]
@@ -139,7 +140,8 @@ def test_v100_nw0_ranking():
     assert fs[0].rule == "dataloader"
     assert fs[0].predicted_saving_ns == pytest.approx(58.98e6, rel=0.02)
     tc = next(f for f in fs if f.rule == "tensor_cores")
-    assert tc.predicted_saving_ns is not None and tc.predicted_saving_ns < 0.01 * fs[0].predicted_saving_ns
+    # faster GEMMs save a little (2.8 ms of 177.6) now that the host's waits shrink with the kernels (issue 30)
+    assert tc.predicted_saving_ns is not None and 0 < tc.predicted_saving_ns < 0.1 * fs[0].predicted_saving_ns
     assert "non-Tensor-Core GEMM kernels, 0.5" in tc.saving_reason
     for f in fs:
         _check_rows(tr, f)

@@ -261,7 +261,7 @@ def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.nd
             w[se] = np.minimum(w[se], max(gq, 0))
         else:
             raise ValueError(f"unknown change {c}")
-    return np.rint(w).astype(np.int64), keep
+    return np.rint(cpm.dependent_weights(g, w)).astype(np.int64), keep
 
 
 def predict(trace: Trace, scenario: str | Change | Sequence[str | Change] | None, *,
