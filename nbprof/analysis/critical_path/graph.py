@@ -511,7 +511,9 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
         # previous ends): from the previous op's start, tied to its duration (clamped, not dropped)
         pi = np.flatnonzero(has_prev)
         gap = d_ts[pi] - prev_end[pi]
-        gq_mask = cond_kk[pi] & (gap >= 0)
+        # the replay's floor: the median gap behind an op launched while its predecessor still ran (truly
+        # queued; HTA's queue-length test also counts launch-bound gaps when its counters disagree)
+        gq_mask = (rt_ts[pi] < prev_end[pi]) & (gap >= 0)
         gq = int(np.median(gap[gq_mask])) if gq_mask.any() else 0
         ovl = gap < 0
         srcs.append(np.where(ovl, ds(prev[pi]), de(prev[pi])))
