@@ -40,8 +40,9 @@ def test_mi300_hipfree_is_the_first_finding_with_its_saving():
     rows = tr.events.iloc[f.evidence_rows]
     assert rows["name"].astype(str).isin(["hipFree", "hipMalloc", "hipHostMalloc"]).all()
     assert rows["dur_ns"].is_monotonic_decreasing and rows["name"].iloc[0] == "hipFree"
-    # the what-if replay without those calls: 3393.0 -> 328.8 ms per step
-    assert f.predicted_saving_ns == pytest.approx(3_064_187_025, rel=0.01)
+    # the what-if replay without those calls: 3393.0 -> 359.8 ms per step (328.8 before the stream edges of
+    # ops that overlap on one stream were kept, clamped, instead of dropped: issue 30)
+    assert f.predicted_saving_ns == pytest.approx(3_033_123_767, rel=0.01)
     assert f.predicted_saving_ns < ev["step_ns"]
     assert "caching allocator" in f.next_step and "PYTORCH_NO_HIP_MEMORY_CACHING" in f.next_step
 

@@ -48,7 +48,8 @@ def test_dataloader_first_on_cnn_nw0_prep():
     fs = advisor.advise(tr)
     _check_ranked(fs)
     # the efficiency rule adds its findings on this fp32 CNN (tests/test_analysis_efficiency.py)
-    assert [f.rule for f in fs if f.rule != "efficiency"] == ["dataloader", "launch_bound", "host_wait", "memcpy",
+    # (memcpy before host_wait since the replay shortens the blocking copies' waits with the copies, issue 30)
+    assert [f.rule for f in fs if f.rule != "efficiency"] == ["dataloader", "launch_bound", "memcpy", "host_wait",
                                                              "low_utilization"]
     assert any(f.rule == "efficiency" for f in fs)
     dl = fs[0]
@@ -75,15 +76,16 @@ def test_dataloader_first_on_cnn_nw0_prep():
 
 
 def test_launch_bound_first_on_lm_h200():
-    # a small LM on an H200, host-bound: CUDA Graphs pay (1.6 ms of 13.7 ms), waiting less for launches
-    # with the same host work pays nothing
+    # a small LM on an H200, host-bound: CUDA Graphs pay (8.8 ms of 13.7 ms: a graph replay removes the
+    # launch calls and the dispatcher work and Python glue of the captured ops, 5.9 ms of ops + their gaps,
+    # issue 30; the GPU is busy 0.56 ms per step), waiting less for launches with the same host work pays nothing
     tr = _gpu("lm_h200")
     fs = advisor.advise(tr)
     _check_ranked(fs)
     by = {f.rule: f for f in fs}
     assert fs[0].rule == "launch_bound"
     assert fs[0].predicted_saving_ns == round(whatif.predict(tr, "cuda_graphs").saving_ns)
-    assert fs[0].predicted_saving_ns == pytest.approx(1.633e6, rel=0.05)
+    assert fs[0].predicted_saving_ns == pytest.approx(8.771e6, rel=0.05)
     assert abs(by["host_wait"].predicted_saving_ns) < 0.01 * 13.667e6
     assert by["low_utilization"].predicted_saving_ns is None and fs[-1].rule == "low_utilization"
     # launch_bound's evidence: the ProfilerStep ranges of its steps, in order
@@ -139,7 +141,8 @@ def test_v100_nw0_ranking():
     assert fs[0].rule == "dataloader"
     assert fs[0].predicted_saving_ns == pytest.approx(58.98e6, rel=0.02)
     tc = next(f for f in fs if f.rule == "tensor_cores")
-    assert tc.predicted_saving_ns is not None and tc.predicted_saving_ns < 0.01 * fs[0].predicted_saving_ns
+    # faster GEMMs save a little (2.8 ms of 177.6) now that the host's waits shrink with the kernels (issue 30)
+    assert tc.predicted_saving_ns is not None and 0 < tc.predicted_saving_ns < 0.1 * fs[0].predicted_saving_ns
     assert "non-Tensor-Core GEMM kernels, 0.5" in tc.saving_reason
     for f in fs:
         _check_rows(tr, f)

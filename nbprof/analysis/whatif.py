@@ -56,17 +56,18 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from ..trace.model import Trace
 from ..trace.predicates import name_mask as _name_mask
+from . import _whatif_knobs as _knobs
 from . import critical_path as cpm
 from .steps import _is_dataloader, step_windows, step_windows_at
 
-SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication", "cuda_graphs")
+SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication", "cuda_graphs", "remove_syncs")
 
 #: The launch calls of ``"cuda_graphs"`` (HTA's launch names, ``critical_path.LAUNCH_NAMES``), as a regex.
 LAUNCH_PATTERN = "^(?:" + "|".join(re.escape(n) for n in sorted(cpm.LAUNCH_NAMES)) + ")$"
@@ -118,12 +119,21 @@ class Change:
     pattern: str | None = None
     #: Shown instead of the pattern (a long alternation of names) in ``str()``.
     label: str | None = None
+    #: :func:`dataloader_workers`: the CPU cores available and the workers of the measured run.
+    cores: int | None = None
+    current: int | None = None
+    #: :func:`balance_ranks`: every rank's trace.
+    peers: tuple[Trace, ...] = field(default=(), compare=False, repr=False)
 
     def __str__(self) -> str:
         if self.kind == "scale":
             return f"scale({self.label or repr(self.pattern)}, {self.factor:g})"
         if self.kind in ("dataloader", "faster_host"):
             return f"{self.kind}({self.factor:g})"
+        if self.kind == "dataloader_workers":
+            return f"dataloader_workers({self.factor:g})"
+        if self.kind == "balance_ranks":
+            return f"balance_ranks({len(self.peers)} ranks)"
         return self.kind
 
 
@@ -157,6 +167,56 @@ def faster_host(factor: float) -> Change:
     return Change("faster_host", float(factor))
 
 
+def dataloader_workers(n: int, *, cores: int | None = None, current: int | None = None) -> Change:
+    """The DataLoader with ``n`` worker processes (``DataLoader(num_workers=n)``).
+
+    Model (per step, from the measured trace): D = the step's DataLoader time, R = the rest of the step,
+    F = one batch's fetch time (D when the measured run fetched in the main process, ``current = 0``;
+    ``current * (R + D)`` when it had ``current`` workers -- each worker then delivers one batch per
+    ``current`` steps). With n workers of which ``n_eff = min(n, cores - 1)`` get a core (the main
+    process keeps one), the main process waits D' = max(0, F / n_eff - R) per step (0 workers: D' = F);
+    the replay scales the DataLoader ranges of each step by D'/D. The step is then at least
+    (R - its blocking waits + F) / min(cores, n + 1): the main process's work and the fetching share the
+    cores. When n + 1 > cores the prediction's ``notes`` say that the workers compete with the main
+    process and that more workers can make the step slower (the context switches and the intra-op
+    threads that lose their core are not modelled).
+
+    ``cores``: CPU cores available to the run (default: those of this process, ``os.sched_getaffinity``;
+    pass the trace machine's for a trace recorded elsewhere). ``current``: the measured run's
+    ``num_workers`` (default: 0 when its DataLoader ranges are ``_SingleProcessDataLoaderIter``; a trace of
+    worker processes needs it).
+
+    Validated: the H200 pair ``data/gpu/cnn_nw0_prep`` -> ``cnn_nw4_prep`` (16 cores) and CPU
+    ``examples/train_cnn.py --num-workers 0`` -> ``2`` runs (``tests/test_whatif_knobs.py``).
+
+    Raises
+    ------
+    ValueError
+        For ``n < 0``.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, not {n}")
+    return Change("dataloader_workers", float(n), cores=cores, current=current)
+
+
+def balance_ranks(traces: Sequence[Trace]) -> Change:
+    """Every rank's wait for the last rank to arrive at a collective removed: each collective of the
+    predicted rank keeps only its transfer time, ``dur - wait`` (:func:`nbprof.analysis.distributed.wait_transfer`:
+    the k-th call of a collective matched across ranks on the absolute clock). Device collectives take
+    that factor on their kernel; host (gloo) collectives on the host intervals inside their ``gloo:`` range,
+    and the ``c10d::``/``record_param_comms`` ops of the rank's threads that overlap it keep only the
+    same share of their time. ``predict(traces[i], balance_ranks(traces))`` predicts rank i's step once the
+    straggler is fixed (its extra work gone). Validated on a real 2-rank gloo DDP run with one rank
+    sleeping 50 ms per step against the same run without the sleep (``tests/test_whatif_knobs.py``).
+
+    Raises
+    ------
+    ValueError
+        (from :func:`predict`) when the trace predicted is not one of ``traces`` or fewer than 2 are given.
+    """
+    return Change("balance_ranks", peers=tuple(traces))
+
+
 def _as_changes(scenario: str | Change | Sequence[str | Change] | None) -> list[Change]:
     if scenario is None:
         return []
@@ -168,10 +228,10 @@ def _as_changes(scenario: str | Change | Sequence[str | Change] | None) -> list[
             out.append(s)
         elif s == "no_dataloader":
             out.append(Change("dataloader", 0.0))
-        elif s in ("no_host_gaps", "overlap_communication"):
+        elif s in ("no_host_gaps", "overlap_communication", "remove_syncs"):
             out.append(Change(s))
         elif s == "cuda_graphs":
-            out.extend([Change("no_host_gaps"), Change("scale", 0.0, LAUNCH_PATTERN, "launch calls")])
+            out.extend([Change("no_host_gaps"), Change("cuda_graphs")])
         else:
             raise ValueError(f"unknown scenario {s!r}; named scenarios: {SCENARIOS}, or scale()/dataloader()/"
                              "faster_host() changes")
@@ -191,6 +251,9 @@ class Prediction:
     changes : list of Change
     times : pandas.DataFrame
         Replayed ``ts_ns``/``end_ns`` of the graph's events, indexed like ``trace.events`` rows.
+    notes : list of str
+        What the model assumed or could not express for this trace (e.g. more DataLoader workers than
+        CPU cores), one sentence each.
     """
 
     baseline_step_ns: float
@@ -198,6 +261,7 @@ class Prediction:
     per_step: pd.DataFrame
     changes: list[Change]
     times: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
 
     @property
     def saving_ns(self) -> float:
@@ -246,6 +310,25 @@ def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.nd
         elif c.kind == "overlap_communication":
             dm = np.isin(g.owner[dev_e], g.rows[g.is_comm])
             w[dev_e[dm]] = 0
+            w[host_e[_host_inside(g, ev, _knobs.comm_host_rows(g, ev), host_e)]] = 0
+        elif c.kind == "cuda_graphs":
+            w[_knobs.captured_host_edges(g, ev)] = 0
+        elif c.kind == "remove_syncs":
+            keep &= g.kind != cpm.SYNC
+        elif c.kind == "dataloader_workers":
+            plan, _ = _knobs.workers_plan(g, ev, int(c.factor), c.cores, c.current)
+            dlr = g.rows[g.is_dataloader]
+            inside = _host_inside(g, ev, dlr, host_e)
+            fs = pd.Series(plan["factor"].to_numpy(), index=plan["step"].to_numpy())
+            st = g.node_step[g.src[host_e[inside]]]
+            w[host_e[inside]] *= fs.reindex(st).fillna(1.0).to_numpy()
+        elif c.kind == "balance_ranks":
+            rows, f = _knobs.balance_factors(ev, c.peers)
+            fr = np.ones(len(ev))
+            fr[rows] = f
+            dm = np.isin(g.owner[dev_e], rows)
+            w[dev_e[dm]] *= fr[g.owner[dev_e[dm]]]
+            _balance_host(g, ev, w, host_e, rows, fr)
         elif c.kind == "no_host_gaps":
             le = np.flatnonzero(g.kind == cpm.LAUNCH)
             dst_row = g.node_row[g.dst[le]]
@@ -261,7 +344,35 @@ def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.nd
             w[se] = np.minimum(w[se], max(gq, 0))
         else:
             raise ValueError(f"unknown change {c}")
-    return np.rint(w).astype(np.int64), keep
+    return np.rint(cpm.dependent_weights(g, w)).astype(np.int64), keep
+
+
+def _balance_host(g: cpm.Graph, ev: pd.DataFrame, w: np.ndarray, host_e: np.ndarray, rows: np.ndarray,
+                  fr: np.ndarray) -> None:
+    """``balance_ranks`` on the host: intervals inside a host collective range (row in ``rows``) and inside
+    the ``c10d::`` / ``record_param_comms`` ops that overlap it in time (the thread that waits for it) take
+    the range's factor (in place on ``w``)."""
+    hrows = rows[ev["device"].to_numpy()[rows] < 0]
+    if hrows.size == 0:
+        return
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    end = ts + ev["dur_ns"].to_numpy(np.int64)
+    api = _knobs.comm_host_rows(g, ev)
+    api = api[~np.isin(api, hrows)]
+    o = np.argsort(ts[hrows])
+    hs, he, hf = ts[hrows][o], end[hrows][o], fr[hrows][o]
+    # each api op takes the factor of the collective range that overlaps it most recently started
+    j = np.searchsorted(hs, end[api], side="left") - 1
+    ok = (j >= 0) & (he[np.clip(j, 0, None)] > ts[api])
+    fr = fr.copy()
+    fr[api[ok]] = hf[j[ok]]
+    tgt = np.concatenate([hrows, api[ok]])
+    inside = _host_inside(g, ev, tgt, host_e)
+    # factor of the innermost target range holding each interval: the owner chain is not kept, so use the
+    # interval's own owner when it is a target, else the smallest target factor (a wait is in one of them)
+    own = g.owner[host_e[inside]]
+    f_in = np.where(np.isin(own, tgt), fr[np.clip(own, 0, None)], np.min(fr[tgt]))
+    w[host_e[inside]] *= f_in
 
 
 def predict(trace: Trace, scenario: str | Change | Sequence[str | Change] | None, *,
@@ -312,7 +423,16 @@ def predict(trace: Trace, scenario: str | Change | Sequence[str | Change] | None
                        "predicted_ns": (pred["end_ns"] - pred["start_ns"]).to_numpy(np.int64)})
     per = per.merge(p2, on="step", how="left")
     per["predicted_ns"] = per["predicted_ns"].fillna(-1).astype(np.int64)
+    notes: list[str] = []
+    for c in changes:
+        if c.kind == "dataloader_workers":
+            plan, nt = _knobs.workers_plan(g, ev, int(c.factor), c.cores, c.current)
+            notes += nt
+            fl = pd.Series(plan["floor_ns"].to_numpy(), index=plan["step"].to_numpy()).reindex(per["step"])
+            got = per["predicted_ns"] >= 0
+            per.loc[got, "predicted_ns"] = np.maximum(per.loc[got, "predicted_ns"].to_numpy(),
+                                                      fl.fillna(0).to_numpy(np.int64)[got.to_numpy()])
     times = pd.DataFrame({"ts_ns": new_ts, "end_ns": new_end}, index=ev.index[g.rows])
     return Prediction(baseline_step_ns=float(per["baseline_ns"].mean()),
                       predicted_step_ns=float(per.loc[per["predicted_ns"] >= 0, "predicted_ns"].mean()),
-                      per_step=per, changes=changes, times=times)
+                      per_step=per, changes=changes, times=times, notes=notes)

@@ -28,6 +28,7 @@ from .model import (
     HOST,
     LAUNCH,
     LAUNCH_NAMES,
+    SKEW_MAX_NS,
     STREAM,
     SYNC,
     WAKE,
@@ -277,6 +278,10 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
     owners: list[np.ndarray] = []
     htaw: list[np.ndarray] = []
     wmins: list[np.ndarray] = []
+    vias: list[np.ndarray] = []  # per edge: the device op (index j) its replay weight is tied to, -1 none
+
+    def _none(k: int) -> np.ndarray:
+        return np.full(k, -1, np.int64)
 
     # ---- host edges: consecutive markers per thread
     if kh:
@@ -310,12 +315,16 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
                                              np.ones(first_m.size, bool), first=True)
         wdt = dt.copy()
         wdt[wk_edge] = np.minimum(wdt[wk_edge], wk_lat)  # the gap then only costs the wake-up latency
+        # the last interval inside each host event (ends at its end, owned by it): a wait shortens it below
+        last_in = np.flatnonzero((~v_st) & (own_local == v_ev))
+        u_time = np.where(u_st, h_ts[u_ev], h_end[u_ev])
         srcs.append(u_node)
         dsts.append(v_node)
         kinds.append(np.full(a_idx.size, HOST, np.int8))
         owners.append(np.where(own_local >= 0, host_rows[np.clip(own_local, 0, None)], -1))
         htaw.append(hw)
         wmins.append(wdt)
+        vias.append(_none(a_idx.size))
         wk_src, wk_dst, wk_lat = (np.concatenate([wk_src, f_src]), np.concatenate([wk_dst, f_dst]),
                                   np.concatenate([wk_lat, f_lat]))
         srcs.append(wk_src)
@@ -324,6 +333,7 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
         owners.append(np.full(wk_src.size, -1, np.int64))
         htaw.append(np.full(wk_src.size, -1, np.int64))
         wmins.append(wk_lat)
+        vias.append(_none(wk_src.size))
     # ---- device edges
     if kd:
         # span
@@ -333,6 +343,7 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
         owners.append(dev_rows)
         htaw.append(d_end - d_ts)
         wmins.append(d_end - d_ts)
+        vias.append(_none(kd))
 
     # HTA kernel-loop state per device op
     so = np.lexsort((d_ts, d_stream, d_dev))  # per (device, stream) in time order
@@ -449,9 +460,15 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
             sync_pairs_src.append(sidx[j[ok]])
             sync_pairs_dst_h.append(sync_call[ok])
             sync_hta.append(np.zeros(int(ok.sum()), bool))
-    # blocking copies: a call whose own op ends before it returns (replay only)
+    # blocking copies (replay only): a copy/memset call that covers its own op (by correlation): the op starts
+    # inside the call and ends before it returns, or at most SKEW_MAX_NS after (clock skew) when the call
+    # lasted at least 90 % of the op (an asynchronous copy returns long before its op ends)
     if kd:
-        bl = (d_end <= h_end[d_lpos]) & (d_ts >= h_ts[d_lpos])
+        copy_op = cat_is((schema.GPU_MEMCPY, schema.GPU_MEMSET))[dev_rows]
+        c_dur = h_end[d_lpos] - h_ts[d_lpos]
+        bl = copy_op & (d_ts >= h_ts[d_lpos]) & (d_ts < h_end[d_lpos]) & (
+            (d_end <= h_end[d_lpos])
+            | ((d_end - h_end[d_lpos] <= SKEW_MAX_NS) & (10 * c_dur >= 9 * (d_end - d_ts))))
         sync_pairs_src.append(ev_dev[bl])
         sync_pairs_dst_h.append(d_lpos[bl])
         sync_hta.append(np.zeros(int(bl.sum()), bool))
@@ -474,27 +491,38 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
         owners.append(np.full(gi.size, -1, np.int64))
         htaw.append(np.zeros(gi.size, np.int64))
         wmins.append(np.zeros(gi.size, np.int64))
-        # launch edges (all; HTA weight only where HTA adds it)
+        vias.append(_none(gi.size))
+        # launch edges (all; HTA weight only where HTA adds it). The replay's floor: the median delay of
+        # launches of computation/copies onto an empty stream; a communication kernel's "launch delay" is
+        # mostly its wait for the other ranks (tens of ms after an NCCL launch), not the launch itself
         ldelay = d_ts - rt_ts
+        d_comm = is_communication(ev)[dev_rows]
         bound_l = cond_launch & (ldelay >= 0)
-        lq = int(np.median(ldelay[bound_l])) if bound_l.any() else (int(max(0, ldelay.min())) if kd else 0)
+        lq_of = bound_l & ~d_comm if (bound_l & ~d_comm).any() else bound_l
+        lq = int(np.median(ldelay[lq_of])) if lq_of.any() else int(max(0, ldelay.min()))
         srcs.append(hs(d_lpos))
         dsts.append(ds(ev_dev))
         kinds.append(np.full(kd, LAUNCH, np.int8))
         owners.append(host_rows[d_lpos])
         htaw.append(np.where(cond_launch, ldelay, -1))
         wmins.append(np.minimum(ldelay, lq))
-        # stream edges
+        vias.append(_none(kd))
+        # stream edges; ops that overlap on one stream in the measurement (the next starts before the
+        # previous ends): from the previous op's start, tied to its duration (clamped, not dropped)
         pi = np.flatnonzero(has_prev)
         gap = d_ts[pi] - prev_end[pi]
-        gq_mask = cond_kk[pi] & (gap >= 0)
+        # the replay's floor: the median gap behind an op launched while its predecessor still ran (truly
+        # queued; HTA's queue-length test also counts launch-bound gaps when its counters disagree)
+        gq_mask = (rt_ts[pi] < prev_end[pi]) & (gap >= 0)
         gq = int(np.median(gap[gq_mask])) if gq_mask.any() else 0
-        srcs.append(de(prev[pi]))
+        ovl = gap < 0
+        srcs.append(np.where(ovl, ds(prev[pi]), de(prev[pi])))
         dsts.append(ds(pi))
         kinds.append(np.full(pi.size, STREAM, np.int8))
         owners.append(dev_rows[prev[pi]])
-        htaw.append(np.where(cond_kk[pi], np.maximum(gap, 0), -1))
-        wmins.append(np.minimum(np.maximum(gap, 0), gq))
+        htaw.append(np.where(cond_kk[pi] & ~ovl, np.maximum(gap, 0), -1))
+        wmins.append(np.where(ovl, d_ts[pi] - d_ts[prev[pi]], np.minimum(np.maximum(gap, 0), gq)))
+        vias.append(np.where(ovl, prev[pi], -1))
     else:
         lq = gq = 0
     # sync edges
@@ -511,14 +539,36 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
             s_src = (dfk.index.to_numpy() // (kh + 1)).astype(np.int64)
             s_dsth = (dfk.index.to_numpy() % (kh + 1)).astype(np.int64)
             s_hta = dfk.to_numpy()
-        # replay weight: the post-latency after the latest source
-        lat = h_end[s_dsth] - d_end[s_src]
-        srcs.append(de(s_src))
+        # A wait is an edge, not a duration: a call waited when its latest source op ended after the
+        # call's last interval began; that interval then weighs only the return latency (from the later
+        # of its start and the op's end to the return) and every sync edge into the call that latency,
+        # so the call returns when the op ends, plus that latency. A call that did not wait keeps its
+        # host time and its sync edges weigh 0. Under clock skew (the op ends after the return, at most
+        # SKEW_MAX_NS) the edge runs from the op's start, weighing the op's duration less the skew.
+        w_sync = np.zeros(s_src.size, np.int64)
+        skew = np.zeros(s_src.size, bool)
+        if s_src.size:
+            over = d_end[s_src] - h_end[s_dsth]
+            skew = (over > 0) & (over <= SKEW_MAX_NS) & (d_ts[s_src] < h_end[s_dsth])
+            ok = (over <= 0) | skew  # the others run backwards and are dropped below
+            d_last = np.full(kh, -_BIG, np.int64)
+            np.maximum.at(d_last, s_dsth[ok], d_end[s_src[ok]])
+            if kh:
+                u_last = np.full(kh, _BIG, np.int64)
+                u_last[v_ev[last_in]] = u_time[last_in]
+                waited = d_last > u_last
+                le = last_in[waited[v_ev[last_in]]]
+                c = v_ev[le]
+                wdt[le] = np.minimum(wdt[le], np.maximum(0, h_end[c] - np.maximum(u_time[le], d_last[c])))
+                w_sync = np.where(waited[s_dsth], np.maximum(0, h_end[s_dsth] - d_last[s_dsth]), 0)
+            w_sync = np.where(skew, h_end[s_dsth] - d_ts[s_src], w_sync)
+        srcs.append(np.where(skew, ds(s_src), de(s_src)))
         dsts.append(he(s_dsth))
         kinds.append(np.full(s_src.size, SYNC, np.int8))
         owners.append(host_rows[s_dsth])
-        htaw.append(np.where(s_hta, 0, -1))
-        wmins.append(np.maximum(lat, 0))
+        htaw.append(np.where(s_hta & ~skew, 0, -1))
+        wmins.append(w_sync)
+        vias.append(np.where(skew, s_src, -1))
 
     # ---- fwdbwd flows: forward op end -> backward op start (replay only)
     fl = trace.flows
@@ -537,6 +587,7 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
             owners.append(np.full(s_node.size, -1, np.int64))
             htaw.append(np.full(s_node.size, -1, np.int64))
             wmins.append(np.zeros(s_node.size, np.int64))
+            vias.append(_none(s_node.size))
 
     if srcs:
         src = np.concatenate(srcs).astype(np.int64)
@@ -545,16 +596,24 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
         owner = np.concatenate(owners).astype(np.int64)
         hta_w = np.concatenate(htaw).astype(np.int64)
         wmin = np.concatenate(wmins).astype(np.int64)
+        via = np.concatenate(vias).astype(np.int64)
     else:
-        src = dst = owner = hta_w = wmin = np.zeros(0, np.int64)
+        src = dst = owner = hta_w = wmin = via = np.zeros(0, np.int64)
         kind = np.zeros(0, np.int8)
     fwd = src < dst
     dropped = int((~fwd).sum())
-    src, dst, kind, owner, hta_w, wmin = src[fwd], dst[fwd], kind[fwd], owner[fwd], hta_w[fwd], wmin[fwd]
     # replay weights: never more than measured; the binding edge of each node absorbs the rest
     meas = t_sorted[dst] - t_sorted[src]
     wmin = np.minimum(wmin, meas)
     wmin = _tighten(t_sorted, src, dst, wmin)
+    # weights tied to a device op: via its device edge, offset so that the unchanged replay is exact
+    dep_via = dep_off = None
+    if (via >= 0).any():
+        dev_edge = np.full(kd, -1, np.int64)
+        de_idx = np.flatnonzero(kind == DEVICE)
+        dev_edge[_dev_index(dev_rows, owner[de_idx])] = de_idx
+        dep_via = np.where(via >= 0, dev_edge[np.clip(via, 0, None)], -1)
+        dep_off = np.where(dep_via >= 0, wmin - wmin[np.clip(dep_via, 0, None)], 0)
 
     # ---- per-event flags and node steps
     rows = np.concatenate([host_rows, dev_rows])
@@ -577,7 +636,13 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
                  kind=kind, owner=owner, hta_w=hta_w, wmin=wmin, node_step=node_step, is_dataloader=dl,
                  is_comm=is_comm, is_launch_call=is_launch_call, is_blocking=is_blocking,
                  is_step_range=step_rows_all[rows], dropped_edges=dropped,
-                 window=(w0, w1), queued_gap_ns=int(gq), launch_delay_ns=int(lq))
+                 window=(w0, w1), queued_gap_ns=int(gq), launch_delay_ns=int(lq), dep_via=dep_via, dep_off=dep_off)
+
+
+def _dev_index(dev_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Index into ``dev_rows`` of each of ``rows`` (all present)."""
+    o = np.argsort(dev_rows, kind="stable")
+    return np.asarray(o[np.searchsorted(dev_rows[o], rows)])
 
 
 #: id(trace) -> (weak reference to the trace, id of its events table, its whole-trace graph).

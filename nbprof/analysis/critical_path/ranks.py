@@ -123,7 +123,9 @@ def add_collective_edges(trace: Trace, g: Graph) -> Graph:
                    kind=np.concatenate([g.kind, np.full(k, COLLECTIVE, np.int8)]),
                    owner=np.concatenate([g.owner, np.full(k, -1, np.int64)]),
                    hta_w=np.concatenate([g.hta_w, w]), wmin=np.concatenate([g.wmin, w]),
-                   dropped_edges=g.dropped_edges + int((~fwd).sum()))
+                   dropped_edges=g.dropped_edges + int((~fwd).sum()),
+                   dep_via=None if g.dep_via is None else np.concatenate([g.dep_via, np.full(k, -1, np.int64)]),
+                   dep_off=None if g.dep_off is None else np.concatenate([g.dep_off, np.zeros(k, np.int64)]))
 
 
 def critical_path_ranks(traces: Sequence[Trace], step: int | None = None, *, slack: bool = True,
