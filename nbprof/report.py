@@ -395,12 +395,14 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "") -> 
 
     from .analysis import advisor, evidence
     from .analysis.verdict import verdict
+    from .results.overhead import overhead_html
     from .results.verdict import verdict_html
 
     tr = load_input(trace, trace_cache) if trace else load_input(nsys_report) if nsys_report else None
     if tr is None:
         return
     html = verdict_html(verdict(tr), advisor.advise(tr), zoom=lambda f: evidence.finding_window(tr, f))
+    html += overhead_html(tr)  # "profiled steps took 2.5x the unprofiled ones" (automatic-steps captures)
     display(HTML(html), metadata={_VERDICT_KEY: True})
 
 

@@ -15,13 +15,15 @@ from typing import Any
 
 from ..analysis.operator_keys import GROUP_BY, resolve_sort_key
 
-__all__ = ["ACTIVITY_NAMES", "ProfileOptions", "OptionSpec", "option_specs", "argparse_arguments", "options_doc"]
+__all__ = ["ACTIVITY_NAMES", "AUTO_ACTIVE", "ProfileOptions", "OptionSpec", "option_specs", "argparse_arguments", "options_doc"]
 
 #: Activity names accepted by ``%%torchprof --activities`` and ``nbprof.profile(activities=...)``.
 ACTIVITY_NAMES = ("cpu", "cuda", "gpu")
 
 _TRACE_SUFFIXES = (".json.gz", ".json")
 _UNBOUNDED_ACTIVE = 2**31 - 1
+#: Steps recorded by default when the automatic steps drive the profiler (``auto_steps`` without ``active``).
+AUTO_ACTIVE = 5
 
 
 def _opt(default: Any, help: str, *, flags: tuple[str, ...] = (), metavar: str | None = None,
@@ -53,6 +55,11 @@ class ProfileOptions:
                        metavar="N", type=int)
     steps: int = _opt(1, "Run the cell N times, one profiler step each (nbprof.profile: how many steps the "
                          "block will take; it sets the default active).", metavar="N", type=int)
+    auto_steps: bool = _opt(
+        False, "Steps of an unmodified loop: each optimizer.step() (else each DataLoader batch) ends a profiler "
+               "step (ProfilerStep#N, also an NVTX range) and the schedule stops the profiler after the active "
+               "steps while the code runs on; the step wall times go into the trace (nbprof_capture) for the "
+               "profiler-overhead estimate. An explicit nbprof.step() turns them off (nbprof.capture.auto_steps).")
     sort_by: str = _opt(
         "cpu_time_total",
         "Sort key of the operator table, as torch's key_averages().table: cpu_time_total, "
@@ -127,15 +134,18 @@ class ProfileOptions:
             raise ValueError(msg)
         return replace(self, activities=tuple(acts))
 
-    def schedule_args(self) -> dict[str, int]:
+    def schedule_args(self, *, auto: bool = False) -> dict[str, int]:
         """``wait, warmup, active, repeat`` for ``torch.profiler.schedule``.
 
         ``active=None`` becomes ``steps - wait - warmup`` when ``steps > 1`` (every remaining run
-        of the cell), else unbounded (record until the profile ends).
+        of the cell), else unbounded (record until the profile ends). With ``auto=True`` (the schedule the
+        automatic steps follow, ``auto_steps``) ``active=None`` is ``AUTO_ACTIVE`` steps: the profiler stops
+        after them while the code runs on.
         """
         active = self.active
         if active is None:
-            active = self.steps - self.wait - self.warmup if self.steps > 1 else _UNBOUNDED_ACTIVE
+            unbounded = self.steps - self.wait - self.warmup if self.steps > 1 else _UNBOUNDED_ACTIVE
+            active = AUTO_ACTIVE if auto else unbounded
         return {"wait": int(self.wait), "warmup": int(self.warmup), "active": int(active), "repeat": int(self.repeat)}
 
     @classmethod

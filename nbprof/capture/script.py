@@ -1,9 +1,14 @@
 """Profile any Python script with torch.profiler: ``python -m nbprof.capture.script --trace OUT -- script.py args``.
 
 The script runs as ``__main__`` (``runpy.run_path``) inside a torch.profiler capture session
-(``nbprof.capture.torch_profiler.Session``: files only); if it calls
-``nbprof.step()`` at the end of each training step, the trace gets ``ProfilerStep#N`` ranges,
-otherwise the whole run is one window. The script's exit status and exceptions are preserved.
+(``nbprof.capture.torch_profiler.Session``: files only). The script needs no change: its steps come from
+process-global hooks (``nbprof.capture.auto_steps``: each ``optimizer.step()``, else each ``DataLoader``
+batch, ends a ``ProfilerStep#N``, also an NVTX range for an nsys + Kineto merge), and the schedule
+(default: skip 3 steps, warm up 1, record 5) stops the profiler afterwards while the script runs on; the
+wall times of the unprofiled and profiled steps go into the trace (``nbprof_capture``) for the
+profiler-overhead estimate. A script that calls ``nbprof.step()`` or runs its own torch.profiler keeps
+its own steps. ``--whole-run`` records the whole run as one window instead. The script's exit status and
+exceptions are preserved.
 """
 
 from __future__ import annotations
@@ -19,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", required=True, help="Chrome-trace output (.json or .json.gz); never overwritten")
     ap.add_argument("--activities", default="cpu,gpu", help="comma-separated: cpu, cuda, gpu (default cpu,gpu)")
     ap.add_argument("--no-memory", action="store_true", help="do not record [memory] events")
+    ap.add_argument("--wait", type=int, default=3, metavar="N", help="steps skipped before warm-up (default 3)")
+    ap.add_argument("--warmup", type=int, default=1, metavar="N", help="warm-up steps, profiled and discarded (default 1)")
+    ap.add_argument("--active", type=int, default=5, metavar="N", help="steps recorded (default 5)")
+    ap.add_argument("--whole-run", action="store_true",
+                    help="no automatic steps: record the whole run (one window unless the script calls nbprof.step())")
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
@@ -39,13 +49,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     sys.argv = [a.script, *args]
     code = 0
-    options = ProfileOptions(activities=(a.activities,), trace=a.trace, record_shapes=True,
-                             profile_memory=not a.no_memory, quiet=True).validated()
-    with Session(options):  # capture only: the trace file is written, nothing is loaded
+    sched = {} if a.whole_run else {"wait": a.wait, "warmup": a.warmup, "active": a.active, "auto_steps": True}
+    try:
+        options = ProfileOptions(activities=(a.activities,), trace=a.trace, record_shapes=True,
+                                 profile_memory=not a.no_memory, quiet=True, **sched).validated()
+    except ValueError as exc:
+        print(f"{ap.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    session = Session(options)
+    with session:  # capture only: the trace file is written, nothing is loaded
         try:
             runpy.run_path(a.script, run_name="__main__")
         except SystemExit as exc:  # keep the script's status, still export the trace
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    for note in session.notes:
+        print(f"nbprof: {note}", file=sys.stderr)
     return code
 
 

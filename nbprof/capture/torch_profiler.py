@@ -266,6 +266,7 @@ class Session:
         self._export_errors: list[str] = []
         self._snapshot_cm: Any = None
         self._snapshot_cap: Any = None
+        self.auto: Any = None  # AutoSteps while the auto_steps option drives the profiler
 
     # ---------------------------------------------------------------- torch
     def _make_profiler(self) -> Any:
@@ -298,6 +299,12 @@ class Session:
             kw["experimental_config"] = torch._C._profiler._ExperimentalConfig(verbose=True)
         with _quiet_torch_warnings():
             kw["schedule"] = torch_schedule(**o.schedule_args())
+            if o.auto_steps:
+                # the automatic steps' schedule (a bounded window) while they drive the profiler; the caller's own
+                # schedule once its own step() calls took over (AutoSteps.turn_off)
+                auto, own = torch_schedule(**o.schedule_args(auto=True)), kw["schedule"]
+                kw["schedule"] = lambda step: (auto if self.auto is not None and self.auto.off_reason is None
+                                               else own)(step)
         return torch_profile(**kw)
 
     def _on_trace_ready(self, prof: Any) -> None:
@@ -361,6 +368,10 @@ class Session:
         if self._prof is not None:
             msg = "an nbprof.profile can be entered once; create a new one for another profile"
             raise RuntimeError(msg)
+        if self.options.auto_steps:
+            from .auto_steps import AutoSteps
+
+            self.auto = AutoSteps(self)
         self._prof = self._make_profiler()
         if self.options.memory_snapshot:
             from .memory_snapshot import record
@@ -379,13 +390,21 @@ class Session:
             msg = f"torch.profiler could not start: {type(exc).__name__}: {exc}"
             raise CaptureError(msg) from exc
         _ACTIVE.append(self)
+        if self.auto is not None:
+            self.auto.__enter__()
         return self
 
     def step(self) -> None:
-        """End the current step (``torch.profiler.profile.step``)."""
+        """End the current step (``torch.profiler.profile.step``); turns the automatic steps off (the caller's
+        steps win)."""
         if self._prof is None or not self.running:
             msg = "this profile is not running: step() only works inside its `with` block or cell"
             raise RuntimeError(msg)
+        if self.auto is not None:
+            self.auto.turn_off("nbprof.step() was called: the script's own steps are used, the automatic ones are off")
+        self._profiler_step()
+
+    def _profiler_step(self) -> None:
         self._steps += 1
         with _quiet_torch_warnings():
             self._prof.step()
@@ -394,6 +413,8 @@ class Session:
         """Stop the profiler (exporting the last cycle) and the allocator recording; never swallows ``exc``."""
         if self in _ACTIVE:
             _ACTIVE.remove(self)
+        if self.auto is not None and self.auto.entered:
+            self.auto.__exit__(None, None, None)
         try:
             with _quiet_torch_warnings():
                 self._prof.__exit__(None, None, None)
@@ -409,10 +430,36 @@ class Session:
             self.running = False
         for e in self._export_errors:
             self.notes.append(f"export failed for {e}")
-        if not self.cycle_files:
+        if self.auto is not None and self.auto.entered:
+            self._finish_auto()
+        elif not self.cycle_files:
             sched = self.options.schedule_args()
             self.notes.append(
                 f"nothing was recorded: the profile ended after {self.steps_run} step(s), before the first "
                 f"active step (wait={sched['wait']}, warmup={sched['warmup']})"
             )
         return False
+
+    def _finish_auto(self) -> None:
+        """Write the automatic steps' times into every exported trace; say what was (not) recorded."""
+        from .auto_steps import CAPTURE_KEY, add_trace_metadata
+
+        meta = self.auto.metadata()
+        for path in self.cycle_files:
+            try:
+                add_trace_metadata(path, CAPTURE_KEY, meta)
+            except Exception as err:  # the trace itself is written
+                self.notes.append(f"step times not added to {path}: {type(err).__name__}: {err}")
+        if self.cycle_files:
+            return
+        sched = meta["schedule"]
+        if not meta["steps_seen"]:
+            self.notes.append(
+                "nothing was recorded: no step boundary was found (no optimizer.step(), no DataLoader batch); "
+                "profile the whole run instead (python -m nbprof.capture.script --whole-run) or call nbprof.step() "
+                "at the end of each iteration")
+        else:
+            self.notes.append(
+                f"nothing was recorded: the run ended after {meta['steps_seen']} step(s) "
+                f"({meta['step_source']} steps), before the first recorded one (skip {sched['wait']} + "
+                f"warm-up {sched['warmup']}); lower --wait/--warmup or run more steps")

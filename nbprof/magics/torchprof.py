@@ -9,6 +9,7 @@ prints them and a bad flag raises ``UsageError``. The profiling is ``nbprof.prof
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -18,6 +19,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..capture.options import ProfileOptions, argparse_arguments
 
 __all__ = ["TorchProfMagics", "make_magics"]
+
+#: A cell that steps the profiler itself (``nbprof.step()``, ``prof.step()``) keeps its own steps.
+_STEPS_ITSELF = re.compile(r"\bnbprof\.step\(|\bprof\w*\.step\(|(?<![.\w])step\(\s*\)")
 
 
 def _option_arguments(func: Any) -> Any:
@@ -76,6 +80,12 @@ class TorchProfMagics(Magics):
         Kineto trace. If the code raises, the partial profile is saved and shown, then the
         exception propagates. Existing files are never overwritten without --force.
 
+        A cell run once (``--steps 1``) that runs a training loop needs no ``nbprof.step()``: each
+        ``optimizer.step()`` (else each DataLoader batch) ends a ``ProfilerStep#N``
+        (``nbprof.capture.auto_steps``); without ``--active`` the profiler records 5 steps and stops while the
+        loop runs on, and the result states the profiler's overhead. A cell that calls ``nbprof.step()`` keeps
+        its own steps.
+
         Examples::
 
             %%torchprof --steps 5 --record-shapes --profile-memory
@@ -100,6 +110,9 @@ class TorchProfMagics(Magics):
         if args.var is not None and not str(args.var).isidentifier():
             raise UsageError(f"--var {args.var!r} is not a valid variable name")
         options = ProfileOptions.from_namespace(args)
+        if options.steps == 1 and not _STEPS_ITSELF.search(code):
+            # a cell that runs a loop: its optimizer.step() / DataLoader batches are the steps (nbprof.capture.auto_steps)
+            options = replace(options, auto_steps=True)
         try:
             options = options.validated()
         except ValueError as exc:

@@ -1,0 +1,185 @@
+"""Profiler steps for an unmodified loop: :mod:`.step_hooks` boundaries drive ``torch.profiler``'s schedule.
+
+:class:`AutoSteps` belongs to one :class:`~nbprof.capture.torch_profiler.Session` (``auto_steps`` option;
+``python -m nbprof.capture.script`` and ``nbprof report --script`` turn it on). At each step end found by
+:class:`~nbprof.capture.step_hooks.StepHooks` (an ``optimizer.step()``, else a ``DataLoader`` batch
+request) it:
+
+1. pops the NVTX range of the step (``nbprof.nvtx``, named ``ProfilerStep#N`` like Kineto's), so that under
+   ``nsys profile -t nvtx`` the nsys trace and the Kineto trace share the step ranges that
+   :func:`nbprof.trace.merge.merge` aligns on (an NVTX step range pairs with ``ProfilerStep#N`` on the same
+   thread);
+2. calls ``torch.profiler.profile.step()`` (the ``ProfilerStep#N`` annotation and the wait/warmup/active
+   schedule: after the last active step the profiler stops and exports while the script runs on);
+3. pushes the NVTX range of the next step.
+
+It also records each step's wall time (``perf_counter`` ns, minus the time its own ``prof.step()`` call at
+the step's start took: the profiler's start and export are one-off costs, not per-step overhead), its
+DataLoader wait and its schedule phase (``wait``, ``warmup``, ``active``, ``after``), written at the end
+into each exported trace as the top-level key ``"nbprof_capture"`` (the Kineto loader keeps it in
+``meta.extra``; :func:`nbprof.analysis.overhead.profiler_overhead` reads it).
+
+The user's own steps win: an explicit ``nbprof.step()`` (``Session.step``) or a torch.profiler of the
+script's own (seen enabled at a boundary while nbprof's is not recording) turns the automatic steps off,
+with a note.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from .step_hooks import StepEnd, StepHooks
+
+__all__ = ["AutoSteps", "CAPTURE_KEY", "KEEP_AFTER"]
+
+#: Top-level key of the exported trace that holds the capture's step times (``meta.extra[CAPTURE_KEY]``).
+CAPTURE_KEY = "nbprof_capture"
+#: Steps kept after the recorded window (their wall times are the "unprofiled" side of the overhead).
+KEEP_AFTER = 20
+
+
+class AutoSteps:
+    """Drive ``session``'s profiler from the process-global step hooks (see the module docstring).
+
+    Parameters
+    ----------
+    session : Session
+        The running capture session (its ``_prof`` and ``notes`` are used).
+
+    Attributes
+    ----------
+    steps : list of dict
+        ``{"step", "wall_ns", "data_wait_ns", "phase"}`` per step ended (at most the window + ``KEEP_AFTER``).
+    off_reason : str or None
+        Why the automatic steps were turned off (None while on).
+    """
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.steps: list[dict[str, Any]] = []
+        self.off_reason: str | None = None
+        self.source: str | None = None
+        self._hooks = StepHooks(self._on_step_end)
+        self.entered = False
+        self._thread = threading.get_ident()
+        self._nvtx = False
+        self._carry_ns = 0
+        sched = session.options.schedule_args(auto=True)
+        self._wait, self._warmup, self._active = sched["wait"], sched["warmup"], sched["active"]
+        self._repeat = sched["repeat"]
+
+    # ------------------------------------------------------------------ schedule
+    def phase(self, step: int) -> str:
+        """The schedule phase of ``step`` (torch.profiler.schedule's rule): wait, warmup, active or after."""
+        cycle = self._wait + self._warmup + self._active
+        if self._repeat > 0 and step >= cycle * self._repeat:
+            return "after"
+        pos = step % cycle
+        return "wait" if pos < self._wait else "warmup" if pos < self._wait + self._warmup else "active"
+
+    def _window_end(self) -> int:
+        cycle = self._wait + self._warmup + self._active
+        return cycle * self._repeat if self._repeat > 0 else 2**62
+
+    # ------------------------------------------------------------------ protocol
+    def __enter__(self) -> AutoSteps:
+        self._hooks.__enter__()
+        self.entered = True
+        try:
+            from .. import nvtx
+
+            if nvtx.available():
+                nvtx.mark("nbprof auto steps")  # the first NVTX call initialises the injection
+                nvtx.push("ProfilerStep#0")
+                self._nvtx = True
+        except Exception:  # NVTX is an extra: the Kineto steps do not need it
+            self._nvtx = False
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._hooks.__exit__(None, None, None)
+        self.source = self._hooks.source
+        if self._nvtx:
+            self._nvtx_pop()
+        if self._hooks.error_count:
+            self.session.notes.append(f"automatic steps: {self._hooks.error_count} step(s) failed "
+                                      f"({self._hooks.errors[0]})")
+
+    def turn_off(self, reason: str) -> None:
+        """Stop driving the profiler (the hooks still record step times)."""
+        if self.off_reason is None:
+            self.off_reason = reason
+            self.session.notes.append(reason)
+            if self._nvtx:
+                self._nvtx_pop()
+            self._nvtx = False
+
+    # ------------------------------------------------------------------ a step ended
+    def _nvtx_pop(self) -> None:
+        from .. import nvtx
+
+        if threading.get_ident() == self._thread:
+            nvtx.pop()
+
+    def _on_step_end(self, ev: StepEnd) -> None:
+        if ev.index < self._window_end() + KEEP_AFTER:
+            self.steps.append({"step": ev.index, "wall_ns": ev.duration_ns - self._carry_ns,
+                               "data_wait_ns": ev.data_wait_ns, "phase": self.phase(ev.index)})
+        self._carry_ns = 0
+        if self.off_reason is not None or ev.index >= self._window_end() + KEEP_AFTER:
+            return
+        if self.phase(ev.index) in ("wait", "warmup"):
+            import torch
+
+            if torch.autograd.profiler._is_profiler_enabled:
+                self.turn_off("the script runs its own torch.profiler: its steps win, nbprof's automatic "
+                              "steps are off")
+                return
+        same_thread = threading.get_ident() == self._thread
+        if self._nvtx and same_thread:
+            self._nvtx_pop()
+        if ev.index < self._window_end():
+            self.session._profiler_step()
+        if self._nvtx and same_thread:
+            from .. import nvtx
+
+            nvtx.push(f"ProfilerStep#{ev.index + 1}")
+        self._carry_ns = time.perf_counter_ns() - ev.end_ns
+
+    # ------------------------------------------------------------------ what goes into the trace
+    def metadata(self) -> dict[str, Any]:
+        """The ``"nbprof_capture"`` object: step source, schedule and per-step wall times (int ns).
+
+        Keys: ``step_source`` ("optimizer", "dataloader" or None), ``steps_seen`` (int), ``schedule``
+        (wait, warmup, active, repeat), ``steps`` (list of ``{"step", "wall_ns", "data_wait_ns", "phase"}``),
+        ``auto_steps_off`` (the reason, or None), ``clock`` ("perf_counter_ns").
+        """
+        return {
+            "step_source": self._hooks.source,
+            "steps_seen": self._hooks.steps,
+            "schedule": {"wait": self._wait, "warmup": self._warmup, "active": self._active, "repeat": self._repeat},
+            "steps": list(self.steps),
+            "auto_steps_off": self.off_reason,
+            "clock": "perf_counter_ns",
+        }
+
+
+def add_trace_metadata(path: Any, key: str, value: Any) -> None:
+    """Add the top-level ``key: value`` to the Chrome trace at ``path`` (``.json`` or ``.json.gz``), in place.
+
+    The object is inserted right after the document's opening ``{`` (the events are not re-encoded); the file
+    is replaced atomically (``_files.write_trace_bytes``). A document that is not a JSON object is left alone.
+    """
+    import orjson
+
+    from ._files import read_trace_bytes, write_trace_bytes
+
+    data = read_trace_bytes(path)
+    at = data.find(b"{")
+    if at < 0 or data[:at].strip():
+        return
+    head = orjson.dumps({key: value})[:-1]  # b'{"key":{...}'
+    rest = data[at + 1:].lstrip()
+    write_trace_bytes(head + (b"," if not rest.startswith(b"}") else b"") + rest, path)
