@@ -165,6 +165,10 @@ class StepHooks:
         ``"<Type>: <message>"`` of the first 10 callback exceptions; :attr:`error_count` counts all.
     installed_ns : int
         ``time.perf_counter_ns()`` when the hooks were installed.
+    data_wait_total_ns, data_wait_cpu_total_ns : int
+        Running totals since installation of the DataLoader wait and the waiting thread's CPU time in it
+        (ns), updated after every ``__next__``: the wait between any two moments is the difference (the watch's
+        :meth:`~nbprof.capture.watch.Watch.step` boundaries use it).
 
     Raises
     ------
@@ -186,6 +190,8 @@ class StepHooks:
         self._start_ns = 0
         self._wait_ns = 0
         self._wait_cpu_ns = 0
+        self.data_wait_total_ns = 0
+        self.data_wait_cpu_total_ns = 0
         self._open = False  # DataLoader mode: a step has started and not ended
         self._anchor = 0  # id() of the optimizer whose step() ends a step
         self._learning = False  # still in the first cycle of distinct optimizers
@@ -281,6 +287,8 @@ class StepHooks:
         self._open = True
 
     def _batch_done(self, wait_ns: int, stopped: bool, t_ns: int, cpu_ns: int = 0) -> None:
+        self.data_wait_total_ns += wait_ns
+        self.data_wait_cpu_total_ns += cpu_ns
         if stopped and self.source != "optimizer":
             # the loader is exhausted: the request ended the epoch's last step and opened none
             self._open = False

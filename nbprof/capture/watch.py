@@ -5,7 +5,7 @@ microseconds per step (``benchmarks/bench_watch.py`` measures the ratio against 
 
 ==================  ===================================================================================
 ``step_ns``         wall time between two step boundaries (``time.perf_counter_ns``)
-``data_wait_ns``    time inside ``DataLoader`` iterators' ``__next__`` (``_BaseDataLoaderIter.__next__``)
+``data_wait_ns``    time inside ``DataLoader`` iterators' ``__next__`` (``nbprof.capture.step_hooks``)
 ``forward_ns``      outermost ``nn.Module`` forward calls (global module forward pre/post hooks)
 ``backward_ns``     from the first gradient reaching the forward output (a tensor hook) to the end of the
                     autograd pass (``Variable._execution_engine.queue_callback``)
@@ -19,8 +19,9 @@ microseconds per step (``benchmarks/bench_watch.py`` measures the ratio against 
                     profiled window): in no step, so a profiler's start never reads as a slow step
 ==================  ===================================================================================
 
-Step boundaries, first that applies: :meth:`Watch.step` calls (``nbprof.watch.step()``), else the end of
-each ``Optimizer.step``, else each ``DataLoader`` ``__next__`` call. The step is flagged when it takes more
+Step boundaries, first that applies: :meth:`Watch.step` calls (``nbprof.watch.step()``), else those of
+:class:`nbprof.capture.step_hooks.StepHooks` (the end of the last optimizer's ``step()`` of an iteration, else
+each ``DataLoader`` batch request), the one definition shared with the script capture. The step is flagged when it takes more
 than ``k`` times the running median of the last ``window`` unflagged steps (and at least ``min_excess_ns``
 more), or when a user ``predicate(record)`` says so. A flag arms ``torch.profiler`` for the next
 ``capture_steps`` steps (each a ``ProfilerStep#N`` range); a window is kept (its trace written into the run
@@ -138,7 +139,8 @@ class Watch:
         self._fifo: deque[int] = deque()
         self._mode = ""  # "", "dataloader", "optimizer", "manual"
         self._handles: list[Any] = []
-        self._patched: list[tuple[Any, str, Any]] = []
+        self._hooks: Any = None  # the StepHooks (optimizer post-hook and DataLoader boundaries, data wait)
+        self._opt_t0 = 0
         self._torch: Any = None
         self._origin = _NS()
         self._reset_step(self._origin, _CPU())
@@ -151,12 +153,16 @@ class Watch:
         self._bwd_t0 = 0
         self._bwd_armed = False
         self._gc_t0 = 0
-        self._dl_depth = 0
 
     # ---------------------------------------------------------------------------------------- step accounting
+    def _data_totals(self) -> tuple[int, int]:
+        h = self._hooks
+        return (h.data_wait_total_ns, h.data_wait_cpu_total_ns) if h is not None else (0, 0)
+
     def _reset_step(self, t: int, cpu: int) -> None:
         self._t0, self._cpu0 = t, cpu
-        self._data = self._data_cpu = self._fwd = self._bwd = self._opt = self._gc = 0
+        self._data0, self._data_cpu0 = self._data_totals()
+        self._fwd = self._bwd = self._opt = self._gc = 0
         self._bwd_armed = False
         self._errors: list[str] = []
 
@@ -166,12 +172,13 @@ class Watch:
     def _boundary(self, t: int, cpu: int) -> None:
         """End the current step at ``t`` (perf_counter ns) and start the next one (after the watch's own work)."""
         step_ns = t - self._t0
-        wall_out = step_ns - self._data
-        blocked = max(0, wall_out - (cpu - self._cpu0 - self._data_cpu))
-        parts = self._data + self._fwd + self._bwd + self._opt
+        tot, tot_cpu = self._data_totals()
+        data, data_cpu = tot - self._data0, tot_cpu - self._data_cpu0
+        blocked = max(0, (step_ns - data) - (cpu - self._cpu0 - data_cpu))
+        parts = data + self._fwd + self._bwd + self._opt
         rec: dict[str, Any] = {
             "step": len(self.records), "start_ns": self._t0 - self._origin, "step_ns": step_ns,
-            "data_wait_ns": self._data, "forward_ns": self._fwd, "backward_ns": self._bwd,
+            "data_wait_ns": data, "forward_ns": self._fwd, "backward_ns": self._bwd,
             "optimizer_ns": self._opt, "gc_ns": self._gc, "blocked_ns": blocked,
             "other_ns": max(0, step_ns - parts), "profiled": self._prof is not None,
             "flagged": False, "median_ns": self._median[len(self._median) // 2] if self._median else 0,
@@ -284,50 +291,26 @@ class Watch:
         """Mark the end of a step (a loop without optimizer or DataLoader; also overrides their boundaries)."""
         t, c = _NS(), _CPU()
         self._mode = "manual"
+        if self._opt_t0:  # an optimizer step inside a manual step (pre-hook seen, its end is now at the latest)
+            self._opt += t - self._opt_t0
+            self._opt_t0 = 0
         self._boundary(t, c)
 
-    def _on_next(self, orig: Callable[..., Any]) -> Callable[..., Any]:
-        watch = self
-
-        def __next__(it: Any) -> Any:
-            if watch._dl_depth:  # an iterator inside an iterator: the outer call times both
-                return orig(it)
-            t0, c0 = _NS(), _CPU()
-            try:
-                if watch._mode == "dataloader":
-                    watch._boundary(t0, c0)
-                    t0, c0 = watch._t0, watch._cpu0
-                elif watch._mode == "":  # the first batch starts the first step (setup before it is none)
-                    watch._mode = "dataloader"
-                    watch._reset_step(t0, c0)
-            except Exception as exc:
-                watch._error("dataloader", exc)
-            watch._dl_depth += 1
-            try:
-                return orig(it)
-            finally:
-                watch._dl_depth -= 1
-                watch._data += _NS() - t0
-                watch._data_cpu += _CPU() - c0
-
-        __next__.__wrapped__ = orig  # type: ignore[attr-defined]
-        return __next__
+    def _on_step_end(self, ev: Any) -> None:
+        """A boundary found by :class:`~nbprof.capture.step_hooks.StepHooks` (optimizer step, or the next batch)."""
+        t, c = _NS(), _CPU()
+        if self._mode == "manual":
+            return
+        self._mode = ev.source
+        if ev.start_ns > self._t0:  # the first batch request starts the first step: setup before it is none
+            self._t0 = ev.start_ns
+        if ev.source == "optimizer" and self._opt_t0:
+            self._opt += ev.end_ns - self._opt_t0
+            self._opt_t0 = 0
+        self._boundary(t, c)
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        try:
-            self._opt_t0 = _NS()
-        except Exception as exc:  # pragma: no cover - perf_counter_ns does not raise
-            self._error("optimizer", exc)
-
-    def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
-        t, c = _NS(), _CPU()
-        try:
-            self._opt += t - getattr(self, "_opt_t0", t)
-            if self._mode in ("", "dataloader", "optimizer"):
-                self._mode = "optimizer"
-                self._boundary(t, c)
-        except Exception as exc:
-            self._error("optimizer", exc)
+        self._opt_t0 = _NS()
 
     def _fwd_pre(self, module: Any, args: Any) -> None:
         if self._fwd_depth == 0:
@@ -395,26 +378,24 @@ class Watch:
         self._torch = torch
         from torch.nn.modules import module as tm
         from torch.optim import optimizer as to
-        from torch.utils.data import dataloader as dl
+
+        from .step_hooks import StepHooks
 
         self._handles += [
             to.register_optimizer_step_pre_hook(self._guard("optimizer", self._opt_pre)),
-            to.register_optimizer_step_post_hook(self._guard("optimizer", self._opt_post)),
             tm.register_module_forward_pre_hook(self._guard("forward", self._fwd_pre)),
             tm.register_module_forward_hook(self._guard("forward", self._fwd_post)),
         ]
-        cls = dl._BaseDataLoaderIter
-        orig = cls.__next__
-        cls.__next__ = self._on_next(orig)  # type: ignore[method-assign]
-        self._patched.append((cls, "__next__", orig))
+        self._hooks = StepHooks(self._guard("step", self._on_step_end))
+        self._hooks.__enter__()
+        self._reset_step(_NS(), _CPU())
 
     def uninstall(self) -> None:
         """Remove every hook and patch (idempotent)."""
         while self._handles:
             self._handles.pop().remove()
-        while self._patched:
-            cls, name, orig = self._patched.pop()
-            setattr(cls, name, orig)
+        if self._hooks is not None:
+            self._hooks.__exit__(None, None, None)
         if self._gc_cb in gc.callbacks:
             gc.callbacks.remove(self._gc_cb)
 
