@@ -27,6 +27,7 @@ from .scale import load_ranks
 from .sources import load
 from .trace import LoadReport, Trace, TraceMeta
 from .trace.merge import merge
+from .watching import watch
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,7 @@ __all__ = [
     "merge",
     "profile",
     "step",
+    "watch",
     "Trace",
     "TraceMeta",
     "LoadReport",

@@ -216,13 +216,19 @@ def _render(name: str, df: Any, fmt: str, path: str) -> str | bytes:
 
 def _cmd_stats(args: argparse.Namespace) -> int:
     """``nsys stats`` for any trace: each report on stdout, or in ``<BASE>_<report>.<ext>`` with ``-o BASE``."""
-    names = _report_names(args.report) if args.report else list(DEFAULT_REPORTS)
+    names = _report_names(args.report) if args.report else (
+        ["steps"] if os.path.isdir(args.trace) else list(DEFAULT_REPORTS))
     if args.format == "parquet" and not args.output:
         raise _CliError("-f parquet writes files: give -o BASE (writes BASE_<report>.parquet)")
-    tr = _load("stats", args.trace)
+    from .sources.watch_run import is_run_dir, read_run
+
+    run = read_run(args.trace) if is_run_dir(args.trace) else None
+    if run is not None and names != ["steps"]:
+        raise _CliError(f"{args.trace!r} is a watch run folder: its report is -r steps (the per-step log)")
+    tr = None if run is not None else _load("stats", args.trace)
     outputs: list[tuple[str, str | bytes]] = []
     for n in names:
-        df = _compute(n, tr)
+        df = run.steps if run is not None else _compute(n, tr)
         if not len(df):
             _note(f"SKIPPED: {args.trace} has no data for the {n} report")
             continue
@@ -270,15 +276,20 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if pos or not base or not cand:
         raise _CliError("give two traces: --baseline A --candidate B (or nbprof check A B)")
     thr = _threshold(args.max_regress)
-    ta, tb = _load("check", base), _load("check", cand)
-    if not args.allow_different_hardware:
-        ha, hb = _hardware(ta), _hardware(tb)
-        if ha != hb:
-            raise _CliError(f"the runs differ in hardware: baseline {ha[0]} x{ha[1]} ranks, candidate {hb[0]} x{hb[1]} "
-                            "ranks; step times of different devices or world sizes are not a regression check "
-                            "(--allow-different-hardware compares them anyway)")
+    def load(path: str) -> tuple[Any, tuple[str, int] | None]:  # a watch run folder (nbprof watch) or a trace
+        from .sources.watch_run import is_run_dir, read_run, run_step_times
+
+        if is_run_dir(path):
+            return run_step_times(read_run(path)), None
+        tr = _load("check", path)
+        return step_times(tr), _hardware(tr)
+
     try:
-        a, b = step_times(ta), step_times(tb)
+        (a, ha), (b, hb) = load(base), load(cand)
+        if not args.allow_different_hardware and ha is not None and hb is not None and ha != hb:
+            raise _CliError(f"the runs differ in hardware: baseline {ha[0]} x{ha[1]} ranks, candidate {hb[0]} "
+                            f"x{hb[1]} ranks; step times of different devices or world sizes are not a regression "
+                            "check (--allow-different-hardware compares them anyway)")
         for path, v in ((base, a), (cand, b)):
             if not len(v):
                 raise ValueError(f"{path}: no host events, so no step times to compare")
@@ -416,6 +427,28 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------------------- watch
+def _cmd_watch(args: argparse.Namespace) -> int:
+    """Run a script under the step watch (``nbprof.watching.run_script``); print the watched run's summary."""
+    from .analysis.watch import what_grew
+    from .results.watch_render import watch_text
+    from .sources.watch_run import read_run
+    from .watching import captured, default_run_dir, run_script
+
+    if not os.path.isfile(args.script):
+        raise _CliError(f"script {args.script!r}: no such file")
+    run_dir = args.output or str(default_run_dir(args.out))
+    kw = {"k": args.k, "min_excess_ns": int(args.min_excess_ms * 1e6), "capture_steps": args.capture_steps,
+          "max_captures": args.max_captures}
+    try:
+        code, _ = run_script(args.script, args.script_args, run_dir, **kw)
+    except ValueError as exc:  # bad watch settings
+        raise _CliError(str(exc)) from None
+    run = read_run(run_dir)
+    sys.stdout.write(watch_text(run_dir, run.steps, what_grew(run.steps), captured(run_dir), run.summary))
+    return int(code)
+
+
 # ------------------------------------------------------------------------------------------------------ parser
 _TRACE_HELP = ("a trace file: Kineto JSON (.json, .json.gz), Nsight Systems (.sqlite, .nsys-rep), "
                "CUDA allocator snapshot (.pickle), export_memory_timeline rows (.raw.json.gz)")
@@ -440,6 +473,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
             "  nbprof check --baseline main.json --candidate pr.json --max-regress 5%   # CI gate\n"
             "  nbprof report run.pt.trace.json.gz -o report.html        # one offline HTML report\n"
             "  nbprof report --script train.py --steps 20      # profile a script, then report\n"
+            "  nbprof watch train.py -o runs/a                 # time every step; profile the slow ones\n"
             "in Jupyter: %load_ext nbprof, then %%torchprof or %nsys (see README.md)\n\n"
             f"exit status:\n{codes}"
         ),
@@ -532,6 +566,24 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     r.add_argument("--force", action="store_true", help="replace the -o FILE.html when it exists")
     r.set_defaults(func=_cmd_report)
     subs["report"] = r
+
+    w = sub.add_parser("watch", help="run a script under the always-on step watch; profile the slow steps",
+                       description="Times every training step from cheap hooks (no profiler); a step slower than "
+                       "K x the running median arms torch.profiler for the next steps. Writes a run folder "
+                       "(steps.parquet, summary.json, captured traces) that nbprof check/stats read. Under "
+                       "Nsight Systems: nsys profile --capture-range=cudaProfilerApi --capture-range-end=repeat "
+                       "nbprof watch train.py (CUDA only).")
+    w.add_argument("script", help="the training script (run as __main__)")
+    w.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
+    w.add_argument("-k", type=float, default=3.0, help="flag a step slower than K x the running median (default 3)")
+    w.add_argument("--min-excess-ms", type=float, default=2.0, metavar="MS",
+                   help="and at least MS longer than the median (default 2)")
+    w.add_argument("--capture-steps", type=int, default=20, metavar="N", help="steps per profiled window (0: none)")
+    w.add_argument("--max-captures", type=int, default=2, metavar="N", help="windows with a slow step to keep")
+    w.add_argument("-o", "--output", default=None, metavar="DIR", help="the run folder (default OUT/run-<time>)")
+    w.add_argument("--out", default="nbprof-watch", metavar="OUT", help="parent of the default run folder")
+    w.set_defaults(func=_cmd_watch)
+    subs["watch"] = w
     return p, subs
 
 

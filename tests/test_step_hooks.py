@@ -111,3 +111,29 @@ def test_nested_instances_count_independently():
     assert (outer.steps, inner.steps) == (4, 2)
     with pytest.raises(RuntimeError), outer, outer:
         pass
+
+
+def test_data_wait_cpu_time_separates_waiting_from_loading():
+    """A single-process loader that computes its batch spends its wait on the CPU; one that sleeps does not."""
+
+    class _Busy(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int):
+            t = time.thread_time_ns()
+            while time.thread_time_ns() - t < 5_000_000:  # 5 ms of CPU
+                pass
+            return torch.randn(4)
+
+    got: list[StepEnd] = []
+    with StepHooks(got.append):
+        for _ in torch.utils.data.DataLoader(_Busy(), batch_size=None):
+            pass
+    busy = got[-1]
+    assert busy.data_wait_cpu_ns >= 4_000_000 and busy.data_wait_cpu_ns <= busy.data_wait_ns + 1_000_000
+    got.clear()
+    with StepHooks(got.append):
+        for _ in torch.utils.data.DataLoader(_SlowDataset(4, 0.01), batch_size=None):
+            pass
+    assert got[-1].data_wait_ns >= 10_000_000 and got[-1].data_wait_cpu_ns < 0.5 * got[-1].data_wait_ns

@@ -68,6 +68,9 @@ class StepEnd:
         Time spent inside ``DataLoader`` iterators' ``__next__`` during this step, ns (0 without a DataLoader).
     source : {"optimizer", "dataloader"}
         What ended the step: an optimizer's ``step()`` post-hook, or the next DataLoader batch request.
+    data_wait_cpu_ns : int
+        CPU time of the waiting thread inside those ``__next__`` calls (``time.thread_time_ns``), ns: near 0
+        while it waits for worker processes, close to ``data_wait_ns`` when it loads the batch itself.
     """
 
     index: int
@@ -75,6 +78,7 @@ class StepEnd:
     end_ns: int
     data_wait_ns: int
     source: StepSource
+    data_wait_cpu_ns: int = 0
 
     @property
     def duration_ns(self) -> int:
@@ -97,6 +101,7 @@ def _patched_next(self: Any) -> Any:
         return _orig_next(self)
     hooks = list(_active)
     t0 = time.perf_counter_ns()
+    c0 = time.thread_time_ns()
     for h in hooks:
         try:
             h._batch_requested(t0)
@@ -112,9 +117,10 @@ def _patched_next(self: Any) -> Any:
     finally:
         _tls.depth = 0
         t1 = time.perf_counter_ns()
+        cpu = time.thread_time_ns() - c0
         for h in hooks:
             try:
-                h._batch_done(t1 - t0, stopped, t1)
+                h._batch_done(t1 - t0, stopped, t1, cpu)
             except Exception as exc:
                 h._record_error(exc)
 
@@ -159,6 +165,10 @@ class StepHooks:
         ``"<Type>: <message>"`` of the first 10 callback exceptions; :attr:`error_count` counts all.
     installed_ns : int
         ``time.perf_counter_ns()`` when the hooks were installed.
+    data_wait_total_ns, data_wait_cpu_total_ns : int
+        Running totals since installation of the DataLoader wait and the waiting thread's CPU time in it
+        (ns), updated after every ``__next__``: the wait between any two moments is the difference (the watch's
+        :meth:`~nbprof.capture.watch.Watch.step` boundaries use it).
 
     Raises
     ------
@@ -179,6 +189,9 @@ class StepHooks:
         self._handle: Any = None
         self._start_ns = 0
         self._wait_ns = 0
+        self._wait_cpu_ns = 0
+        self.data_wait_total_ns = 0
+        self.data_wait_cpu_total_ns = 0
         self._open = False  # DataLoader mode: a step has started and not ended
         self._anchor = 0  # id() of the optimizer whose step() ends a step
         self._learning = False  # still in the first cycle of distinct optimizers
@@ -217,10 +230,10 @@ class StepHooks:
 
     # ------------------------------------------------------------ boundaries
     def _end_step(self, t_ns: int, source: StepSource) -> None:
-        ev = StepEnd(self.steps, self._start_ns, t_ns, self._wait_ns, source)
+        ev = StepEnd(self.steps, self._start_ns, t_ns, self._wait_ns, source, self._wait_cpu_ns)
         self.steps += 1
         self.source = source
-        self._start_ns, self._wait_ns = t_ns, 0
+        self._start_ns, self._wait_ns, self._wait_cpu_ns = t_ns, 0, 0
         if self.on_step_end is None:
             return
         try:
@@ -270,12 +283,15 @@ class StepHooks:
         if self._open:
             self._end_step(t_ns, "dataloader")
         else:
-            self._start_ns, self._wait_ns = t_ns, 0
+            self._start_ns, self._wait_ns, self._wait_cpu_ns = t_ns, 0, 0
         self._open = True
 
-    def _batch_done(self, wait_ns: int, stopped: bool, t_ns: int) -> None:
+    def _batch_done(self, wait_ns: int, stopped: bool, t_ns: int, cpu_ns: int = 0) -> None:
+        self.data_wait_total_ns += wait_ns
+        self.data_wait_cpu_total_ns += cpu_ns
         if stopped and self.source != "optimizer":
             # the loader is exhausted: the request ended the epoch's last step and opened none
             self._open = False
             return
         self._wait_ns += wait_ns
+        self._wait_cpu_ns += cpu_ns
