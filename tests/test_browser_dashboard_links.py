@@ -34,11 +34,10 @@ _RANGE = """() => { const docs = (window.Bokeh && Bokeh.documents) || [];
 def _windows() -> list[tuple[float, float]]:
     import nbprof
     from nbprof.analysis import advisor, evidence
-    from nbprof.results.verdict import rank_findings
 
     tr = nbprof.load(TRACE)
     out = []
-    for f in rank_findings(advisor.advise(tr), 3):
+    for f in [f for f in advisor.advise(tr) if f.quantified][:3]:
         w = evidence.finding_window(tr, f)
         assert w is not None
         out.append((w[0] / 1e6, w[1] / 1e6))

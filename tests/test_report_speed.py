@@ -98,8 +98,7 @@ def test_report_one_kernel_tables_and_links(tmp_path):
     assert links and all(float(a) < float(b) for a, b in links)
     assert 'id="nbprof-timeline"' in html and "get_model_by_name(\"nbprof_timeline\")" in html
     tr = nbprof.load(TRACE)
-    from nbprof.results.verdict import rank_findings
 
-    f = next(f for f in rank_findings(advisor.advise(tr), 3) if f.evidence_rows)
+    f = next(f for f in [f for f in advisor.advise(tr) if f.quantified][:3] if f.evidence_rows)
     lo, hi = evidence.interval(tr, f.evidence_rows, top=1, pad_ratio=0.5)  # the strongest evidence event
     assert np.isclose(float(links[0][0]), lo / 1e6) and np.isclose(float(links[0][1]), hi / 1e6)

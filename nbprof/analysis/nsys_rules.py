@@ -23,8 +23,9 @@ function                     nsys 2022 / modern rule  what it flags
 ===========================  =======================  ===========================================
 
 GPU operations are kernels, memcpys and memsets. Each function returns a DataFrame (empty when the
-rule finds nothing or the trace lacks the data); :func:`nsys_findings` turns them into
-``nbprof.analysis.advisor.Finding`` objects with evidence and a next step. Works on nsys traces and,
+rule finds nothing or the trace lacks the data); :func:`nsys_findings` turns them into the advisor's
+:class:`nbprof.analysis.findings.Finding` objects -- evidence rows, a next step, and a what-if saving where one
+is quantifiable (sync API calls: the calls taking no time), ranked by :func:`nbprof.analysis.findings.rank`. Works on nsys traces and,
 where the data allows, on Kineto traces (memory kinds come from the Kineto memcpy names
 ``Memcpy HtoD (Pageable -> Device)``).
 """
@@ -32,17 +33,17 @@ where the data allows, on Kineto traces (memory kinds come from the Kineto memcp
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..trace.model import Trace
-
-if TYPE_CHECKING:
-    from .advisor import Finding
-
 from ..trace import predicates as pred
+from ..trace.model import Trace
+from . import evidence as evi
+from . import whatif
+from ._rule_util import exact
+from .findings import Finding, Scenario, quantify, rank
 
 __all__ = ["gpu_gaps", "gpu_low_utilization", "sync_apis", "sync_memcpy", "sync_memset", "async_memcpy_pageable",
            "nsys_findings", "DEFAULT_GAP_NS", "DEFAULT_UTIL_THRESHOLD_RATIO", "DEFAULT_CHUNKS"]
@@ -254,16 +255,37 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
+#: Why an nsys rule's findings carry no predicted saving.
+UNQUANTIFIED = {
+    "nsys_gpu_gaps": "a symptom: the saving is that of the finding naming what the CPU does in the gap",
+    "nsys_gpu_low_util": "a symptom: the saving is that of the finding naming its cause",
+    "nsys_sync_memcpy": "the replay has no model of making a copy asynchronous",
+    "nsys_sync_memset": "the replay has no model of making a memset asynchronous",
+    "nsys_async_memcpy_pageable": "the replay has no model of pinned memory for these copies",
+}
+_PARTS = {"nsys_gpu_gaps": "host", "nsys_gpu_low_util": "host", "nsys_sync_api": "sync_wait",
+          "nsys_sync_memcpy": "memcpy", "nsys_sync_memset": "memcpy", "nsys_async_memcpy_pageable": "memcpy"}
+
+
+def _rows_at(trace: Trace, df: pd.DataFrame, host: bool) -> list[int]:
+    """Evidence rows: the events (host runtime calls or device ops) starting at ``df["start_ns"]``."""
+    ev = trace.events
+    m = (pred.is_runtime(ev) if host else pred.is_device_op(ev)) & np.isin(ev["ts_ns"].to_numpy(np.int64),
+                                                                         df["start_ns"].to_numpy(np.int64))
+    return evi.longest(trace, m)
+
+
 def nsys_findings(trace: Trace, *, min_gap_ns: int = DEFAULT_GAP_NS, threshold_ratio: float = DEFAULT_UTIL_THRESHOLD_RATIO,
-                  chunks: int = DEFAULT_CHUNKS) -> list[Finding]:
-    """Run every rule and return ``nbprof.analysis.advisor.Finding`` objects (empty list: nothing found).
+                  chunks: int = DEFAULT_CHUNKS, quantify_savings: bool = True) -> list[Finding]:
+    """Run every rule and return :class:`nbprof.analysis.findings.Finding` objects (empty list: nothing found),
+    ranked by :func:`nbprof.analysis.findings.rank`.
 
     Rule keys: ``nsys_gpu_gaps``, ``nsys_gpu_low_util``, ``nsys_sync_api``, ``nsys_sync_memcpy``,
     ``nsys_sync_memset``, ``nsys_async_memcpy_pageable``. Evidence holds counts, total ns and the
-    worst instances (start/duration ns, relative to the trace origin).
+    worst instances (start/duration ns, relative to the trace origin); ``evidence_rows`` the events.
+    ``quantify_savings``: predict the saving of the quantifiable ones (:func:`nbprof.analysis.whatif.predict`:
+    the sync API calls taking no time); a trace without steps leaves them unquantified with the reason.
     """
-    from .advisor import Finding
-
     out = []
     gaps = gpu_gaps(trace, min_gap_ns=min_gap_ns)
     if len(gaps):
@@ -277,6 +299,7 @@ def nsys_findings(trace: Trace, *, min_gap_ns: int = DEFAULT_GAP_NS, threshold_r
             "Look at the CPU threads in the gap (NVTX ranges, OS runtime calls): data loading, host-side "
             "preprocessing or synchronisation starve the GPU; overlap them with GPU work (DataLoader workers, "
             "prefetching, CUDA streams).",
+            evidence_rows=evi.idle_gap_rows(trace, int(w["device"])),
         ))
     low = gpu_low_utilization(trace, threshold_ratio=threshold_ratio, chunks=chunks)
     if len(low):
@@ -289,6 +312,7 @@ def nsys_findings(trace: Trace, *, min_gap_ns: int = DEFAULT_GAP_NS, threshold_r
             f"device {int(w['device'])}, from {_ms(w['start_ns'])}",
             "Find what the CPU does in these regions (NVTX step marks help); batch small kernels, use CUDA "
             "graphs or larger batches if launches dominate.",
+            evidence_rows=evi.idle_gap_rows(trace, int(w["device"])),
         ))
     for key, df, what, advice in (
         ("nsys_sync_api", sync_apis(trace), "synchronisation API calls",
@@ -308,10 +332,21 @@ def nsys_findings(trace: Trace, *, min_gap_ns: int = DEFAULT_GAP_NS, threshold_r
                 df = df.drop_duplicates(["start_ns", "device"])
             w = df.iloc[0]
             dur_col = "duration_ns"
+            sc: Scenario | None = None
+            if key == "nsys_sync_api":
+                sc = whatif.scale(exact(sorted({str(n) for n in df["api_name"]})), 0.0, label=f"{len(df)} sync calls")
             out.append(Finding(
                 key, "medium" if len(df) > 1 else "low",
                 f"{len(df)} {what} taking {_ms(df[dur_col].sum())} in total",
                 {"count": int(len(df)), "total_ns": int(df[dur_col].sum()), "worst": df.head(5).to_dict("records")},
                 f"{w['api_name']} at {_ms(w['start_ns'])}", advice,
+                evidence_rows=_rows_at(trace, df, host=key == "nsys_sync_api"), scenario=sc,
             ))
-    return out
+    for f in out:
+        f.part = _PARTS.get(f.rule, "")
+    if quantify_savings:
+        quantify(trace, out, {}, UNQUANTIFIED)
+    else:
+        for f in out:
+            f.saving_reason = "not quantified: nsys_findings(quantify_savings=False)"
+    return rank(out, list(_PARTS))

@@ -4,24 +4,35 @@ Built on :func:`nbprof.analysis.steps.step_breakdown` (priority counting: an ins
 to the first active role of Kernel, Memcpy, Memset, Communication, Runtime, DataLoader, CPU Exec, so
 every non-kernel part is time the GPU's compute does **not** hide) and
 :func:`nbprof.analysis.utilization.gpu_utilization`. The eight breakdown columns are grouped into
-six parts:
+parts, two of them carved out of another part by what the time really is (issue 30):
 
 ========================  ==========================================================
 ``gpu_compute``           ``kernel_ns`` (compute kernels)
 ``memcpy``                ``memcpy_ns + memset_ns`` (not hidden by kernels)
-``communication``         ``communication_ns`` (exposed collectives)
-``host``                  ``runtime_ns + cpu_exec_ns`` (CPU ops and runtime/launch calls, GPU idle)
+``communication``         ``communication_ns`` (exposed collectives, gloo's host ops included)
+``host``                  ``runtime_ns + cpu_exec_ns`` less ``sync_wait`` (host work while no device op runs;
+                          on a CPU-only trace: the model's own operators, its compute)
+``sync_wait``             the part of ``host`` spent blocked in a sync call (``aten::item``,
+                          ``cudaStreamSynchronize``, a synchronous ``cudaMemcpy`` ...) while no device op runs: the
+                          host *waits*, on work outside the window or another process, it does not work
 ``dataloader``            ``dataloader_ns`` (waiting for the next batch)
-``idle``                  ``other_ns`` (neither host nor device active)
+``python``                the part of ``other_ns`` covered by ``python_function`` frames (``with_stack=True``):
+                          host work in Python outside any torch op (:attr:`Verdict.python_frame` names it)
+``idle``                  the rest of ``other_ns``: no op, no frame (host code nothing names, or a sleep)
 ========================  ==========================================================
 
-The **bound** is the largest stall (every part but ``gpu_compute``) when it takes at least
-:data:`STALL_RATIO` of the step or more than the kernels; otherwise ``gpu_compute``. A stall of a
-third of the step is what a fix removes, even when kernels run the other two thirds.
+The **bound** is the part that the first finding's fix shrinks (``findings[0].part``, the advisor's one
+ranking: the largest predicted saving) when that saving is at least :data:`MIN_SAVING_RATIO` of the step;
+otherwise the largest part. :attr:`Verdict.bound_reason` says why when the two differ. A part within
+:data:`CLOSE_RATIO` of the bound's share is :attr:`Verdict.co_bound` (both are shown instead of a flip at a
+threshold). A trace too short to judge (step time < :data:`MIN_STEP_NS`, or only the profiler's own events)
+gets bound ``too_short``; one step gets :attr:`Verdict.caveat`. With several ranks, the straggler
+(:func:`nbprof.analysis.distributed.stragglers`) is :attr:`Verdict.straggler`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,24 +40,38 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace.model import Trace
+from . import _intervals as iv
+from . import pyframes
 from . import steps as st
+from .findings import Finding
 from .utilization import gpu_utilization
 
-__all__ = ["BOUNDS", "PARTS", "STALL_RATIO", "Verdict", "Contributor", "verdict"]
+__all__ = ["BOUNDS", "PARTS", "CLOSE_RATIO", "MIN_SAVING_RATIO", "MIN_STEP_NS", "Verdict", "Contributor",
+           "Straggler", "verdict"]
 
-#: part -> the step-breakdown columns it sums
+#: part -> the step-breakdown columns it sums (``sync_wait`` and ``python`` are carved out of ``host`` and
+#: ``other_ns``: see the module docstring)
 PARTS: dict[str, tuple[str, ...]] = {
     "gpu_compute": ("kernel_ns",),
     "communication": ("communication_ns",),
     "memcpy": ("memcpy_ns", "memset_ns"),
     "host": ("runtime_ns", "cpu_exec_ns"),
+    "sync_wait": (),
     "dataloader": ("dataloader_ns",),
+    "python": (),
     "idle": ("other_ns",),
 }
-#: the bounds a verdict can name (the parts, plus ``none`` for a trace without steps)
-BOUNDS = (*PARTS, "none")
-#: a stall taking at least this share of the average step is the bound
-STALL_RATIO = 0.25
+#: the bounds a verdict can name (the parts, ``too_short``, and ``none`` for a trace without steps)
+BOUNDS = (*PARTS, "too_short", "none")
+#: a part at least this fraction of the bound's share is shown with it ("host 41% / DataLoader 38%")
+CLOSE_RATIO = 0.8
+#: the first finding names the bound when its predicted saving is at least this share of the step
+MIN_SAVING_RATIO = 0.05
+#: a mean step shorter than this is too short to judge (timer resolution, profiler overhead per op)
+MIN_STEP_NS = 1_000_000
+#: host events of the profiler itself (a trace of only these has nothing of the job)
+_PROFILER_NAMES = ("ProfilerStep#", "[memory]", "Activity Buffer Request", "cudaDeviceSynchronize", "[pgo]",
+                   "Iteration Start", "Record Window End")
 
 
 @dataclass(frozen=True)
@@ -57,6 +82,17 @@ class Contributor:
     total_ns: int
     count: int
     row_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The rank the others wait for (:func:`nbprof.analysis.distributed.stragglers`): ``rank``, the steps it was
+    last in of ``steps``, and the wait it caused the others per step (ns)."""
+
+    rank: int
+    straggler_steps: int
+    steps: int
+    caused_wait_ns: float
 
 
 @dataclass(frozen=True)
@@ -83,6 +119,20 @@ class Verdict:
     contributors : tuple of Contributor
         The largest event names of the bound (row ids are ``trace.events`` index labels, largest first).
     world_size : int
+    co_bound : str
+        A part within :data:`CLOSE_RATIO` of the bound's share (shown with it), ``""`` when none.
+    bound_reason : str
+        Why the bound is not the largest part (the first finding's fix saves the most), or why there is none.
+    caveat : str
+        What limits the verdict (one step only), ``""`` when nothing does.
+    python_frame : str
+        The Python frame (``file.py(LINE): function``) that best names the ``python`` part, ``""`` without frames.
+    sync_names : tuple of str
+        The sync calls of the ``sync_wait`` part.
+    straggler : Straggler or None
+        With several ranks: the rank the others wait for.
+    first_part : str
+        The part the first finding's fix shrinks (``""``: no finding with a saving).
     """
 
     bound: str
@@ -95,6 +145,13 @@ class Verdict:
     has_device: bool = False
     contributors: tuple[Contributor, ...] = ()
     world_size: int = 1
+    co_bound: str = ""
+    bound_reason: str = ""
+    caveat: str = ""
+    python_frame: str = ""
+    sync_names: tuple[str, ...] = ()
+    straggler: Straggler | None = None
+    first_part: str = ""
 
     def ratio(self, part: str) -> float:
         """Share of the average step of ``part`` (see :data:`PARTS`)."""
@@ -116,6 +173,12 @@ def _bound_mask(trace: Trace, bound: str, runtime_first: bool) -> np.ndarray:
         return np.asarray(pred.is_memcpy(ev) | pred.is_memset(ev))
     if bound == "dataloader":
         return np.asarray(host & pred.name_mask(names, st._is_dataloader))
+    if bound == "sync_wait":
+        from .rules_device import SYNC_MEMCPY
+        from .rules_host import SYNC_NAMES
+
+        sync = pred.name_mask(names, lambda n: n in SYNC_NAMES or SYNC_MEMCPY.match(n) is not None)
+        return np.asarray(sync & (ev["device"].to_numpy() < 0))
     if bound == "host":
         if runtime_first:
             return np.asarray(pred.is_runtime(ev))
@@ -144,7 +207,64 @@ def _contributors(trace: Trace, mask: np.ndarray, windows: pd.DataFrame, top: in
     return tuple(out)
 
 
-def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3) -> Verdict:
+def _carve(trace: Trace, bd: pd.DataFrame) -> tuple[float, float, tuple[str, ...], str]:
+    """Mean ns per step of ``sync_wait`` (inside ``host``) and ``python`` (inside ``other_ns``), the sync call names,
+    and the Python frame that best names the ``python`` time."""
+    from .rules_device import SYNC_MEMCPY
+    from .rules_host import SYNC_NAMES
+
+    r = st.role_intervals(trace)["roles"]
+    ws = bd["start_ns"].to_numpy(np.int64)
+    we = bd["end_ns"].to_numpy(np.int64)
+    steps_iv = iv.merge(ws, we)
+    device = iv.union(iv.union(r["kernel_ns"], r["memcpy_ns"]), iv.union(r["memset_ns"], r["communication_ns"]))
+    host_iv = iv.subtract(iv.union(r["runtime_ns"], r["cpu_exec_ns"]), device)
+    host_iv = iv.subtract(host_iv, iv.subtract(r["dataloader_ns"], r["runtime_ns"]))
+    ev = trace.events
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    end = ts + ev["dur_ns"].to_numpy(np.int64)
+    sm = np.asarray(pred.name_mask(ev["name"], lambda n: n in SYNC_NAMES or SYNC_MEMCPY.match(n) is not None)
+                    & (ev["device"].to_numpy() < 0), dtype=bool)
+    sync_iv = iv.intersect(iv.intersect(iv.merge(ts[sm], end[sm]), host_iv), steps_iv)
+    names = tuple(sorted({str(n) for n in ev["name"].astype(object).to_numpy()[sm]})) if sm.any() else ()
+    covered = iv.union(iv.union(device, iv.union(r["runtime_ns"], r["cpu_exec_ns"])), r["dataloader_ns"])
+    other = iv.subtract(steps_iv, covered)
+    py_iv = iv.intersect(other, pyframes.coverage(trace))
+    frame, _ = pyframes.top_frame(trace, py_iv) if py_iv[0].size else ("", 0)
+    n = max(len(bd), 1)
+    return iv.total_ns(sync_iv) / n, iv.total_ns(py_iv) / n, names, frame
+
+
+def _too_short(trace: Trace, step_ns: float) -> str:
+    """Why the trace is too short to judge, ``""`` when it is not."""
+    if step_ns < MIN_STEP_NS:
+        return f"the mean step is {step_ns / 1e3:.0f} µs, under 1 ms: too short to judge"
+    ev = trace.events
+    host = pred.is_host_op(ev)
+    own = pred.name_mask(ev["name"], lambda n: n.startswith(_PROFILER_NAMES))
+    if not (host & ~own).any() and not pred.is_device_op(ev).any():
+        return "the trace holds only the profiler's own events"
+    return ""
+
+
+def _straggler(ranks: Sequence[Trace] | None) -> Straggler | None:
+    if ranks is None or len(ranks) < 2:
+        return None
+    from .distributed import stragglers
+
+    try:
+        s = stragglers(list(ranks))
+    except (ValueError, KeyError):
+        return None
+    if s.empty or not s["straggler"].any():
+        return None
+    r = s[s["straggler"]].sort_values("caused_wait_ns", ascending=False).iloc[0]
+    n = max(int(r["steps"]), 1)
+    return Straggler(int(r["rank"]), int(r["straggler_steps"]), n, float(r["caused_wait_ns"]) / n)
+
+
+def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3,
+            findings: Sequence[Finding] | None = None, ranks: Sequence[Trace] | None = None) -> Verdict:
     """The bound of the average step, with its numbers and the events that make it up.
 
     Parameters
@@ -154,11 +274,17 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
         The steps to average (default ``steps.steady_breakdown(trace)``: the steady state, warm-up left out).
     top : int, default 3
         How many contributing event names to return.
+    findings : sequence of Finding, optional
+        The advisor's ranked findings (default: ``advisor.advise(trace, ranks=ranks)``, memoised per trace):
+        the bound is the part the first one's fix shrinks (see the module docstring).
+    ranks : sequence of Trace, optional
+        Every rank of the job (``trace`` among them): the straggler.
 
     Returns
     -------
     Verdict
-        ``bound="none"`` (zeros) when the trace has no host events to make a step of.
+        ``bound="none"`` (zeros) when the trace has no host events to make a step of; ``"too_short"`` for a trace
+        too short to judge (``bound_reason`` says why).
     """
     bd = st.steady_breakdown(trace) if breakdown is None else breakdown
     util = gpu_utilization(trace)
@@ -171,15 +297,42 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
     avg = st.breakdown_average(bd)
     step_ns = float(avg["step_ns"])
     parts = {p: float(sum(avg[c] for c in cols)) for p, cols in PARTS.items()}
-    stalls = {p: v for p, v in parts.items() if p != "gpu_compute"}
-    top_stall = max(stalls, key=lambda p: stalls[p])
-    if step_ns > 0 and (stalls[top_stall] >= STALL_RATIO * step_ns or stalls[top_stall] > parts["gpu_compute"]):
-        bound = top_stall
-    else:
-        bound = "gpu_compute"
+    sync_ns, py_ns, sync_names, frame = _carve(trace, bd)
+    sync_ns, py_ns = min(sync_ns, parts["host"]), min(py_ns, parts["idle"])
+    parts["host"] -= sync_ns
+    parts["sync_wait"] = sync_ns
+    parts["idle"] -= py_ns
+    parts["python"] = py_ns
+    strag = _straggler(ranks)
+    short = _too_short(trace, step_ns)
+    caveat = "one step only: profile more steps for a stable answer" if len(bd) == 1 and not short else ""
+    if short:
+        return Verdict("too_short", 0.0, float("nan"), step_ns, int(len(bd)), parts, busy, has_device, (), ws,
+                       bound_reason=short, straggler=strag)
+    largest = max(parts, key=lambda p: parts[p])
+    if findings is None:
+        from .advisor import advise
+
+        findings = advise(trace, ranks=tuple(ranks) if ranks is not None and len(ranks) > 1 else None)
+    first = next((f for f in findings if f.quantified), None)
+    first_part = first.part if first is not None and first.part in parts else ""
+    bound, reason = largest, ""
+    if first is not None and first_part and float(first.predicted_saving_ns or 0) >= MIN_SAVING_RATIO * step_ns \
+            and parts[first_part] > 0:
+        bound = first_part
+        if bound != largest:
+            reason = (f"{largest} takes more of the step, but the fix with the largest predicted saving "
+                      f"({first.rule}) shrinks {bound}")
+    elif first is None or float(first.predicted_saving_ns or 0) < MIN_SAVING_RATIO * step_ns:
+        reason = "no finding is predicted to save 5% of the step: the bound is the largest part"
+    close = sorted((p for p in parts if p != bound and parts[p] > 0
+                    and CLOSE_RATIO * max(parts[p], parts[bound]) <= min(parts[p], parts[bound])),
+                   key=lambda p: -parts[p])
     runtime_first = float(avg["runtime_ns"]) >= float(avg["cpu_exec_ns"])
     mask = _bound_mask(trace, bound, runtime_first)
     win = bd[["start_ns", "end_ns"]]
     contrib = _contributors(trace, mask, win, top)
     ratio = parts[bound] / step_ns if step_ns > 0 else float("nan")
-    return Verdict(bound, parts[bound], ratio, step_ns, int(len(bd)), parts, busy, has_device, contrib, ws)
+    return Verdict(bound, parts[bound], ratio, step_ns, int(len(bd)), parts, busy, has_device, contrib, ws,
+                   co_bound=close[0] if close else "", bound_reason=reason, caveat=caveat, python_frame=frame,
+                   sync_names=sync_names, straggler=strag, first_part=first_part)

@@ -279,6 +279,27 @@ def _host_inside(g: cpm.Graph, ev: pd.DataFrame, match_rows: np.ndarray, edge_id
     return cpm.inside_ranges(ev, match_rows, g.node_row[g.src[edge_idx]], g.t[g.src[edge_idx]])
 
 
+def _frame_overlap(g: cpm.Graph, ev: pd.DataFrame, frames: np.ndarray, edge_idx: np.ndarray) -> np.ndarray:
+    """Time (ns) of each host edge (``edge_idx``: the interval between its two markers on one thread) covered by
+    the ranges ``frames`` (rows of ``ev``) of the same ``(pid, tid)``."""
+    from . import _intervals as iv
+
+    out = np.zeros(edge_idx.size, np.float64)
+    pid, tid = ev["pid"].to_numpy(np.int64), ev["tid"].to_numpy(np.int64)
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    end = ts + ev["dur_ns"].to_numpy(np.int64)
+    e_row = g.node_row[g.src[edge_idx]]
+    e_key = pid[e_row] * (1 << 32) + (tid[e_row] & 0xFFFFFFFF)
+    f_key = pid[frames] * (1 << 32) + (tid[frames] & 0xFFFFFFFF)
+    a, b = g.t[g.src[edge_idx]], g.t[g.dst[edge_idx]]
+    for k in np.unique(f_key):
+        on = np.flatnonzero(e_key == k)
+        if on.size:
+            fr = frames[f_key == k]
+            out[on] = iv.overlap_with_windows(iv.merge(ts[fr], end[fr]), a[on], np.maximum(b[on], a[on]))
+    return out
+
+
 def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.ndarray, np.ndarray]:
     w = g.wmin.astype(np.float64).copy()
     keep = np.ones(w.size, bool)
@@ -302,6 +323,13 @@ def _apply(g: cpm.Graph, ev: pd.DataFrame, changes: list[Change]) -> tuple[np.nd
             host_match = np.flatnonzero(hit & gr & (dev_col < 0))
             inside = _host_inside(g, ev, host_match, host_e)
             w[host_e[inside]] *= c.factor
+            # python_function frames (torch.save, print: with_stack=True traces) are no graph node: the host
+            # intervals of their thread lose the part of their time the frames cover
+            py = np.flatnonzero(hit & np.asarray(ev["cat"] == "python_function", dtype=bool) & (dev_col < 0))
+            if py.size and c.factor != 1:
+                rest = host_e[~inside]
+                w[rest] -= (1 - c.factor) * _frame_overlap(g, ev, py, rest)
+                w[rest] = np.maximum(w[rest], 0)
             if c.kind == "scale":
                 dm = hit[g.owner[dev_e]]
                 w[dev_e[dm]] *= c.factor

@@ -272,13 +272,15 @@ def _number(v: Any) -> float:
 
 
 def findings_table(findings: Sequence[Any], caption: str = "Findings") -> Table:
-    """Advisor findings (ranked, one per rule) as a table: severity, finding, where, next step — no evidence dicts."""
-    from .verdict import rank_findings
+    """Advisor findings in the given order (the advisor's ranking) as a table: severity, finding, saving, where,
+    next step — no evidence dicts."""
+    from .verdict import saving_words
 
-    ranked = rank_findings(findings)
+    ranked = list(findings)
     df = pd.DataFrame({
         "severity": [str(getattr(f, "severity", "")) for f in ranked],
         "finding": [str(getattr(f, "title", "")) for f in ranked],
+        "saving": [saving_words(f) for f in ranked],
         "where": [str(getattr(f, "where", "")) for f in ranked],
         "next step": [str(getattr(f, "next_step", "")) for f in ranked],
     })

@@ -10,26 +10,31 @@ the advisor's order; a rule shows once.
 from __future__ import annotations
 
 import html as _html
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .format import fmt_ns, is_missing
 
-__all__ = ["BOUND_LABELS", "verdict_sentence", "rank_findings", "verdict_html", "verdict_text", "ZOOM_SCRIPT",
+__all__ = ["BOUND_LABELS", "verdict_sentence", "saving_words", "listed", "verdict_html", "verdict_text", "ZOOM_SCRIPT",
            "TIMELINE_ANCHOR"]
 
 #: bound -> (headline, what the time is)
 BOUND_LABELS: dict[str, tuple[str, str]] = {
     "dataloader": ("DataLoader-bound", "waiting for the next batch (DataLoader)"),
     "host": ("Host-bound", "CPU-side work (operators, runtime and launch calls) while the GPU idles"),
+    "sync_wait": ("Sync-bound", "the host blocked in sync calls while no device op runs"),
+    "python": ("Host-bound (Python)", "Python code outside any torch op"),
     "gpu_compute": ("GPU compute-bound", "compute kernels"),
     "communication": ("Communication-bound", "exposed communication"),
     "memcpy": ("Memcpy-bound", "memory copies and sets not hidden by kernels"),
-    "idle": ("Idle-bound", "time with neither host nor GPU activity"),
+    "idle": ("Idle-bound", "time outside every op and Python frame"),
+    "too_short": ("Too short to judge", ""),
     "none": ("No steps", ""),
 }
 _PART_SHORT = {"gpu_compute": "compute kernels", "communication": "communication", "memcpy": "memcpy",
-               "host": "host", "dataloader": "DataLoader", "idle": "idle"}
+               "host": "host", "sync_wait": "sync waits", "dataloader": "DataLoader", "python": "Python",
+               "idle": "idle"}
 
 
 def _pct(r: float) -> str:
@@ -47,68 +52,141 @@ def _short_name(name: str, n: int = 60) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
-def verdict_sentence(v: Any) -> str:
-    """The verdict as one plain-text sentence with units."""
+def _frame_words(frame: str) -> str:
+    """``train.py:42 in step`` for a frame ``train.py(42): step``; the name itself for other frames."""
+    head, sep, func = frame.partition("): ")
+    if sep and "(" in head:
+        file, _, line = head.rpartition("(")
+        return f"{file}:{line} in {func}"
+    return frame
+
+
+def _what(v: Any) -> str:
+    """What the bound's time is, in words, naming its largest event / frame / sync call."""
+    b = v.bound
+    what = BOUND_LABELS.get(b, (b, b))[1]
+    top = _short_name(v.contributors[0].name, 40) if v.contributors else ""
+    if b == "host":
+        if not v.has_device:
+            return "the model's operators on the CPU (its compute)" + (f" (largest: {top})" if top else "")
+        return "CPU-side work while the GPU idles" + (f" (largest: {top})" if top else "")
+    if b == "communication" and top:
+        return f"exposed communication ({top})"
+    if b == "python":
+        return what + (f" (top frame: {_frame_words(v.python_frame)})" if v.python_frame else "")
+    if b == "idle":
+        if v.python_frame or getattr(v, "parts_ns", {}).get("python", 0) > 0:
+            return what + " (a sleep, or a wait inside C code)"
+        return "host code outside any torch op (record with_stack=True to see which)"
+    if b == "sync_wait":
+        names = ", ".join(v.sync_names[:3])
+        return (f"the host waiting in {names or 'sync calls'} while no device op runs: the work it waits for is "
+                "outside the profiled window or in another process (profile more steps)")
+    return what
+
+
+def verdict_sentence(v: Any, findings: Sequence[Any] = ()) -> str:
+    """The verdict as plain text: the bound (and a close second), its share, the other large parts, the straggler,
+    why the bound is not the largest part, what limits the verdict."""
     if v.bound == "none":
         return "No steps: the trace has no host events to measure a step from."
-    head, what = BOUND_LABELS.get(v.bound, (v.bound, v.bound))
-    if v.bound == "host" and v.contributors:
-        work = "CPU-side work while the GPU idles" if v.has_device else "CPU-side work (operators, Python, runtime)"
-        what = f"{work} (largest: {_short_name(v.contributors[0].name, 40)})"
-    elif v.bound == "communication" and v.contributors:
-        what = f"exposed communication ({_short_name(v.contributors[0].name, 40)})"
-    s = f"{head}: {what}, {_pct(v.bound_ratio)} of each step ({_ms_pair(v.bound_ns, v.step_ns)}"
+    if v.bound == "too_short":
+        return (f"Too short to judge: {v.bound_reason} ({v.steps} step{'s' if v.steps != 1 else ''}); profile more "
+                "steps, e.g. torch.profiler.schedule(wait=1, warmup=1, active=3).")
+    head = BOUND_LABELS.get(v.bound, (v.bound, v.bound))[0]
+    if v.bound == "host" and not v.has_device:
+        head = "CPU compute-bound"
+    co = getattr(v, "co_bound", "")
+    if co:
+        co_head = BOUND_LABELS.get(co, (co, co))[0]
+        head = f"{head} / {co_head}"
+    s = f"{head}: {_what(v)}, {_pct(v.bound_ratio)} of each step ({_ms_pair(v.bound_ns, v.step_ns)}"
     s += f", average of {v.steps} step{'s' if v.steps != 1 else ''})"
-    others = sorted((p for p in v.parts_ns if p != v.bound), key=lambda p: -v.parts_ns[p])
-    extra = [f"{_PART_SHORT[p]} {_pct(v.ratio(p))}" for p in others[:2] if v.ratio(p) >= 0.05]
+    if co:
+        s += f" / {_PART_SHORT.get(co, co)} {_pct(v.ratio(co))}"
+    others = sorted((p for p in v.parts_ns if p not in (v.bound, co)), key=lambda p: -v.parts_ns[p])
+    extra = [f"{_PART_SHORT.get(p, p)} {_pct(v.ratio(p))}" for p in others[:2] if v.ratio(p) >= 0.05]
     if extra:
         s += "; " + ", ".join(extra)
     if v.has_device and not is_missing(v.gpu_busy_ratio):
         s += f"; the GPU is busy {_pct(v.gpu_busy_ratio)} of the time"
     elif not v.has_device:
         s += "; CPU-only profile (no device activity)"
-    return s + "."
+    sg = getattr(v, "straggler", None)
+    if sg is not None:
+        s += (f"; rank {sg.rank} is the straggler (last in {sg.straggler_steps} of {sg.steps} steps): the other "
+              f"ranks wait {fmt_ns(sg.caused_wait_ns)} per step for it")
+    s += "."
+    largest = max(v.parts_ns, key=lambda p: v.parts_ns[p])
+    if v.bound != largest and largest != co:
+        first = next((f for f in findings if _has_saving(f)), None)
+        fix = f" ({first.title})" if first is not None else ""
+        s += (f" The largest part is {_PART_SHORT.get(largest, largest)} ({_pct(v.ratio(largest))}), but the fix with "
+              f"the largest predicted saving{fix} shrinks {_PART_SHORT.get(v.bound, v.bound)}.")
+    if getattr(v, "caveat", ""):
+        s += f" ({v.caveat[0].upper()}{v.caveat[1:]}.)"
+    return s
 
 
-def rank_findings(findings: Iterable[Any], top: int | None = None) -> list[Any]:
-    """Findings ranked for reading: by ``predicted_saving_ns`` (largest first) when any finding carries one,
-    else the given (advisor) order; the first finding of each rule only."""
-    seen: set[tuple[str, str]] = set()
-    uniq = []
-    for f in findings:
-        key = (str(getattr(f, "rule", "")), str(getattr(f, "title", "")) if getattr(f, "rule", "") == "" else "")
-        if key in seen:
-            continue
-        seen.add(key)
-        uniq.append(f)
+def listed(findings: Iterable[Any], top: int | None) -> tuple[list[Any], list[Any]]:
+    """The findings as given (the advisor's one ranking): ``(ranked, apart)`` -- the first ``top`` findings with a
+    saving > 0, and the first ``top`` of the others (no saving to show: listed apart with their reason)."""
+    fs = list(findings)
+    ranked = [f for f in fs if _has_saving(f)]
+    apart = [f for f in fs if not _has_saving(f)]
+    return (ranked[:top], apart[:top]) if top is not None else (ranked, apart)
 
-    def saving(f: Any) -> float:
-        s: Any = getattr(f, "predicted_saving_ns", None)
-        return -1.0 if is_missing(s) else float(s)
 
-    if any(saving(f) >= 0 for f in uniq):
-        uniq = sorted(uniq, key=lambda f: -saving(f))  # stable: ties keep the advisor's order
-    return uniq[:top] if top is not None else uniq
+def _has_saving(f: Any) -> bool:
+    s: Any = getattr(f, "predicted_saving_ns", None)
+    return not is_missing(s) and float(s) > 0
+
+
+def _sig2(x: float) -> str:
+    """``x`` at two significant digits (``34``, ``2.0``, ``0.57``)."""
+    if x <= 0:
+        return "0"
+    digits = max(0, 1 - int(math.floor(math.log10(x))))
+    return f"{x:.{digits}f}"
+
+
+def saving_words(f: Any) -> str:
+    """A finding's saving in words at the precision its validation supports: ``saves ~20-34 ms per step`` (the
+    range of ``f.saving_range_ns()``, two significant digits, one unit); for a finding without a saving, why
+    (``not quantified: ...``; a replay that predicts none: ``no saving predicted``); never "saves 0"."""
+    rng = f.saving_range_ns() if hasattr(f, "saving_range_ns") else None
+    s: Any = getattr(f, "predicted_saving_ns", None)
+    if rng is None and _has_saving(f):
+        rng = (float(s), float(s))
+    if rng is not None:
+        lo, hi = rng
+        unit, div = ("s", 1e9) if hi >= 1e9 else ("ms", 1e6) if hi >= 1e6 else ("µs", 1e3)
+        a, b = _sig2(lo / div), _sig2(hi / div)
+        return f"saves ~{a} {unit} per step" if a == b else f"saves ~{a}\u2013{b} {unit} per step"
+    reason = str(getattr(f, "saving_reason", ""))
+    if reason.startswith("not quantified: "):
+        return reason
+    if not is_missing(s):
+        return "no saving predicted by the replay (" + ("it slows the step" if float(s) < 0 else "not modelled") + ")"
+    return "not quantified"
 
 
 def verdict_text(v: Any, findings: Sequence[Any] = (), top: int = 3) -> str:
-    """The verdict and the top findings as plain text."""
-    lines = [verdict_sentence(v)]
-    for i, f in enumerate(rank_findings(findings, top), 1):
-        s: Any = getattr(f, "predicted_saving_ns", None)
-        lines.append(f"{i}. {f.title}" + _saving_text(s, " ({})"))
+    """The verdict and the findings (in the given order: the advisor's ranking) as plain text: the first ``top``
+    with a saving, then the first ``top`` without one, apart."""
+    lines = [verdict_sentence(v, findings)]
+    ranked, apart = listed(findings, top)
+    for i, f in enumerate(ranked, 1):
+        lines.append(f"{i}. {f.title} ({saving_words(f)})")
+        if getattr(f, "code_line", ""):
+            lines.append(f"   code: {_frame_words(f.code_line)}")
         if getattr(f, "next_step", ""):
             lines.append(f"   next: {f.next_step}")
+    if apart:
+        lines.append("Not quantified:")
+        for f in apart:
+            lines.append(f"- {f.title} ({saving_words(f)})")
     return "\n".join(lines)
-
-
-def _saving_text(s: Any, template: str, *, escape: bool = False) -> str:
-    """``template`` filled with the predicted saving in words ("saves ~21.1 ms per step"; a zero saving says the
-    what-if replay predicts none); "" when the finding is not quantified."""
-    if is_missing(s):
-        return ""
-    words = "the what-if replay predicts no step-time saving" if float(s) <= 0 else f"saves ~{fmt_ns(float(s))} per step"
-    return template.format(_html.escape(words) if escape else words)
 
 
 _BOUND_COLORS = {"dataloader": "#e45756", "host": "#f58518", "gpu_compute": "#54a24b", "communication": "#b8860b",
@@ -160,7 +238,7 @@ def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3,
     """
     e = _html.escape
     color = _BOUND_COLORS.get(v.bound, "#4c78a8")
-    sent = verdict_sentence(v)
+    sent = verdict_sentence(v, findings)
     head, _, rest = sent.partition(": ")
     parts = [f'<div class="nbprof-verdict" style="border-left:6px solid {color};padding:6px 12px;margin:6px 0;'
              f'font-size:1.15em"><b style="color:{color}">{e(head)}</b>' + (f": {e(rest)}" if rest else "") + "</div>"]
@@ -168,18 +246,23 @@ def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3,
         items = ", ".join(f"<code>{e(_short_name(c.name))}</code> {e(fmt_ns(c.total_ns))} ({c.count}×)"
                           for c in v.contributors)
         parts.append(f'<div class="nbprof-verdict-top" style="margin:2px 12px">Largest: {items}</div>')
-    ranked = rank_findings(findings, top)
-    if ranked:
-        lis = []
-        for f in ranked:
-            s: Any = getattr(f, "predicted_saving_ns", None)
-            save = _saving_text(s, ' <span class="nbprof-saving">{}</span>', escape=True)
+    ranked, apart = listed(findings, top)
+    if ranked or apart:
+        def item(f: Any) -> str:
+            save = f' <span class="nbprof-saving">{e(saving_words(f))}</span>'
             where = f'<br><small>where: {e(f.where)}</small>' if getattr(f, "where", "") else ""
+            code = f"<br><small>code: <code>{e(_frame_words(f.code_line))}</code></small>" if getattr(f, "code_line", "") else ""
             nxt = f"<br><b>Next step:</b> {e(f.next_step)}" if getattr(f, "next_step", "") else ""
             link = _zoom_link(zoom(f)) if zoom is not None else ""
-            lis.append(f'<li style="margin:4px 0"><b>{e(f.title)}</b> <small>[{e(f.severity)}]</small>{save}{link}{nxt}'
-                       f'{where}</li>')
-        parts.append('<div style="margin:4px 12px"><b>What to fix first</b><ol>' + "".join(lis) + "</ol></div>")
+            return (f'<li style="margin:4px 0"><b>{e(f.title)}</b> <small>[{e(f.severity)}]</small>{save}{link}{nxt}'
+                    f'{code}{where}</li>')
+
+        if ranked:
+            parts.append('<div style="margin:4px 12px"><b>What to fix first</b><ol>'
+                         + "".join(item(f) for f in ranked) + "</ol></div>")
+        if apart:
+            parts.append('<div class="nbprof-apart" style="margin:4px 12px"><b>Also found (saving not quantified)</b>'
+                         "<ul>" + "".join(item(f) for f in apart) + "</ul></div>")
     else:
         parts.append('<div style="margin:4px 12px"><i>No advisor finding for this trace.</i></div>')
     # line-height: ipywidgets' HTML widget sets its inline height (28 px) as the line height; a paragraph reads tighter

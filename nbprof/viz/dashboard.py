@@ -33,20 +33,22 @@ VIEWS = registry.VIEWS
 TOP_FINDINGS = 3
 
 
-def _verdict(trace) -> tuple[str, list]:
+def _verdict(trace, ranks=()) -> tuple[str, list]:
     """The verdict and the top findings (``results.verdict``), shown above every tab, and ``(finding, window)``
-    pairs of the findings listed (window: ``evidence.finding_window``, ns, or None); the HTML says why when the
-    verdict cannot be made."""
+    pairs of the ranked findings listed (window: ``evidence.finding_window``, ns, or None); the HTML says why when
+    the verdict cannot be made. ``ranks``: every rank given (the straggler is in the verdict)."""
     from ..analysis import advisor, evidence
     from ..analysis.verdict import verdict
-    from ..results.verdict import rank_findings, verdict_html
+    from ..results.verdict import listed, verdict_html
 
     try:
-        findings = advisor.advise(trace)
-        html = verdict_html(verdict(trace), findings, top=TOP_FINDINGS)
+        findings = advisor.advise(trace, ranks=tuple(ranks) if len(ranks) > 1 else None)
+        html = verdict_html(verdict(trace, ranks=ranks if len(ranks) > 1 else None), findings, top=TOP_FINDINGS)
     except (ValueError, KeyError) as e:  # e.g. a trace without the columns the step breakdown needs
         return f"<i>verdict not available: {escape_html(str(e))}</i>", []
-    return html, [(f, evidence.finding_window(trace, f)) for f in rank_findings(findings, TOP_FINDINGS)]
+    # the findings the section lists, as the advisor ranked them (with a saving, then apart)
+    ranked, apart = listed(findings, TOP_FINDINGS)
+    return html, [(f, evidence.finding_window(trace, f)) for f in ranked + apart]
 
 
 def _zoom_button(i: int, finding, window: tuple[int, int]) -> widgets.Button:
@@ -92,7 +94,7 @@ class Dashboard(widgets.VBox):
             f"{len(s['steps'])} steps, {s['duration_ns'] / 1e6:.3f} ms, rank {s['rank']}"
             + (f", devices: {escape_html(', '.join(s['devices']))}" if s["devices"] else "")
             + (f" (of {len(self.ranks)} ranks given)" if len(self.ranks) > 1 else ""))
-        html, self.findings = _verdict(trace)
+        html, self.findings = _verdict(trace, self.ranks)
         self.verdict = widgets.HTML(html)
         # each listed finding with evidence gets a button that zooms the timeline there (when it is a view here)
         self.zoom_buttons: list = []

@@ -1,0 +1,220 @@
+"""A finding and its ranking: the one home of both (issue 35).
+
+A :class:`Finding` is one cause of lost step time, found by a rule (:mod:`nbprof.analysis.advisor`,
+:mod:`nbprof.analysis.rules_device`, :mod:`nbprof.analysis.rules_host`, :mod:`nbprof.analysis.nsys_rules`),
+with the events that prove it, the user's code line when the trace has Python frames, the knob that fixes it
+and the step time the fix saves (a what-if replay, :func:`nbprof.analysis.whatif.predict`).
+
+Rules take one typed :class:`RuleInputs` (the trace, the thresholds, the analyses every rule shares, the other
+ranks of a multi-rank job) and return a list of findings. :func:`quantify` predicts each finding's saving,
+:func:`rank` orders them -- the only ranking: the report's verdict, the dashboard and the CLI show the list in
+the order :func:`nbprof.analysis.advisor.advise` returns it.
+
+The ranking: findings with a predicted saving > 0 first, largest first; then, *listed apart*, the findings whose
+saving is unknown (no scenario models the change, or the replay predicts none): never shown as "saves
+nothing", each with ``saving_reason``. Ties: severity (high first), then the rule's registration order.
+
+Precision of a saving: :data:`SAVING_REL_ERROR` is the relative error the validation harness
+(``scripts/harness_table.py``, ``docs/harness.md``) measured for predicted savings; a saving is shown as the
+range ``saving * (1 -+ SAVING_REL_ERROR)`` (:meth:`Finding.saving_range_ns`), at two significant digits
+(formatting: :mod:`nbprof.results.verdict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from . import whatif
+
+if TYPE_CHECKING:
+    from ..trace.model import Trace
+
+__all__ = ["Finding", "RuleInputs", "Scenario", "SEVERITIES", "PARTS_FIXED", "SAVING_REL_ERROR", "describe",
+           "quantify", "rank", "split", "findings_frame"]
+
+#: A what-if scenario as :func:`nbprof.analysis.whatif.predict` takes it.
+Scenario = str | whatif.Change | list[str | whatif.Change]
+
+SEVERITIES = ("high", "medium", "low")
+
+#: The verdict parts a finding's fix shrinks (:data:`nbprof.analysis.verdict.PARTS`), for "the verdict's bound is
+#: the bound of the first finding": ``Finding.part``.
+PARTS_FIXED = ("gpu_compute", "communication", "memcpy", "host", "sync_wait", "dataloader", "idle", "")
+
+#: Relative error of a predicted saving, from the validation harness (median absolute error over its pairs,
+#: rounded up; docs/harness.md). A saving s is shown as ``s*(1-e) .. s*(1+e)``.
+SAVING_REL_ERROR = 0.25
+
+
+@dataclass
+class Finding:
+    """One cause of lost step time.
+
+    Attributes
+    ----------
+    rule : str
+        Rule key (``advisor.RULES``, or ``nsys_*`` for :mod:`nbprof.analysis.nsys_rules`).
+    severity : str
+        One of :data:`SEVERITIES`.
+    title : str
+        One sentence with the key number.
+    evidence : dict
+        The numbers the rule used (ns, bytes, ratios, counts, names), JSON-serialisable.
+    where : str
+        Where in the trace: steps, device/stream, rank, time from the trace origin.
+    next_step : str
+        What to change or look at next.
+    predicted_saving_ns : int or None
+        Mean step time the fix is predicted to save, ns (:func:`nbprof.analysis.whatif.predict` with the
+        finding's scenario; negative: slower); None when it cannot be quantified.
+    saving_reason : str
+        How the saving was predicted (scenario, mean step before -> after, steps), or why not
+        (``"not quantified: ..."``).
+    evidence_rows : list of int
+        Positional row ids into ``trace.events`` of the events that prove the finding, most telling first
+        (at most :data:`nbprof.analysis.evidence.MAX_ROWS`).
+    scenario : str, Change, list of them, or None
+        The what-if scenario that quantifies this finding (None: the rule's default, see
+        ``advisor.RULE_SCENARIOS``, or not quantified).
+    part : str
+        The verdict part (:data:`PARTS_FIXED`) the fix shrinks; ``""`` when it is not one part.
+    code_line : str
+        The user's code line (``file.py(123): function`` of a ``python_function`` frame) when the trace has
+        stacks (``with_stack=True``), else ``""``.
+    knob : str
+        The setting that fixes it (``DataLoader(num_workers=4)``, ``foreach=True``...), ``""`` when none.
+    """
+
+    rule: str
+    severity: str
+    title: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    where: str = ""
+    next_step: str = ""
+    predicted_saving_ns: int | None = None
+    saving_reason: str = ""
+    evidence_rows: list[int] = field(default_factory=list)
+    scenario: Scenario | None = None
+    part: str = ""
+    code_line: str = ""
+    knob: str = ""
+
+    @property
+    def quantified(self) -> bool:
+        """True when the finding carries a predicted saving > 0 (it is ranked; the others are listed apart)."""
+        return self.predicted_saving_ns is not None and self.predicted_saving_ns > 0
+
+    def saving_range_ns(self) -> tuple[float, float] | None:
+        """``(low, high)`` ns of the predicted saving at the harness's error (:data:`SAVING_REL_ERROR`); None when
+        not quantified."""
+        if not self.quantified:
+            return None
+        s = float(self.predicted_saving_ns or 0)
+        return s * (1 - SAVING_REL_ERROR), s * (1 + SAVING_REL_ERROR)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The finding as a plain dict (JSON-serialisable; ``scenario`` as its text)."""
+        d = asdict(self)
+        d["scenario"] = describe(self.scenario) if self.scenario is not None else None
+        return d
+
+
+@dataclass(frozen=True)
+class RuleInputs:
+    """What every rule reads: the trace, the thresholds, and the analyses the rules share (computed once).
+
+    Attributes
+    ----------
+    trace : Trace
+    thresholds : dict of str to float
+        ``advisor.THRESHOLDS`` with the caller's overrides.
+    steps : pandas.DataFrame
+        :func:`nbprof.analysis.steps.step_breakdown` (int64 ns per step).
+    util : pandas.DataFrame
+        :func:`nbprof.analysis.utilization.gpu_utilization`.
+    idle : pandas.DataFrame
+        :func:`nbprof.analysis.utilization.idle_breakdown`.
+    ranks : tuple of Trace
+        Every rank of the job (``trace`` among them) when several were given, else ``()``.
+    """
+
+    trace: Trace
+    thresholds: dict[str, float]
+    steps: pd.DataFrame
+    util: pd.DataFrame
+    idle: pd.DataFrame
+    ranks: tuple[Trace, ...] = ()
+
+    def th(self, key: str) -> float:
+        """Threshold ``key`` (KeyError for an unknown one)."""
+        return self.thresholds[key]
+
+
+def describe(sc: Scenario) -> str:
+    """A scenario as text (``no_dataloader``, ``scale('gemm', 0.5)``, ``[a, b]``)."""
+    if isinstance(sc, list):
+        return "[" + ", ".join(str(c) for c in sc) + "]"
+    return str(sc)
+
+
+def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenario],
+             unquantified: dict[str, str]) -> None:
+    """Set ``predicted_saving_ns`` / ``saving_reason`` of each finding (one replay per distinct scenario).
+
+    A finding's own ``scenario`` wins over ``defaults[rule]``; without either, the reason is
+    ``unquantified[rule]`` (or "no what-if scenario for rule ..."). A replay that fails (ValueError) leaves the
+    finding unquantified with the error as reason.
+    """
+    done: dict[str, tuple[int | None, str]] = {}
+    for f in found:
+        sc = f.scenario if f.scenario is not None else defaults.get(f.rule)
+        if sc is None:
+            f.predicted_saving_ns = None
+            f.saving_reason = "not quantified: " + unquantified.get(f.rule, f"no what-if scenario for rule {f.rule!r}")
+            continue
+        key = describe(sc)
+        if key not in done:
+            try:
+                p = whatif.predict(trace, sc)
+            except ValueError as e:
+                done[key] = (None, f"not quantified: whatif.predict({key}) failed: {e}")
+            else:
+                done[key] = (int(round(p.saving_ns)),
+                             f"whatif.predict({key}): mean step {p.baseline_step_ns / 1e6:.3f} ms -> "
+                             f"{p.predicted_step_ns / 1e6:.3f} ms over {len(p.per_step)} steps")
+        f.predicted_saving_ns, f.saving_reason = done[key]
+
+
+def _key(order: dict[str, int]) -> Any:
+    sev = {s: i for i, s in enumerate(SEVERITIES)}
+
+    def key(f: Finding) -> tuple[int, int, int, int]:
+        s, r = sev.get(f.severity, 9), order.get(f.rule, len(order))
+        if f.quantified:
+            return (0, -int(f.predicted_saving_ns or 0), s, r)
+        return (1, 0, s, r)
+
+    return key
+
+
+def rank(found: Sequence[Finding], rule_order: Sequence[str] = ()) -> list[Finding]:
+    """The one ranking: findings with a predicted saving > 0, largest first, then the others (listed apart);
+    ties by severity (high first), then by ``rule_order``."""
+    return sorted(found, key=_key({r: i for i, r in enumerate(rule_order)}))
+
+
+def split(ranked: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """``(quantified, apart)`` of a ranked list, order kept: the findings with a saving > 0, and the others."""
+    return [f for f in ranked if f.quantified], [f for f in ranked if not f.quantified]
+
+
+def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
+    """Findings as a DataFrame, in their order, with columns ``rule, severity, title, where, next_step, evidence,
+    predicted_saving_ns`` (ns, None when not quantified), ``saving_reason, evidence_rows, part, code_line, knob``."""
+    cols = ["rule", "severity", "title", "where", "next_step", "evidence", "predicted_saving_ns", "saving_reason",
+            "evidence_rows", "part", "code_line", "knob"]
+    return pd.DataFrame([{c: getattr(f, c) for c in cols} for f in findings], columns=cols)

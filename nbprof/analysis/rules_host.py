@@ -1,0 +1,307 @@
+"""Host-side advisor rules for the common waste users ask about (issue 30): host syncs in the step, a
+per-parameter Python optimizer loop, I/O in the step (checkpoints, printing, logging), host code no op accounts
+for, tiny batches (per-op overhead), a straggler rank, and the profiler's own overhead.
+
+Each rule takes :class:`nbprof.analysis.findings.RuleInputs` and returns at most one
+:class:`nbprof.analysis.findings.Finding` with evidence rows, the user's code line when the trace has Python frames
+(``with_stack=True``), the knob, and a what-if scenario or the reason it has none
+(``advisor.UNQUANTIFIED``). Registered in ``advisor.RULES``; thresholds in ``advisor.THRESHOLDS``.
+
+=====================  ======================================================================================
+``host_sync``          ``aten::item`` / ``aten::_local_scalar_dense`` / ``cudaStreamSynchronize`` /
+                       ``cudaDeviceSynchronize`` / ``cudaEventSynchronize`` (and the ``hip`` twins) inside the
+                       steps take >= ``host_sync_ratio`` of the step time. Scenario: ``remove_syncs`` when the
+                       replay has it, else those calls scaled to 0.
+``optimizer_loop``     an ``Optimizer.step#...`` range runs >= ``optimizer_loop_ops`` per-parameter ops
+                       (``aten::add_``, ``mul_``, ``addcmul_``, ``lerp_``, ...) and no ``_foreach_``/``_fused_``
+                       op. Scenario: the range scaled by ``1 - saved/range``, saved = (ops - distinct op names) x
+                       the 10th-percentile op time (a foreach op pays the per-op overhead once per op kind).
+``step_io``            Python frames of ``torch.save``, ``print``, ``logging`` or file writes inside the steps take
+                       >= ``step_io_ratio`` of the step time. Scenario: those frames scaled to 0 (done every N
+                       steps instead: the saving approaches it).
+``unattributed_host``  no Python frames and >= ``unattributed_ratio`` of the step outside every op (the
+                       verdict's ``idle``). Not quantified: nothing names the code.
+``tiny_batch``         CPU-only trace whose leaf ops are short (median < ``tiny_op_ns``) and many
+                       (>= ``tiny_ops_per_step``): per-op overhead dominates. Not quantified: the replay has no
+                       model of a larger batch.
+``straggler``          several ranks given: :func:`nbprof.analysis.distributed.stragglers` names a straggler.
+                       Scenario: ``balance_ranks`` when the replay has it, else not quantified.
+``profiler_overhead``  the capture recorded the unprofiled step time (``trace.meta.extra["unprofiled_step_ns"]``)
+                       and the profiled step is >= ``profiler_overhead_ratio`` longer. Not quantified: the
+                       profiler's cost is not the job's.
+=====================  ======================================================================================
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..trace import predicates as pred
+from . import evidence as evi
+from . import pyframes, whatif
+from ._rule_util import exact, ms, steps_where
+from .findings import Finding, RuleInputs, Scenario
+
+__all__ = ["SYNC_NAMES", "IO_FRAME_RE", "OPTIMIZER_OPS"]
+
+#: Host calls that block until the device (or a tensor's value) is ready.
+SYNC_NAMES = frozenset({"aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaDeviceSynchronize",
+                        "cudaEventSynchronize", "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
+                        "cuStreamSynchronize", "cuCtxSynchronize"})
+#: Python frames of I/O in the step: checkpoints, printing, logging, file writes.
+IO_FRAME_RE = re.compile(r"serialization\.py\(\d+\): save$|^<built-in function print>$|"
+                         r"logging/__init__\.py\(\d+\): (info|debug|warning|error|log|_log)$|"
+                         r"^<built-in method (write|flush) of |^<method '(write|flush)' of ")
+#: Per-parameter optimizer ops (torch.optim's for-loop implementations).
+OPTIMIZER_OPS = frozenset({"aten::add_", "aten::mul_", "aten::addcmul_", "aten::addcdiv_", "aten::lerp_",
+                           "aten::sqrt", "aten::div_", "aten::add", "aten::mul", "aten::div", "aten::sub_",
+                           "aten::maximum", "aten::neg", "aten::clone", "aten::copy_", "aten::sqrt_"})
+_OPT_RANGE = re.compile(r"^Optimizer\.step#")
+
+
+def _step_mask(inp: RuleInputs, m: np.ndarray) -> np.ndarray:
+    """``m`` restricted to events starting inside a step window."""
+    from .steps import step_windows
+
+    w = step_windows(inp.trace).sort_values("start_ns")
+    if w.empty:
+        return m
+    ts = inp.trace.events["ts_ns"].to_numpy(np.int64)
+    st, en = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
+    k = np.searchsorted(st, ts, side="right") - 1
+    return np.asarray(m & (k >= 0) & (ts < en[np.clip(k, 0, None)]), dtype=bool)
+
+
+def _step_total(inp: RuleInputs) -> tuple[int, int]:
+    """``(steps, total step ns)`` (the whole trace as one step without steps)."""
+    if len(inp.steps):
+        return len(inp.steps), int(inp.steps["step_ns"].sum())
+    return 1, int(inp.trace.duration_ns)
+
+
+def _outermost(ts: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Positions (into ``ts``) of intervals not inside an earlier one (nested matches counted once)."""
+    order = np.lexsort((-end, ts))
+    keep, run_end = [], -1
+    for i in order:
+        if end[i] > run_end:
+            keep.append(i)
+            run_end = end[i]
+    return np.asarray(keep, dtype=np.int64)
+
+
+def _code_line(inp: RuleInputs, rows: list[int]) -> str:
+    return pyframes.enclosing_user_frame(inp.trace, rows[0]) if rows else ""
+
+
+def _sync_scenario(names: list[str]) -> Scenario:
+    if "remove_syncs" in getattr(whatif, "SCENARIOS", ()):
+        return "remove_syncs"
+    return whatif.scale(exact(names), 0.0, label=f"{len(names)} sync call names")
+
+
+def rule_host_sync(inp: RuleInputs) -> list[Finding]:
+    """Host syncs (``.item()``, ``.cpu()``, ``torch.cuda.synchronize()``) inside the steps."""
+    ev = inp.trace.events
+    m = _step_mask(inp, pred.name_mask(ev["name"], SYNC_NAMES.__contains__) & (ev["device"].to_numpy() < 0))
+    if not m.any():
+        return []
+    n_steps, total = _step_total(inp)
+    ts = ev["ts_ns"].to_numpy(np.int64)[m]
+    end = ts + ev["dur_ns"].to_numpy(np.int64)[m]
+    top = _outermost(ts, end)
+    sync_ns = int((end[top] - ts[top]).sum())
+    ratio = sync_ns / total if total > 0 else 0.0
+    if ratio < inp.th("host_sync_ratio"):
+        return []
+    names = sorted({str(n) for n in ev["name"].astype(object).to_numpy()[m]})
+    rows = evi.longest(inp.trace, m)
+    return [Finding(
+        "host_sync", "high" if ratio > 0.2 else "medium",
+        f"{int(m.sum())} host syncs ({', '.join(names[:3])}) hold the host {ratio:.0%} of the step time, "
+        f"{len(top) / n_steps:.0f} per step",
+        {"sync_ns": sync_ns, "sync_ratio": float(ratio), "calls": int(m.sum()), "names": names, "steps": n_steps},
+        steps_where(inp.steps) if len(inp.steps) else "whole trace",
+        "Each .item(), .cpu(), print(tensor) or torch.cuda.synchronize() waits until the device is done; keep the "
+        "values on the device (accumulate losses as tensors) and read them every N steps.",
+        evidence_rows=rows, scenario=_sync_scenario(names), part="sync_wait", code_line=_code_line(inp, rows),
+        knob="read metrics every N steps (loss.detach() accumulated on the device)",
+    )]
+
+
+def rule_optimizer_loop(inp: RuleInputs) -> list[Finding]:
+    """A per-parameter Python optimizer loop (``foreach=False``) inside ``Optimizer.step``."""
+    ev = inp.trace.events
+    names = ev["name"]
+    rng = np.flatnonzero(pred.name_mask(names, _OPT_RANGE.match) & pred.is_host_op(ev))
+    if rng.size == 0:
+        return []
+    from .critical_path import inside_ranges
+
+    host = np.flatnonzero(pred.is_host_op(ev, annotations=False))
+    inside = host[inside_ranges(ev, rng, host, ev["ts_ns"].to_numpy(np.int64)[host])]
+    nm = ev["name"].astype(object).to_numpy()
+    in_names = nm[inside]
+    if any(str(n).startswith(("aten::_foreach_", "aten::_fused_")) for n in set(in_names)):
+        return []
+    per = inside[np.array([str(n) in OPTIMIZER_OPS for n in in_names], dtype=bool)]
+    ops_per_step = per.size / rng.size
+    if ops_per_step < inp.th("optimizer_loop_ops"):
+        return []
+    dur = ev["dur_ns"].to_numpy(np.int64)
+    opt_ns = int(dur[rng].sum())
+    overhead = float(np.percentile(dur[per], 10))
+    kinds = len({str(n) for n in nm[per]})
+    saved = max(0.0, (per.size - kinds * rng.size) * overhead)
+    factor = max(0.0, 1.0 - saved / opt_ns) if opt_ns > 0 else 1.0
+    opt_names = sorted({str(n) for n in nm[rng]})
+    _n_steps, total = _step_total(inp)
+    rows = evi.longest(inp.trace, np.isin(np.arange(len(ev)), rng))
+    return [Finding(
+        "optimizer_loop", "medium" if opt_ns > 0.1 * total else "low",
+        f"{opt_names[0]} runs {ops_per_step:.0f} per-parameter ops per step ({opt_ns / max(total, 1):.0%} of the "
+        "step time): a Python loop over the parameters",
+        {"optimizer_ns": opt_ns, "ops": int(per.size), "ops_per_step": float(ops_per_step), "op_kinds": kinds,
+         "per_op_overhead_ns": overhead, "estimated_saving_ns": saved, "ranges": int(rng.size)},
+        steps_where(inp.steps) if len(inp.steps) else "whole trace",
+        "Use the multi-tensor implementation: torch.optim.<Opt>(..., foreach=True) (or fused=True for Adam/AdamW/SGD "
+        "on GPU); one kernel per op kind instead of one per parameter.",
+        evidence_rows=rows, part="host", code_line=_code_line(inp, rows), knob="foreach=True (or fused=True)",
+        scenario=whatif.scale(exact(opt_names), factor, label=f"optimizer step x{factor:.2f} (foreach)"),
+    )]
+
+
+def rule_step_io(inp: RuleInputs) -> list[Finding]:
+    """Checkpoints, printing, logging, file writes inside the steps (Python frames)."""
+    ev = inp.trace.events
+    m = _step_mask(inp, pyframes.is_frame(inp.trace) & pred.name_mask(ev["name"], IO_FRAME_RE.search))
+    if not m.any():
+        return []
+    rows_all = np.flatnonzero(m)
+    ts = ev["ts_ns"].to_numpy(np.int64)[rows_all]
+    end = ts + ev["dur_ns"].to_numpy(np.int64)[rows_all]
+    top = rows_all[_outermost(ts, end)]
+    io_ns = int(ev["dur_ns"].to_numpy(np.int64)[top].sum())
+    n_steps, total = _step_total(inp)
+    ratio = io_ns / total if total > 0 else 0.0
+    if ratio < inp.th("step_io_ratio"):
+        return []
+    nm = ev["name"].astype(object).to_numpy()
+    names = sorted({str(n) for n in nm[top]})
+    kind = ("checkpoint (torch.save)" if any("serialization" in n for n in names)
+            else "print" if any("print" in n for n in names) else "logging / file writes")
+    mask = np.zeros(len(ev), bool)
+    mask[top] = True
+    rows = evi.longest(inp.trace, mask)
+    return [Finding(
+        "step_io", "high" if ratio > 0.2 else "medium",
+        f"I/O in the step: {kind} takes {ratio:.0%} of the step time ({len(top)} calls in {n_steps} steps)",
+        {"io_ns": io_ns, "io_ratio": float(ratio), "calls": int(len(top)), "frames": names[:10]},
+        steps_where(inp.steps) if len(inp.steps) else "whole trace",
+        "Checkpoint every N steps (or asynchronously: torch.distributed.checkpoint.async_save), log every N steps, "
+        "and never print a tensor in the loop (it syncs and formats on the host).",
+        evidence_rows=rows, part="python", code_line=_code_line(inp, rows),
+        knob="checkpoint/log every N steps",
+        scenario=whatif.scale(exact(names), 0.0, label=f"{len(top)} I/O calls"),
+    )]
+
+
+def rule_unattributed_host(inp: RuleInputs) -> list[Finding]:
+    """Time outside every op on a trace without Python frames: code nothing names."""
+    if pyframes.is_frame(inp.trace).any() or inp.steps.empty:
+        return []
+    other, step = float(inp.steps["other_ns"].sum()), float(inp.steps["step_ns"].sum())
+    ratio = other / step if step > 0 else 0.0
+    if ratio < inp.th("unattributed_ratio"):
+        return []
+    return [Finding(
+        "unattributed_host", "high" if ratio > 0.3 else "medium",
+        f"{ratio:.0%} of the step time runs outside every profiled op: host code the trace does not name",
+        {"other_ns": int(other), "step_ns": int(step), "ratio": float(ratio)},
+        steps_where(inp.steps),
+        "Record Python frames to see which code: torch.profiler.profile(with_stack=True); common causes are "
+        "checkpoints, logging, metrics on the host and Python-side data handling.",
+        evidence_rows=evi.step_rows(inp.trace, inp.steps["step"]), part="idle", knob="with_stack=True",
+    )]
+
+
+def rule_tiny_batch(inp: RuleInputs) -> list[Finding]:
+    """Per-op overhead dominating a CPU step: many short leaf ops."""
+    tr = inp.trace
+    if tr.has_device or inp.steps.empty:
+        return []
+    ev = tr.events
+    m = _step_mask(inp, pred.is_host_op(ev, annotations=False) & ~pred.is_step_row(ev)
+                   & pred.name_mask(ev["name"], lambda n: n.startswith("aten::")))
+    if not m.any():
+        return []
+    dur = ev["dur_ns"].to_numpy(np.int64)[m]
+    n_steps = len(inp.steps)
+    per_step = m.sum() / n_steps
+    med = float(np.median(dur))
+    if med >= inp.th("tiny_op_ns") or per_step < inp.th("tiny_ops_per_step"):
+        return []
+    overhead = float(np.percentile(dur, 10)) * m.sum()
+    step = float(inp.steps["step_ns"].sum())
+    return [Finding(
+        "tiny_batch", "medium",
+        f"{per_step:.0f} ops per step with a median of {med / 1e3:.0f} µs each: per-op overhead dominates "
+        "(a small batch)",
+        {"ops_per_step": float(per_step), "median_op_ns": med, "overhead_estimate_ns": overhead,
+         "overhead_ratio": overhead / step if step > 0 else float("nan")},
+        steps_where(inp.steps),
+        "Give each op more work: a larger batch (gradient accumulation keeps the optimisation the same), or fuse "
+        "the small ops (torch.compile).",
+        evidence_rows=evi.step_rows(tr, inp.steps["step"]), part="host", knob="batch_size x4 (or torch.compile)",
+    )]
+
+
+def rule_straggler(inp: RuleInputs) -> list[Finding]:
+    """The rank the others wait for (several ranks given)."""
+    if len(inp.ranks) < 2:
+        return []
+    from .distributed import stragglers
+
+    s = stragglers(list(inp.ranks))
+    if s.empty or not s["straggler"].any():
+        return []
+    r = s[s["straggler"]].sort_values("caused_wait_ns", ascending=False).iloc[0]
+    n_steps = max(int(r["steps"]), 1)
+    rank = int(r["rank"])
+    victims = s[s["rank"] != rank]
+    sc: Scenario | None = "balance_ranks" if "balance_ranks" in getattr(whatif, "SCENARIOS", ()) else None
+    return [Finding(
+        "straggler", "high",
+        f"rank {rank} is the straggler in {int(r['straggler_steps'])} of {n_steps} steps: the other ranks wait "
+        f"{ms(int(r['caused_wait_ns']) / n_steps)} per step for it",
+        {"rank": rank, "straggler_steps": int(r["straggler_steps"]), "steps": n_steps,
+         "caused_wait_ns": int(r["caused_wait_ns"]), "victims": [int(v) for v in victims["rank"]],
+         "victims_wait_ns": int(victims["own_wait_ns"].sum())},
+        f"rank {rank}",
+        f"Make rank {rank} as fast as the others: look at its own verdict (its DataLoader, host work, input sizes); "
+        "balance the data per rank (a DistributedSampler with equal shards, sequence bucketing).",
+        part="communication", knob=f"balance rank {rank}'s work", scenario=sc,
+    )]
+
+
+def rule_profiler_overhead(inp: RuleInputs) -> list[Finding]:
+    """The profiler's own cost, where the capture recorded the unprofiled step time."""
+    un = inp.trace.meta.extra.get("unprofiled_step_ns") if isinstance(inp.trace.meta.extra, dict) else None
+    if not un or inp.steps.empty:
+        return []
+    prof = float(inp.steps["step_ns"].mean())
+    ratio = prof / float(un) - 1
+    if ratio < inp.th("profiler_overhead_ratio"):
+        return []
+    return [Finding(
+        "profiler_overhead", "medium" if ratio < 1 else "high",
+        f"the profiler makes each step {ratio:.0%} longer ({ms(prof)} profiled vs {ms(float(un))} unprofiled): host "
+        "shares are inflated",
+        {"profiled_step_ns": prof, "unprofiled_step_ns": float(un), "ratio": float(ratio)},
+        steps_where(inp.steps),
+        "Read host shares with this in mind; record fewer things (record_shapes/with_stack/profile_memory off) "
+        "for a closer picture of the unprofiled run.",
+        part="", knob="record_shapes=False, with_stack=False",
+    )]
