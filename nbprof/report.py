@@ -25,7 +25,8 @@ from typing import Any
 from .errors import NbprofError
 
 __all__ = ["NOTEBOOKS", "EXAMPLES", "NotebookInputs",
-           "ReportError", "Artefacts", "notebooks_dir", "bundled_example", "run_workload", "build_report",
+           "ReportError", "ReportInputError", "Artefacts", "notebooks_dir", "bundled_example", "run_workload",
+           "build_report",
            "combine_html", "validate_inputs", "load_input", "report_verdict", "report_has_collectives"]
 
 #: The workflow notebooks, in order, with the artefact each one reads.
@@ -95,6 +96,11 @@ class ReportError(NbprofError, RuntimeError):
     def __init__(self, msg: str, notebook: str | None = None) -> None:
         super().__init__(msg)
         self.notebook = notebook
+
+
+class ReportInputError(ReportError):
+    """Raised before anything runs when a given input is not a trace nbprof can read (a folder, a missing file,
+    an unknown format): a bad input (``nbprof report`` exits 2), not a failed run (exit 3)."""
 
 
 @dataclass
@@ -300,9 +306,10 @@ def run_workload(
 
 def _check_trace_path(flag: str, path: str) -> None:
     if os.path.isdir(path):
-        raise ReportError(f"{flag} {path!r} is a directory, not a trace file (give one .json[.gz], .sqlite or .nsys-rep)")
+        raise ReportInputError(f"{flag} {path!r} is a directory, not a trace file (give one .json[.gz], .sqlite or "
+                               ".nsys-rep)")
     if not os.path.isfile(path):
-        raise ReportError(f"{flag} {path!r} does not exist")
+        raise ReportInputError(f"{flag} {path!r} does not exist")
 
 
 def validate_inputs(art: Artefacts) -> dict[str, Any]:
@@ -315,7 +322,7 @@ def validate_inputs(art: Artefacts) -> dict[str, Any]:
 
     Raises
     ------
-    ReportError
+    ReportInputError
         Naming the flag and the reason (a directory, an unknown format, a JSON that is not a trace).
     """
     from .sources import load
@@ -332,9 +339,9 @@ def validate_inputs(art: Artefacts) -> dict[str, Any]:
             pre = art.preloaded.pop(path, None)
             out[field_name] = pre if pre is not None else load(path)
         except NbprofError as exc:
-            raise ReportError(f"{flag} {path!r} is not a trace nbprof can read: {exc}") from exc
+            raise ReportInputError(f"{flag} {path!r} is not a trace nbprof can read: {exc}") from exc
         except (ValueError, OSError) as exc:
-            raise ReportError(f"{flag} {path!r} cannot be read: {type(exc).__name__}: {exc}") from exc
+            raise ReportInputError(f"{flag} {path!r} cannot be read: {type(exc).__name__}: {exc}") from exc
     for p in art.ds_traces:
         if not os.path.isdir(p):  # a folder of rank traces is searched by load_ranks (step 4)
             _check_trace_path("--ds-trace", p)
@@ -385,11 +392,14 @@ def load_input(path: str, cache_entry: str = "") -> Any:
     return tr
 
 
-def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "") -> None:
+def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", compare_trace: str = "",
+                   compare_cache: str = "") -> None:
     """The report's first section, displayed from its kernel: the verdict and the ranked findings of ``trace``
-    (else of ``nsys_report``) as HTML marked for :func:`build_report` (``metadata.nbprof_verdict``).
+    (else of ``nsys_report``) as HTML marked for :func:`build_report` (``metadata.nbprof_verdict``), then, when
+    ``compare_trace`` is given, the before/after result (:func:`nbprof.analysis.before_after.before_after`:
+    ``trace`` before, ``compare_trace`` after; the ratio of the median step with its bootstrap interval).
 
-    Computed on the Trace the steps below use (:func:`load_input`), so ``advise`` runs once for the page.
+    Computed on the Traces the steps below use (:func:`load_input`), so ``advise`` runs once for the page.
     """
     from IPython.display import HTML, display
 
@@ -401,6 +411,16 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "") -> 
     if tr is None:
         return
     html = verdict_html(verdict(tr), advisor.advise(tr), zoom=lambda f: evidence.finding_window(tr, f))
+    if trace and compare_trace:
+        from .analysis.before_after import before_after
+        from .results.compare_render import before_after_html
+
+        try:
+            html += before_after_html(before_after(tr, load_input(compare_trace, compare_cache)))
+        except ValueError as exc:  # a side without host events: no step time to compare
+            import html as _html
+
+            html += f"<p><i>Before/after not compared: {_html.escape(str(exc))}</i></p>"
     display(HTML(html), metadata={_VERDICT_KEY: True})
 
 
@@ -577,7 +597,8 @@ def _merged_notebook(src: Path, names: Sequence[str], with_verdict: bool) -> Any
                 # the report's own first cell: sortable tables (itables) and the verdict
                 code = "from nbprof.results.table import use_datatables\nuse_datatables(static_views)\n"
                 if with_verdict:
-                    code += "from nbprof.report import report_verdict\nreport_verdict(trace, trace_cache, nsys_report)\n"
+                    code += ("from nbprof.report import report_verdict\n"
+                             "report_verdict(trace, trace_cache, nsys_report, compare_trace, compare_cache)\n")
                 v = nbformat.v4.new_code_cell(code)
                 v.metadata[_STEP_KEY] = names[0]
                 v.metadata[_VERDICT_KEY] = True
