@@ -90,12 +90,22 @@ def run_demo(out_dir: str | os.PathLike[str] = "results", *, steps: int = 6, pre
             ds = run_example(stage=2, out_dir=out / "deepspeed", timeout_s=300)
             art.ds_traces = [str(p) for p in ds.traces]
             if ds.stdout_path is not None:
-                art.ds_log = str(ds.stdout_path)
+                art.ds_log = str(_deepspeed_log(ds.stdout_path, ds.out_dir / "flops_rank0.txt"))
         except NbprofError as exc:
             art.notes.append(f"DeepSpeed example left out: {exc}".splitlines()[0])
             log(art.notes[-1])
     log("4/4 nbprof report")
     return build_report(art, out, progress=progress)
+
+
+def _deepspeed_log(launch_log: Path, flops_file: Path) -> Path:
+    """What DeepSpeed wrote, as one log for the report: the launcher's output, then the flops profiler's report
+    (the example has rank 0 write it to its own file, ``flops_output_file``) when there is one."""
+    if not flops_file.is_file():
+        return launch_log
+    out = launch_log.with_name("deepspeed.log")
+    out.write_bytes(launch_log.read_bytes().rstrip(b"\n") + b"\n" + flops_file.read_bytes())
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

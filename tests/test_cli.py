@@ -380,3 +380,13 @@ def test_nsys_o_names_the_report_and_r_var_return_the_result(ip, tmp_path, monke
     assert os.path.dirname(os.path.abspath(res.run.report_path)) == str(tmp_path)
     assert ip.run_line_magic("nsys", f"load -q --var again {res.run.sqlite_path}") is None  # no -r: nothing returned
     assert ip.user_ns["again"].trace.meta.source_path == str(res.run.sqlite_path)
+
+
+def test_summary_counts_equal_devices_and_names_the_one_with_events():
+    # the machine's four V100s are in deviceProperties; the trace's events ran on GPU 0 only
+    path = corpus_path("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz")
+    r = nbprof("summary", path)
+    assert r.returncode == 0
+    assert "devices:   4 x Tesla V100-DGXS-32GB (events on device 0)\n" in r.stdout
+    doc = json.loads(nbprof("summary", path, "--format", "json").stdout)
+    assert doc["devices"] == ["Tesla V100-DGXS-32GB"] * 4 and doc["event_devices"] == [0]

@@ -8,9 +8,10 @@ values (``None``, NaN) format as ``""``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["is_missing", "fmt_ns", "fmt_ms", "fmt_bytes", "fmt_flops", "fmt_pct", "fmt_delta_ns"]
+__all__ = ["is_missing", "fmt_devices", "fmt_ns", "fmt_ms", "fmt_bytes", "fmt_flops", "fmt_pct", "fmt_delta_ns"]
 
 
 def is_missing(v: Any) -> bool:
@@ -81,3 +82,24 @@ def fmt_delta_ns(ns: float) -> str:
         return ""
     v = float(ns)
     return ("+" if v > 0 else "-" if v < 0 else "") + fmt_ns(abs(v))
+
+
+def fmt_devices(names: Sequence[str], used: Sequence[int] | None = None) -> str:
+    """A trace's ``deviceProperties`` names, equal names counted, and the devices its events ran on.
+
+    >>> fmt_devices(["Tesla V100"] * 4, [0])
+    '4 x Tesla V100 (events on device 0)'
+    >>> fmt_devices(["NVIDIA H200"], [0])
+    'NVIDIA H200'
+    >>> fmt_devices([], [])
+    ''
+    """
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[str(n)] = counts.get(str(n), 0) + 1
+    text = ", ".join(f"{c} x {n}" if c > 1 else n for n, c in counts.items())
+    if used is not None and len(names) > 1 and text:
+        ids = list(used)
+        text += (f" (events on device{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))})" if ids
+                 else " (no device events)")
+    return text
