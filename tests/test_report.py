@@ -27,9 +27,10 @@ def _code_outputs(nb) -> str:
     return "\n".join(out)
 
 
-#: what must never reach a reader: raw ns headers, object reprs, pandas Series footers, evidence dicts, warnings
+#: what must never reach a reader: raw ns headers, object reprs, pandas Series footers, evidence dicts, warnings,
+#: raw ns numbers of 13+ digits (a Unix time in ns or a 2.7-hour duration in ns: formatted, they read as a date/time)
 LEAKS = re.compile(r"\b[a-z]\w*_(?:ns|bytes|ratio)\b|<nbprof\.|\bdtype: |\bName: \w+, |\{'\w+': |WARNING|W-1000|"
-                   r"MISSING_RENDERERS|running over TCP|Traceback|\w+ ns [ab]\b")
+                   r"MISSING_RENDERERS|running over TCP|Traceback|\w+ ns [ab]\b|(?<![\w.,])\d{13,}(?![\w.,])")
 
 
 def visible_text(html: str) -> str:

@@ -52,7 +52,11 @@ if trace and compare_trace:
     pair = {"before": load_input(trace, trace_cache), "after": load_input(compare_trace, compare_cache)}
 runs = tb.discover(logdir) if logdir else pd.DataFrame(columns=["run"])
 if logdir:
-    display(table(runs.drop(columns=["path"], errors="ignore"), caption=f"Runs in {logdir}"))
+    from nbprof.results.format import fmt_epoch_digits
+    shown = runs.drop(columns=["path"], errors="ignore").rename(columns={"span_ts": "written"})
+    if "written" in shown:  # the file name's time digits as a date (a raw ns number reads as a duration)
+        shown["written"] = shown["written"].map(fmt_epoch_digits)
+    display(table(shown, caption=f"Runs in {logdir}"))
 elif not pair:
     print("One run given: nothing to compare yet. Give a second trace (--compare-trace, the run after "
           "your change) or a logdir with two runs.")
