@@ -126,6 +126,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     """Load one trace; print its summary and load report (text, or one JSON object with ``--format json``)."""
     from .results.cli_render import summary_text
 
+    _output_folder(args.output)
     tr = _load("summary", args.trace, strict=bool(args.strict))
     if args.format == "json":
         doc = dict(tr.summary())
@@ -137,12 +138,29 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _output_folder(output: str | None) -> None:
+    """Fail (exit 2, before any work) when ``-o`` points into a folder that does not exist."""
+    if not output:
+        return
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        raise _CliError(f"-o {output!r}: the folder {parent!r} does not exist (create it first, e.g. mkdir -p)")
+
+
+def _write_file(path: str, data: str | bytes) -> None:
+    """``data`` to ``path`` (text as UTF-8); an OS error (no folder, no permission, disk full) is a :class:`_CliError`."""
+    try:
+        atomic_write(path, data)
+    except OSError as exc:
+        raise _CliError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+    _note(f"wrote {path}")
+
+
 def _write(args: argparse.Namespace, text: str) -> None:
     """``text`` to ``-o FILE`` when given (the path is noted on stderr), else stdout."""
     out = getattr(args, "output", None)
     if out:
-        atomic_write(out, text)
-        _note(f"wrote {out}")
+        _write_file(out, text)
     else:
         sys.stdout.write(text)
 
@@ -220,6 +238,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         ["steps"] if os.path.isdir(args.trace) else list(DEFAULT_REPORTS))
     if args.format == "parquet" and not args.output:
         raise _CliError("-f parquet writes files: give -o BASE (writes BASE_<report>.parquet)")
+    _output_folder(args.output)
     from .sources.watch_run import is_run_dir, read_run
 
     run = read_run(args.trace) if is_run_dir(args.trace) else None
@@ -235,9 +254,7 @@ def _cmd_stats(args: argparse.Namespace) -> int:
         outputs.append((n, _render(n, df, args.format, args.trace)))
     if args.output:
         for n, data in outputs:
-            path = f"{args.output}_{n}.{_EXT[args.format]}"
-            atomic_write(path, data)
-            _note(f"wrote {path}")
+            _write_file(f"{args.output}_{n}.{_EXT[args.format]}", data)
         return 0
     if args.format == "json" and len(names) > 1:  # one JSON document: {report: rows}
         doc = {n: json.loads(data) for n, data in outputs}
@@ -326,8 +343,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
         if fmt is None:
             raise _CliError(f"-o {args.output!r}: say --perfetto or --chrome (or end the name in .pftrace / .json)")
     method = {"perfetto": "to_perfetto", "chrome": "to_chrome_trace"}[fmt]
+    _output_folder(args.output)
     tr = _load("export", args.trace)
-    rep = getattr(tr, method)(args.output)
+    try:
+        rep = getattr(tr, method)(args.output)
+    except OSError as exc:
+        raise _CliError(f"cannot write {args.output!r}: {exc.strerror or exc}") from None
     _note(f"wrote {args.output} ({rep})")
     return 0
 
@@ -375,7 +396,7 @@ def _classify_inputs(args: argparse.Namespace) -> None:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     """Run the workflow notebooks (on a fresh run of --script, or on given artefacts) into one HTML page."""
-    from .report import Artefacts, ReportError, build_report, run_workload
+    from .report import Artefacts, ReportError, ReportInputError, build_report, run_workload
 
     # papermill -> nbformat -> jsonschema imports rfc3987-syntax when installed, which compiles ~35 Earley grammars
     # at import (about 1 s; python-jsonschema/jsonschema#1428, opendatahub-io/notebooks#3532). No notebook schema
@@ -418,6 +439,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         for n in art.notes:
             _note(f"note: {n}")
         html = build_report(art, out, progress=not args.no_progress, output=out_file, overwrite=args.force)
+    except ReportInputError as exc:  # a bad --trace/--nsys/... (a folder, not a trace): bad input, exit 2
+        raise _CliError(str(exc)) from None
     except ReportError as exc:
         print(f"nbprof report: error: {exc}", file=sys.stderr)
         if exc.notebook:

@@ -26,7 +26,8 @@ from .atomic import atomic_write
 from .errors import NbprofError
 
 __all__ = ["NOTEBOOKS", "EXAMPLES", "NotebookInputs",
-           "ReportError", "Artefacts", "notebooks_dir", "bundled_example", "run_workload", "build_report",
+           "ReportError", "ReportInputError", "Artefacts", "notebooks_dir", "bundled_example", "run_workload",
+           "build_report",
            "combine_html", "validate_inputs", "load_input", "report_verdict", "report_has_collectives"]
 
 #: The workflow notebooks, in order, with the artefact each one reads.
@@ -96,6 +97,11 @@ class ReportError(NbprofError, RuntimeError):
     def __init__(self, msg: str, notebook: str | None = None) -> None:
         super().__init__(msg)
         self.notebook = notebook
+
+
+class ReportInputError(ReportError):
+    """Raised before anything runs when a given input is not a trace nbprof can read (a folder, a missing file,
+    an unknown format): a bad input (``nbprof report`` exits 2), not a failed run (exit 3)."""
 
 
 @dataclass
@@ -305,9 +311,10 @@ def run_workload(
 
 def _check_trace_path(flag: str, path: str) -> None:
     if os.path.isdir(path):
-        raise ReportError(f"{flag} {path!r} is a directory, not a trace file (give one .json[.gz], .sqlite or .nsys-rep)")
+        raise ReportInputError(f"{flag} {path!r} is a directory, not a trace file (give one .json[.gz], .sqlite or "
+                               ".nsys-rep)")
     if not os.path.isfile(path):
-        raise ReportError(f"{flag} {path!r} does not exist")
+        raise ReportInputError(f"{flag} {path!r} does not exist")
 
 
 def validate_inputs(art: Artefacts) -> dict[str, Any]:
@@ -320,7 +327,7 @@ def validate_inputs(art: Artefacts) -> dict[str, Any]:
 
     Raises
     ------
-    ReportError
+    ReportInputError
         Naming the flag and the reason (a directory, an unknown format, a JSON that is not a trace).
     """
     from .sources import load
@@ -337,9 +344,9 @@ def validate_inputs(art: Artefacts) -> dict[str, Any]:
             pre = art.preloaded.pop(path, None)
             out[field_name] = pre if pre is not None else load(path)
         except NbprofError as exc:
-            raise ReportError(f"{flag} {path!r} is not a trace nbprof can read: {exc}") from exc
+            raise ReportInputError(f"{flag} {path!r} is not a trace nbprof can read: {exc}") from exc
         except (ValueError, OSError) as exc:
-            raise ReportError(f"{flag} {path!r} cannot be read: {type(exc).__name__}: {exc}") from exc
+            raise ReportInputError(f"{flag} {path!r} cannot be read: {type(exc).__name__}: {exc}") from exc
     for p in art.ds_traces:
         if not os.path.isdir(p):  # a folder of rank traces is searched by load_ranks (step 4)
             _check_trace_path("--ds-trace", p)
@@ -390,12 +397,15 @@ def load_input(path: str, cache_entry: str = "") -> Any:
     return tr
 
 
-def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", merged_cache: str = "") -> None:
+def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", merged_cache: str = "",
+                   compare_trace: str = "", compare_cache: str = "") -> None:
     """The report's first section, displayed from its kernel: the verdict and the ranked findings of the merged
     trace when :func:`build_report` merged ``nsys_report`` and ``trace`` (``merged_cache``), else of ``trace``
-    (else of ``nsys_report``), as HTML marked for :func:`build_report` (``metadata.nbprof_verdict``).
+    (else of ``nsys_report``), as HTML marked for :func:`build_report` (``metadata.nbprof_verdict``); then, when
+    ``compare_trace`` is given, the before/after result (:func:`nbprof.analysis.before_after.before_after`:
+    ``trace`` before, ``compare_trace`` after; the ratio of the median step with its bootstrap interval).
 
-    Computed on the Trace step 1 below shows (:func:`load_input`), so ``advise`` runs once for the page.
+    Computed on the Traces the steps below show (:func:`load_input`), so ``advise`` runs once for the page.
     """
     from IPython.display import HTML, display
 
@@ -412,6 +422,16 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", mer
         return
     html = verdict_html(verdict(tr), advisor.advise(tr), zoom=lambda f: evidence.finding_window(tr, f))
     html += overhead_html(tr)  # "profiled steps took 2.5x the unprofiled ones" (automatic-steps captures)
+    if trace and compare_trace:
+        from .analysis.before_after import before_after
+        from .results.compare_render import before_after_html
+
+        try:
+            html += before_after_html(before_after(tr, load_input(compare_trace, compare_cache)))
+        except ValueError as exc:  # a side without host events: no step time to compare
+            import html as _html
+
+            html += f"<p><i>Before/after not compared: {_html.escape(str(exc))}</i></p>"
     display(HTML(html), metadata={_VERDICT_KEY: True})
 
 
@@ -600,7 +620,9 @@ def _merged_notebook(src: Path, names: Sequence[str], with_verdict: bool) -> Any
                 # the report's own first cell: sortable tables (itables) and the verdict
                 code = "from nbprof.results.table import use_datatables\nuse_datatables(static_views)\n"
                 if with_verdict:
-                    code += "from nbprof.report import report_verdict\nreport_verdict(trace, trace_cache, nsys_report, merged_cache)\n"
+                    code += ("from nbprof.report import report_verdict\n"
+                             "report_verdict(trace, trace_cache, nsys_report, merged_cache, compare_trace, "
+                             "compare_cache)\n")
                 v = nbformat.v4.new_code_cell(code)
                 v.metadata[_STEP_KEY] = names[0]
                 v.metadata[_VERDICT_KEY] = True

@@ -93,6 +93,39 @@ def test_report_takes_the_trace_positionally_and_o_means_output(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("cmd", [("summary", TRACE), ("stats", TRACE, "-r", "ops"), ("export", TRACE, "--chrome")])
+def test_o_into_a_missing_folder_exits_2_in_one_line_before_loading(tmp_path, cmd):
+    out = tmp_path / "no" / "such" / "out.json"
+    r = nbprof(*cmd, "-o", out)
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert r.stderr == (f"nbprof {cmd[0]}: error: -o '{out}': the folder '{out.parent}' does not exist "
+                        "(create it first, e.g. mkdir -p)\n")
+    assert not (tmp_path / "no").exists()
+
+
+def test_o_onto_an_unwritable_path_exits_2_without_a_traceback(tmp_path):
+    # the folder exists but -o names a folder: the write itself fails (EISDIR) -> one line, exit 2
+    (tmp_path / "d").mkdir()
+    r = nbprof("summary", TRACE, "-o", tmp_path / "d")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr == f"nbprof summary: error: cannot write '{tmp_path / 'd'}': Is a directory\n"
+
+
+@pytest.mark.parametrize("what", ["directory", "not a trace"])
+def test_report_trace_on_a_directory_or_a_non_trace_file_exits_2(tmp_path, what):
+    bad = tmp_path / "folder"
+    if what == "directory":
+        bad.mkdir()
+    else:
+        bad = tmp_path / "notes.txt"
+        bad.write_text("hello, not a trace\n")
+    r = nbprof("report", "--trace", bad, "-o", tmp_path / "r.html", "--no-progress", cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"nbprof report: error: --trace '{bad}' ") and len(r.stderr.splitlines()) == 1
+    assert ("is a directory, not a trace file" if what == "directory" else "is not a trace nbprof can read") in r.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
 @pytest.mark.slow
 def test_report_of_a_positional_trace_with_o_dir_writes_a_report_folder_there(tmp_path):
     """`nbprof report TRACE -o DIR`: the trace given positionally, the report in a new report-<time> folder in DIR
@@ -367,3 +400,13 @@ def test_nsys_o_names_the_report_and_r_var_return_the_result(ip, tmp_path, monke
     assert os.path.dirname(os.path.abspath(res.run.report_path)) == str(tmp_path)
     assert ip.run_line_magic("nsys", f"load -q --var again {res.run.sqlite_path}") is None  # no -r: nothing returned
     assert ip.user_ns["again"].trace.meta.source_path == str(res.run.sqlite_path)
+
+
+def test_summary_counts_equal_devices_and_names_the_one_with_events():
+    # the machine's four V100s are in deviceProperties; the trace's events ran on GPU 0 only
+    path = corpus_path("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz")
+    r = nbprof("summary", path)
+    assert r.returncode == 0
+    assert "devices:   4 x Tesla V100-DGXS-32GB (events on device 0)\n" in r.stdout
+    doc = json.loads(nbprof("summary", path, "--format", "json").stdout)
+    assert doc["devices"] == ["Tesla V100-DGXS-32GB"] * 4 and doc["event_devices"] == [0]

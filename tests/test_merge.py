@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import corpus_path
 from merge_support import BATCH, PREPROCESS_MS, capture_pair
+from timing_guard import measure
 
 import nbprof
 from nbprof.errors import SchemaError, TraceFormatError
@@ -25,8 +26,16 @@ def _kineto_marked(names) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    return capture_pair(tmp_path_factory.mktemp("merge_run"))
+def pair_run(tmp_path_factory):
+    """The nsys + torch.profiler run, with how disturbed the machine was while it ran (timing_guard; one try: the
+    capture takes about a minute, and a loaded machine rarely quietens in the next one)."""
+    return measure(lambda attempt: capture_pair(tmp_path_factory.mktemp(f"merge_run{attempt}")), tries=1,
+                   what="the nsys + torch.profiler run")
+
+
+@pytest.fixture(scope="module")
+def pair(pair_run):
+    return pair_run.value
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +69,7 @@ def test_load_list_is_merge_in_either_order(pair, merged):
     assert merged.meta.extra["merge"]["kineto_path"] == kineto_path
 
 
-def test_alignment_matches_the_marked_ranges_with_small_residual(pair, merged):
+def test_alignment_matches_the_marked_ranges_with_small_residual(pair_run, pair, merged):
     al = merged.meta.extra["merge"]
     assert al["anchor"] == "nvtx" and al["coarse_source"] == "origins"
     n = nbprof.load(pair[0])
@@ -78,16 +87,17 @@ def test_alignment_matches_the_marked_ranges_with_small_residual(pair, merged):
     assert not (merged.events["cat"].astype(str).isin(["nvtx"]) & merged.events["name"].astype(str).isin(MARKED)).any()
     nvtx_all = n.events[(n.events["cat"] == "nvtx") & n.events["name"].astype(str).isin(MARKED)]
     assert len(nvtx_all) == 4 * 8  # nsys saw all 8 steps; the 2 unprofiled ones fall outside the Kineto window
-    # residuals of the offset + drift fit over the starts and ends kept (a pair whose two calls were split by
-    # a preemption of the busy 2-core machine is an outlier point: few of them)
-    assert al["residual_max_ns"] < 50_000 and al["residual_median_ns"] < 50_000
-    assert al["pairs"] >= 0.95 * 5 * 6 and al["outliers"] <= 0.25 * 2 * al["pairs"] and abs(al["drift"]) < 1e-3
-    issue = merged.report.get("clock_alignment")
-    assert issue is not None and issue.count == al["pairs"] and "residual max" in issue.message
     # Kineto's own times are untouched (a whole-ns shift): the DataLoader ranges keep their durations
     dl = lambda t: sorted(t.events.loc[t.events["name"].astype(str).str.startswith("enumerate(DataLoader)"),  # noqa: E731
                                        "dur_ns"].tolist())
     assert dl(merged) == dl(k)
+    issue = merged.report.get("clock_alignment")
+    assert issue is not None and issue.count == al["pairs"] and "residual max" in issue.message
+    # residuals of the offset + drift fit over the starts and ends kept (a pair whose two calls were split by
+    # a preemption of the busy 2-core machine is an outlier point: few of them, unless the machine was loaded)
+    pair_run.skip_if_disturbed()
+    assert al["residual_max_ns"] < 50_000 and al["residual_median_ns"] < 50_000
+    assert al["pairs"] >= 0.95 * 5 * 6 and al["outliers"] <= 0.25 * 2 * al["pairs"] and abs(al["drift"]) < 1e-3
 
 
 def test_preprocessing_shows_on_the_main_thread_in_both_sources_lanes(merged):

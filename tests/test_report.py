@@ -27,9 +27,10 @@ def _code_outputs(nb) -> str:
     return "\n".join(out)
 
 
-#: what must never reach a reader: raw ns headers, object reprs, pandas Series footers, evidence dicts, warnings
+#: what must never reach a reader: raw ns headers, object reprs, pandas Series footers, evidence dicts, warnings,
+#: raw ns numbers of 13+ digits (a Unix time in ns or a 2.7-hour duration in ns: formatted, they read as a date/time)
 LEAKS = re.compile(r"\b[a-z]\w*_(?:ns|bytes|ratio)\b|<nbprof\.|\bdtype: |\bName: \w+, |\{'\w+': |WARNING|W-1000|"
-                   r"MISSING_RENDERERS|running over TCP|Traceback|\w+ ns [ab]\b")
+                   r"MISSING_RENDERERS|running over TCP|Traceback|\w+ ns [ab]\b|(?<![\w.,])\d{13,}(?![\w.,])")
 
 
 def visible_text(html: str) -> str:
@@ -84,8 +85,10 @@ def test_report_on_existing_artefacts(tmp_path):
     v = text.index("DataLoader-bound")
     assert v < text.index("What to fix first") < text.index("Step 1 - System view")
     assert "87% of each step (21.1 of 24.2 ms" in text and "num_workers" in text[v:text.index("Step 1 - System view")]
-    # step 3 compares before (a) with after (b): the change is after - before, negative = faster (4.3x speed-up)
-    assert "'after' vs 'before': the average step takes 5.62 ms instead of 24.24 ms (-18.63 ms, 4.32x faster)" in text
+    # the first screen states the before/after result (median step, bootstrap interval); step 3 repeats it
+    ba = ("'after' vs 'before': 7.75x faster (median step 3.127 ms instead of 24.247 ms; "
+          "95 % interval 2.10x-11.39x faster, 6 and 6 steps).")
+    assert text.index(ba) < text.index("Step 1 - System view") and text.count(ba) == 2
     assert "Negative deltas are improvements" not in text
     # human units everywhere a person reads
     assert_clean(html, "report.html")

@@ -12,7 +12,7 @@ from conftest import DATA, ROOT, corpus_path
 
 import nbprof
 from nbprof.analysis import operators, utilization
-from nbprof.results.compare_render import compare_sentence, order_runs
+from nbprof.results.compare_render import before_after_sentence, order_runs
 from nbprof.results.operators_table import host_operators, operator_table
 from nbprof.results.table import findings_table, table
 
@@ -106,8 +106,12 @@ def test_compare_sign_on_the_real_before_after_pair():
     b = nbprof.load(DATA / "gpu" / "cnn_nw4_prep.pt.trace.json.gz")
     c = compare.compare(a, b)
     assert c.steps.loc["mean_step_ns", "delta"] < 0  # b - a: the faster "after" gives a negative change
-    s = compare_sentence(c.steps, "before", "after")
-    assert "5.62 ms instead of 24.24 ms (-18.63 ms, 4.32x faster)" in s
+    # one claim of "faster": the median step's ratio with its bootstrap interval (analysis.before_after)
+    from nbprof.analysis.before_after import before_after
+
+    s = before_after_sentence(before_after(a, b))
+    assert s == ("'after' vs 'before': 7.75x faster (median step 3.127 ms instead of 24.247 ms; "
+                 "95 % interval 2.10x-11.39x faster, 6 and 6 steps).")
     assert order_runs(["after", "before"]) == ["before", "after"]
 
 

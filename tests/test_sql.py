@@ -87,3 +87,20 @@ def test_sql_without_duckdb_names_the_extra(monkeypatch):
     with pytest.raises(MissingDependencyError, match=r"pip install 'nbprof\[sql\]'") as err:
         tr.sql("SELECT count(*) FROM events")
     assert isinstance(err.value, ImportError) and err.value.name == "duckdb"
+
+
+def test_readme_peak_per_device_query_matches_memory_peak():
+    """The README's "peak allocated bytes per device" query, read from the README, gives memory_peak's numbers on
+    the H200 trace (a CUDA row for GPU 0 and the host's row, each named by its device_type)."""
+    import re
+
+    from nbprof.analysis.memory import memory_peak
+
+    pytest.importorskip("duckdb")
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    sql = re.search(r"-- peak allocated bytes per device.*?\n(SELECT .*?;)", readme, re.S).group(1)
+    tr = nbprof.load(Path(__file__).resolve().parents[1] / "data" / "gpu" / "cnn_h200.pt.trace.json.gz")
+    got = tr.sql(sql.rstrip(";"))
+    want = memory_peak(tr).sort_values(["device_type", "device"], ascending=[False, True])
+    assert got[["device_type", "device"]].values.tolist() == [[1, 0], [0, -1]]
+    assert got["peak_bytes"].tolist() == want["peak_allocated_bytes"].tolist() == [71945728, 105984]

@@ -151,7 +151,7 @@ def run_examples(
     if out_dir is None:
         out = Path(tempfile.mkdtemp(prefix="nbprof_ds_"))
     else:
-        out = Path(out_dir)
+        out = Path(out_dir).resolve()  # absolute: the launch runs in ``out`` and is given ``out`` again
         if out.exists() and any(out.iterdir()):
             raise FileExistsError(f"{out}: output directory exists and is not empty (nbprof never overwrites)")
         out.mkdir(parents=True, exist_ok=True)

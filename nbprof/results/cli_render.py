@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .format import fmt_bytes, fmt_ns, is_missing
+from .format import fmt_bytes, fmt_devices, fmt_ns, is_missing
 from .table import table
 
 __all__ = ["NSYS_HEADERS", "NSYS_ROUND1", "nsys_columns", "summary_text", "stats_text", "check_markdown",
@@ -116,12 +116,12 @@ def summary_text(summary: Mapping[str, Any], report: Any) -> str:
         f"events:    {summary.get('events', 0):,}" + (f" ({top})" if top else ""),
         f"steps:     {', '.join(str(s) for s in steps) if steps else 'none (no ProfilerStep ranges)'}",
         f"duration:  {fmt_ns(summary.get('duration_ns') or 0)}",
-        f"devices:   {', '.join(str(d) for d in summary.get('devices') or []) or 'none'}",
+        f"devices:   {fmt_devices(summary.get('devices') or [], summary.get('event_devices')) or 'none'}",
         f"memory:    {summary.get('memory_events', 0):,} events    flows: {summary.get('flows', 0):,}",
     ]
     for k, v in summary.items():
         if k not in ("path", "producer", "rank", "world_size", "events", "categories", "steps", "duration_ns",
-                     "devices", "memory_events", "flows", "clean_load"):
+                     "devices", "event_devices", "memory_events", "flows", "clean_load"):
             shown = fmt_ns(v) if k.endswith("_ns") and isinstance(v, (int, float)) else (
                 fmt_bytes(v) if k.endswith("_bytes") and isinstance(v, (int, float)) else v)
             lines.append(f"{k + ':':<10} {shown}")

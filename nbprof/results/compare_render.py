@@ -2,19 +2,21 @@
 
 ``a`` is the baseline ("before"), ``b`` the candidate ("after"): a negative delta is time saved.
 
->>> import pandas as pd
->>> steps = pd.DataFrame({"a": [24.2e6], "b": [5.6e6]}, index=["mean_step_ns"])
->>> compare_sentence(steps, "before", "after")
-"'after' vs 'before': the average step takes 5.60 ms instead of 24.20 ms (-18.60 ms, 4.32x faster)."
+Whether ``b`` is faster is one claim with one home: :func:`before_after_sentence` (the median step time's ratio
+and its bootstrap interval, :mod:`nbprof.analysis.before_after`).
 """
 
 from __future__ import annotations
 
+import html as _html
+from typing import Any
+
 import pandas as pd
 
+from .format import fmt_ns
 from .table import Table, table
 
-__all__ = ["compare_sentence", "side_by_side_table", "BASELINE_NAMES"]
+__all__ = ["side_by_side_table", "BASELINE_NAMES", "before_after_sentence", "before_after_html"]
 
 #: run names that read as the baseline, in order of preference
 BASELINE_NAMES = ("before", "baseline", "base", "control", "a")
@@ -28,18 +30,6 @@ def order_runs(names: list[str]) -> list[str]:
     return list(names)
 
 
-def compare_sentence(steps: pd.DataFrame, a_name: str, b_name: str) -> str:
-    """The average step of ``b`` against ``a`` (baseline), with the sign stated in words."""
-    a = float(steps.loc["mean_step_ns", "a"])
-    b = float(steps.loc["mean_step_ns", "b"])
-    d = b - a
-    if a <= 0 or b <= 0:
-        return f"{b_name!r} vs {a_name!r}: no step time to compare."
-    how = f"{a / b:.2f}x faster" if b < a else f"{b / a:.2f}x slower" if b > a else "the same"
-    return (f"{b_name!r} vs {a_name!r}: the average step takes {b / 1e6:.2f} ms instead of {a / 1e6:.2f} ms "
-            f"({'+' if d > 0 else '-' if d < 0 else ''}{abs(d) / 1e6:.2f} ms, {how}).")
-
-
 def side_by_side_table(df: pd.DataFrame, a_name: str, b_name: str, caption: str = "") -> Table:
     """A ``compare`` side-by-side frame (index metric; columns ``a, b, delta, ratio``) in ms, ``delta`` = b - a."""
     rows = df[[not str(i).endswith("steps") for i in df.index]]
@@ -50,3 +40,49 @@ def side_by_side_table(df: pd.DataFrame, a_name: str, b_name: str, caption: str 
         f"{b_name} / {a_name}_x": rows["ratio"].to_numpy(),
     })
     return table(out, {f"{b_name} / {a_name}_x": "count"}, caption=caption)
+
+
+def before_after_sentence(ba: Any, a_name: str = "before", b_name: str = "after") -> str:
+    """A :class:`nbprof.analysis.before_after.BeforeAfter` in words: the median step of ``b_name`` vs ``a_name``
+    (the baseline), the ratio with its bootstrap interval, and (when ``b_name`` is slower with a grown CPU Exec
+    time) the contention.
+
+    >>> from nbprof.analysis.before_after import BeforeAfter
+    >>> from nbprof.analysis.regression import check_regression
+    >>> ba = BeforeAfter(check_regression([400e6, 410e6, 395e6], [150e6, 160e6, 155e6]), (20e6, 22e6), (380e6, 5e6), False)
+    >>> before_after_sentence(ba)
+    "'after' vs 'before': 2.58x faster (median step 155.000 ms instead of 400.000 ms; 95 % interval 2.47x-2.73x faster, 3 and 3 steps)."
+    """
+    c = ba.check
+    if c.ratio < 1:
+        how = f"{1 / c.ratio:.2f}x faster"
+    elif c.ratio > 1:
+        how = f"{c.ratio:.2f}x slower"
+    else:
+        how = "the same speed"
+
+    if c.ci_high < 1:
+        interval = f"{1 / c.ci_high:.2f}x-{1 / c.ci_low:.2f}x faster"
+    elif c.ci_low > 1:
+        interval = f"{c.ci_low:.2f}x-{c.ci_high:.2f}x slower"
+    else:
+        interval = f"{1 / c.ci_low:.2f}x faster to {c.ci_high:.2f}x slower"
+    out = (f"{b_name!r} vs {a_name!r}: {how} (median step {fmt_ns(c.candidate_ns)} instead of {fmt_ns(c.baseline_ns)}; "
+           f"{c.confidence * 100:.0f} % interval {interval}, {len(c.baseline_steps_ns)} and "
+           f"{len(c.candidate_steps_ns)} steps).")
+    if c.verdict == "no significant change":
+        out += f" Within the noise: the interval includes a change under {c.max_regress * 100:.0f} %."
+    if ba.contention:
+        out += (f" The same host work took longer in {b_name!r}: its CPU Exec time per step grew {ba.cpu_exec_growth:.2f}x "
+                f"({fmt_ns(ba.cpu_exec_ns[0])} -> {fmt_ns(ba.cpu_exec_ns[1])}), so the training process got less "
+                "CPU: the DataLoader workers (or other jobs on this machine) compete with it for the same cores. "
+                "Fewer workers, a quieter machine or preprocessing that waits instead of computing shows the fix's gain.")
+    return out
+
+
+def before_after_html(ba: Any, a_name: str = "before", b_name: str = "after") -> str:
+    """:func:`before_after_sentence` as the report's first-screen block (``nbprof-before-after``), escaped."""
+    color = "#2ca02c" if ba.check.verdict == "improvement" else "#d62728" if ba.check.verdict == "regression" else "#7f7f7f"
+    head, _, rest = before_after_sentence(ba, a_name, b_name).partition(": ")
+    return (f'<div class="nbprof-before-after" style="border-left:6px solid {color};padding:6px 12px;margin:6px 0">'
+            f'<b>{_html.escape(head)}:</b> {_html.escape(rest)}</div>')

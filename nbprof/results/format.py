@@ -8,9 +8,10 @@ values (``None``, NaN) format as ``""``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["is_missing", "fmt_ns", "fmt_ms", "fmt_bytes", "fmt_flops", "fmt_pct", "fmt_delta_ns"]
+__all__ = ["is_missing", "fmt_devices", "fmt_epoch_digits", "fmt_ns", "fmt_ms", "fmt_bytes", "fmt_flops", "fmt_pct", "fmt_delta_ns"]
 
 
 def is_missing(v: Any) -> bool:
@@ -81,3 +82,41 @@ def fmt_delta_ns(ns: float) -> str:
         return ""
     v = float(ns)
     return ("+" if v > 0 else "-" if v < 0 else "") + fmt_ns(abs(v))
+
+
+def fmt_devices(names: Sequence[str], used: Sequence[int] | None = None) -> str:
+    """A trace's ``deviceProperties`` names, equal names counted, and the devices its events ran on.
+
+    >>> fmt_devices(["Tesla V100"] * 4, [0])
+    '4 x Tesla V100 (events on device 0)'
+    >>> fmt_devices(["NVIDIA H200"], [0])
+    'NVIDIA H200'
+    >>> fmt_devices([], [])
+    ''
+    """
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[str(n)] = counts.get(str(n), 0) + 1
+    text = ", ".join(f"{c} x {n}" if c > 1 else n for n, c in counts.items())
+    if used is not None and len(names) > 1 and text:
+        ids = list(used)
+        text += (f" (events on device{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))})" if ids
+                 else " (no device events)")
+    return text
+
+
+def fmt_epoch_digits(digits: str) -> str:
+    """A Unix time written as digits (a ``tensorboard_trace_handler`` file name's ``<time>``: seconds, ms, µs or ns
+    since 1970, told apart by the digit count) as ``YYYY-MM-DD HH:MM:SS UTC``; other text unchanged.
+
+    >>> fmt_epoch_digits("1796187122473433073"), fmt_epoch_digits("1623143089861"), fmt_epoch_digits("")
+    ('2026-12-02 04:52:02 UTC', '2021-06-08 09:04:49 UTC', '')
+    """
+    import datetime as _dt
+
+    d = str(digits).strip()
+    if not d.isdigit() or not 10 <= len(d) <= 19:
+        return str(digits)
+    scale = 10 ** (3 * ((len(d) - 10) // 3))  # 10 digits: s, 13: ms, 16: µs, 19: ns
+    t = _dt.datetime.fromtimestamp(int(d) / scale, tz=_dt.timezone.utc)
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -10,7 +10,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
-from .format import fmt_ms
+from .format import fmt_devices, fmt_ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace.model import Trace
@@ -77,7 +77,7 @@ def summary_markdown(trace: Trace, trace_path: str | None = None) -> str:
         f"| events | {s['events']} |",
         f"| steps | {md_escape(', '.join(map(str, s['steps'])) or 'none')} |",
         f"| duration ms | {s['duration_ns'] / 1e6:.3f} |",
-        f"| devices | {md_escape(', '.join(s['devices']) or 'none (host only)')} |",
+        f"| devices | {md_escape(fmt_devices(s['devices'], s.get('event_devices')) or 'none (host only)')} |",
         f"| load report | {'clean' if s['clean_load'] else md_escape(str(len(trace.report.issues)) + ' issues')} |",
     ]
     if trace_path:

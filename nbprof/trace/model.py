@@ -217,7 +217,9 @@ class Trace:
         return self.events["cat"].value_counts().astype("int64")
 
     def summary(self) -> dict[str, Any]:
-        """A small dict: path, producer, rank, events, per-category counts, steps, duration_ns, devices."""
+        """A small dict: path, producer, rank, events, per-category counts, steps, duration_ns, devices (the names in
+        ``deviceProperties``: every GPU of the machine, in id order), event_devices (the device ids >= 0 that events
+        ran on)."""
         return {
             "path": self.meta.source_path,
             "producer": self.meta.producer,
@@ -228,6 +230,7 @@ class Trace:
             "steps": self.steps,
             "duration_ns": self.duration_ns,
             "devices": [str(d.get("name", "")) for d in self.meta.device_properties],
+            "event_devices": sorted(int(d) for d in pd.unique(self.events["device"]) if int(d) >= 0),
             "memory_events": int(len(self.memory)),
             "flows": int(len(self.flows)),
             "clean_load": self.report.clean,

@@ -21,7 +21,7 @@ import os
 
 import ipywidgets as widgets
 
-from ..results.format import fmt_ns
+from ..results.format import fmt_devices, fmt_ns
 from . import registry
 from ._escape import escape_html
 
@@ -92,7 +92,7 @@ class Dashboard(widgets.VBox):
         head = widgets.HTML(
             f"<b>nbprof</b> <code>{escape_html(s['path'])}</code> &mdash; {s['events']} events, "
             f"{len(s['steps'])} steps, {s['duration_ns'] / 1e6:.3f} ms, rank {s['rank']}"
-            + (f", devices: {escape_html(', '.join(s['devices']))}" if s["devices"] else "")
+            + (f", devices: {escape_html(fmt_devices(s['devices'], s.get('event_devices')))}" if s["devices"] else "")
             + (f" (of {len(self.ranks)} ranks given)" if len(self.ranks) > 1 else ""))
         html, self.findings = _verdict(trace, self.ranks)
         self.verdict = widgets.HTML(html)

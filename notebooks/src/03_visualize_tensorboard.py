@@ -43,7 +43,8 @@ from nbprof import tensorboard as tb
 from nbprof.analysis import compare
 from nbprof.report import load_input
 from nbprof.results.table import table
-from nbprof.results.compare_render import compare_sentence, order_runs, side_by_side_table
+from nbprof.analysis.before_after import before_after
+from nbprof.results.compare_render import before_after_sentence, order_runs, side_by_side_table
 logdir = resolve(logdir)
 trace, compare_trace = param(trace, "trace"), param(compare_trace, "compare_trace")
 # two traces given: compare them as loaded (one parse each; no logdir copy is written)
@@ -52,7 +53,11 @@ if trace and compare_trace:
     pair = {"before": load_input(trace, trace_cache), "after": load_input(compare_trace, compare_cache)}
 runs = tb.discover(logdir) if logdir else pd.DataFrame(columns=["run"])
 if logdir:
-    display(table(runs.drop(columns=["path"], errors="ignore"), caption=f"Runs in {logdir}"))
+    from nbprof.results.format import fmt_epoch_digits
+    shown = runs.drop(columns=["path"], errors="ignore").rename(columns={"span_ts": "written"})
+    if "written" in shown:  # the file name's time digits as a date (a raw ns number reads as a duration)
+        shown["written"] = shown["written"].map(fmt_epoch_digits)
+    display(table(shown, caption=f"Runs in {logdir}"))
 elif not pair:
     print("One run given: nothing to compare yet. Give a second trace (--compare-trace, the run after "
           "your change) or a logdir with two runs.")
@@ -70,8 +75,10 @@ else:
     a_name, b_name = names
     cmp = compare.compare(pair["before"], pair["after"])
 if len(names) >= 2:
+    # faster or not: the median step's ratio with its bootstrap interval (and why, when the CPU was contended)
+    before_run, after_run = (pair["before"], pair["after"]) if pair else (pair_runs[a_name], pair_runs[b_name])
+    print(before_after_sentence(before_after(before_run, after_run), a_name, b_name))
     # every delta is after - before: negative = the change saved time
-    print(compare_sentence(cmp.steps, a_name, b_name))
     display(side_by_side_table(cmp.steps, a_name, b_name, caption="Step time (change = after - before; negative is faster)"))
     display(side_by_side_table(cmp.breakdown, a_name, b_name, caption="Average step breakdown"))
     ops = cmp.operators
