@@ -2,7 +2,7 @@
 not when it got slower.
 
 The step-time comparison is :func:`nbprof.analysis.regression.check_regression` (median per-step time, bootstrap
-interval of the ratio ``after / before``) on :func:`nbprof.analysis.regression.step_times`; the per-step role times
+interval of the ratio ``after / before``) on :func:`nbprof.analysis.steps.step_times`; the per-step role times
 are :func:`nbprof.analysis.steps.breakdown_average`. No second definition of either lives here.
 
 Contention: a change that moves work off the training process (DataLoader workers, a prefetch thread) makes the
@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..trace.model import Trace
-from .regression import RegressionCheck, check_regression, step_times
+from .regression import RegressionCheck, check_regression
+from .steps import step_times
 from .steps import breakdown_average, step_breakdown
 
 __all__ = ["BeforeAfter", "before_after", "CONTENTION_GROWTH"]
