@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 from ..trace.model import Trace
 from .regression import RegressionCheck, check_regression
-from .steps import step_times
-from .steps import breakdown_average, step_breakdown
+from .steps import breakdown_average, step_breakdown, step_times
 
 __all__ = ["BeforeAfter", "before_after", "CONTENTION_GROWTH"]
 
