@@ -12,7 +12,8 @@ from conftest import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis import compare, steps
-from nbprof.results.compare_render import compare_sentence, side_by_side_table
+from nbprof.analysis.before_after import before_after
+from nbprof.results.compare_render import before_after_sentence, side_by_side_table
 from nbprof.trace import predicates as pred
 
 NW0 = "pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
@@ -29,7 +30,7 @@ def _page(a, b) -> str:
     from nbprof.viz.compare import compare_view, static_view
 
     cmp = compare.compare(a, b)
-    parts = [compare_sentence(cmp.steps, "before", "after"),
+    parts = [before_after_sentence(before_after(a, b)),
              side_by_side_table(cmp.steps, "before", "after", caption="Step time").html,
              side_by_side_table(cmp.breakdown, "before", "after", caption="Average step breakdown").html,
              compare_view(a, b).text, json.dumps(json_item(static_view([a, b])))]
@@ -61,6 +62,11 @@ def test_the_mean_step_time_of_each_side_appears_with_one_value(pair):
     vals = _mean_step_values(page)
     means = [float(steps.step_times(t).mean()) / 1e6 for t in (a, b)]
     assert vals, page[:2000]
+    # the first screen's sentence gives the median step of each side, of the same step times
+    med = re.search(r"median step ([\d.,]+) ms instead of ([\d.,]+) ms", page)
+    assert med, page[:2000]
+    assert [float(med.group(2).replace(",", "")), float(med.group(1).replace(",", ""))] == pytest.approx(
+        [float(np.median(steps.step_times(t))) / 1e6 for t in (a, b)], abs=0.0006)
     # each printed mean is one of the two means (to the printed precision): no second definition anywhere
     for v in vals:
         assert min(abs(v - m) for m in means) < 0.006, (v, means)
