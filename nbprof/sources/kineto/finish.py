@@ -108,6 +108,11 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     tables = _device_args_table(parts, offs, n_all, take)
     data = {"ts_ns": ts_e if take is None else ts_e[take], **data}
     del t_all, ts_parts, ts_e
+    renamed: dict[str, str] = {}
+    for u in data["cat"].lut:
+        c = _canon_cat(u)
+        if isinstance(u, str) and c is not None and c != u:
+            renamed.setdefault(c, u)
     for k, transform in _CAT_TRANSFORMS.items():
         data[k] = data[k].finish(transform)
     nE = len(data["ts_ns"])
@@ -118,6 +123,8 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     del data
 
     tmeta = _build_meta(meta, ctx.path, report, origin_abs, rank, events)
+    if renamed:
+        tmeta.extra[schema.CATEGORY_NAMES_KEY] = renamed
     events["rank"] = np.int32(tmeta.rank)
     if events.empty and memory.empty:
         raise TraceFormatError(
