@@ -113,10 +113,11 @@ _ARG_COLS: list[tuple[str, str, str]] = [
 
 
 def _args(ev: pd.DataFrame, device_args: pd.DataFrame | None = None) -> list[dict[str, Any]]:
-    """Each row's Kineto ``args``: the columns of ``_ARG_COLS`` under Kineto's keys, ``device``/``stream``
-    on device rows except ``gpu_user_annotation`` ones (Kineto writes none there; HTA counts a row that has
-    them as a kernel), and the side table ``device_args`` (``queued``, ``context``, ``warps per SM``,
-    hardware counters) under the keys as read (integral values as integers)."""
+    """Each row's Kineto ``args``: the columns of ``_ARG_COLS`` under Kineto's keys; ``device``/``stream``
+    on device rows except ``gpu_user_annotation`` ones (Kineto writes none there; HTA counts a row that
+    has them as a kernel; the caller adds them to one moved to an overflow lane, whose tid is not its
+    stream); and the side table ``device_args`` (``queued``, ``context``, ``warps per SM``, hardware
+    counters) under the keys as read (integral values as integers)."""
     n = len(ev)
     args: list[dict[str, Any]] = [{} for _ in range(n)]
     cats = ev["cat"].cat
@@ -237,6 +238,9 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
                 e["dur"] = dul[i]
             else:
                 e["s"] = "t"
+            if devl[i] and e["tid"] != t and "stream" not in args[i]:
+                # a gpu_user_annotation moved to an overflow lane: its stream is not its tid any more
+                args[i]["device"], args[i]["stream"] = p, t
             if args[i]:
                 e["args"] = args[i]
             out.append(e)
