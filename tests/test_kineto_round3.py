@@ -119,3 +119,17 @@ def test_perfetto_export_of_a_pid_beyond_int32(tmp_path):
     assert 7168000000 in set(tr.events["pid"])  # google/perfetto#935: a pid the loader accepts
     rep = tr.to_perfetto(tmp_path / "t.pftrace")
     assert rep.slices == len(tr.events) and (tmp_path / "t.pftrace").stat().st_size > 0
+
+
+# ---------------------------------------------------------------------------- also: MTIA dma_request
+
+
+def test_mtia_dma_request_is_a_memory_copy(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, KERNEL, trace_text, write
+
+    mtia = KERNEL.replace('"cat": "kernel"', '"cat": "mtia_ccp_events"')
+    dma = mtia.replace('"name": "gemm_kernel"', '"name": "dma_request"').replace('"ts": 110.000', '"ts": 120.000')
+    tr = nbprof.load(write(tmp_path, trace_text([*[mtia if e == KERNEL else e for e in BASE_EVENTS], dma])))
+    cats = dict(zip(tr.events["name"].astype(str), tr.events["cat"].astype(str)))
+    assert cats["gemm_kernel"] == "kernel" and cats["dma_request"] == "gpu_memcpy"
+    assert tr.report.get("mtia_dma").count == 1

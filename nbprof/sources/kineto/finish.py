@@ -125,6 +125,8 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     tmeta = _build_meta(meta, ctx.path, report, origin_abs, rank, events)
     if renamed:
         tmeta.extra[schema.CATEGORY_NAMES_KEY] = renamed
+    if renamed.get(schema.KERNEL) == "mtia_ccp_events":
+        _mtia_dma(events, report)
     events["rank"] = np.int32(tmeta.rank)
     if events.empty and memory.empty:
         raise TraceFormatError(
@@ -229,6 +231,24 @@ def _emit_notes(parts: list[_Part], offs: np.ndarray, ctx: _Ctx) -> None:
         count, g, template, example = merged[kind]
         ctx.report.add(kind, "assumed", count, template.format(count=count, example=example),
                        offset=ctx.event_offset(g))
+
+
+def _mtia_dma(events: pd.DataFrame, report: LoadReport) -> None:
+    """MTIA's on-device ``dma_*`` ops (``mtia_ccp_events``, read as kernels) are memory copies: category
+    ``gpu_memcpy`` (as HTA classes them: ``hta.common.types`` memory kernels ``^dma``), noted."""
+    cat = events["cat"]
+    names = events["name"].astype(str)
+    dma = (cat == schema.KERNEL).to_numpy() & names.str.startswith("dma").to_numpy()
+    k = int(dma.sum())
+    if not k:
+        return
+    if schema.GPU_MEMCPY not in cat.cat.categories:
+        cat = cat.cat.add_categories([schema.GPU_MEMCPY])
+    cat = cat.copy()
+    cat[dma] = schema.GPU_MEMCPY
+    events["cat"] = cat
+    report.add("mtia_dma", "assumed", k, f"{k} MTIA dma_* ops (mtia_ccp_events, e.g. {names[dma].iloc[0]!r}) "
+               "read as memory copies (gpu_memcpy), not kernels")
 
 
 def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> None:
