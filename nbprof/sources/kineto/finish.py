@@ -125,6 +125,10 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     tmeta = _build_meta(meta, ctx.path, report, origin_abs, rank, events)
     if renamed:
         tmeta.extra[schema.CATEGORY_NAMES_KEY] = renamed
+    if tmeta.flags.get("profile_memory") in (1, True, "1", "true", "True") and memory.empty:
+        report.add("profile_memory_without_memory", "assumed", 0,
+                   "profile_memory is set but the trace has no [memory] events: no allocation was recorded "
+                   "(memory views are empty, not zero)")
     if renamed.get(schema.KERNEL) == "mtia_ccp_events":
         _mtia_dma(events, report)
     events["rank"] = np.int32(tmeta.rank)
