@@ -176,3 +176,13 @@ def test_profile_memory_without_memory_events_is_said(tmp_path):
     assert tr.report.get("profile_memory_without_memory") is not None
     with_mem = nbprof.load(write(tmp_path, trace_text(BASE_EVENTS, head=head), "m.pt.trace.json"))
     assert with_mem.report.get("profile_memory_without_memory") is None
+
+
+def test_kernel_before_its_launch_is_flagged(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, FLOW_F, KERNEL, trace_text, write
+
+    early = {KERNEL: KERNEL.replace('"ts": 110.000', '"ts": 102.500'), FLOW_F: FLOW_F.replace('"ts": 110.000', '"ts": 102.500')}
+    tr = nbprof.load(write(tmp_path, trace_text([early.get(e, e) for e in BASE_EVENTS])))
+    it = tr.report.get("kernel_before_launch")
+    assert (it.action, it.count) == ("flagged", 1) and "500 ns earlier" in it.message
+    assert len(tr.events) == 4  # kept as recorded

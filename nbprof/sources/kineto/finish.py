@@ -141,6 +141,7 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
         )
     _steps(events, memory, report)
     _check_overlaps(events, report)
+    _check_launch_order(flows, report)
     return Trace(events=events, flows=flows, memory=memory, counters=counters, threads=threads, meta=tmeta,
                  report=report, tables=tables)
 
@@ -289,6 +290,28 @@ def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> No
     report.add("steps_from_device", "assumed", n,
                f"{n} ProfilerStep#N ranges only on the device (gpu_user_annotation), none on the host: device rows "
                "take the step of their device's range by time; host rows and memory keep step -1")
+
+
+def _check_launch_order(flows: pd.DataFrame, report: LoadReport) -> None:
+    """Flag ac2g flows whose device end (the kernel or copy) starts before their host start (the launch
+    call): clocks of host and device disagree there (kept as recorded; kind ``kernel_before_launch``)."""
+    if flows.empty:
+        return
+    ac = flows[(flows["cat"] == "ac2g").to_numpy()]
+    src, dst = ac["src_ts_ns"].to_numpy(), ac["dst_ts_ns"].to_numpy()
+    has_s, has_f = ac["src_pid"].to_numpy() != -1, ac["dst_pid"].to_numpy() != -1
+    leads = list((src - dst)[has_s & has_f & (dst < src)])
+    # a finish before its start is never paired (``_pair_flows`` pairs a finish with an earlier start):
+    # the lone finish and the lone start of one id
+    lone = pd.merge(ac.loc[has_f & ~has_s, ["id", "dst_ts_ns"]], ac.loc[has_s & ~has_f, ["id", "src_ts_ns"]], on="id")
+    lone = lone[lone["dst_ts_ns"] < lone["src_ts_ns"]].drop_duplicates("id")
+    leads += list(lone["src_ts_ns"] - lone["dst_ts_ns"])
+    n = len(leads)
+    if n:
+        report.add("kernel_before_launch", "flagged", n,
+                   f"{n} device ops start before the launch call that queued them (up to {int(max(leads))} ns "
+                   f"earlier; {len(lone)} of them left as two unpaired flow ends): host and device clocks disagree "
+                   "there; kept as recorded")
 
 
 def _check_overlaps(events: pd.DataFrame, report: LoadReport) -> None:
