@@ -11,7 +11,7 @@ file (job killed while writing) keeps every complete event. Strict mode raises
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -184,7 +184,7 @@ def _missing_commas(chunk: bytes) -> list[_Event] | None:
         evs = _LOOSE_EVENT_DECODER.decode(b"[" + b",".join(pieces) + b"]")
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
-    return evs if len(evs) > 1 else None
+    return cast("list[_Event]", evs) if len(evs) > 1 else None  # _LooseEvent is an _Event
 
 
 def _events_array_start(data: bytes) -> int:
