@@ -119,3 +119,70 @@ def test_perfetto_export_of_a_pid_beyond_int32(tmp_path):
     assert 7168000000 in set(tr.events["pid"])  # google/perfetto#935: a pid the loader accepts
     rep = tr.to_perfetto(tmp_path / "t.pftrace")
     assert rep.slices == len(tr.events) and (tmp_path / "t.pftrace").stat().st_size > 0
+
+
+# ---------------------------------------------------------------------------- also: MTIA dma_request
+
+
+def test_mtia_dma_request_is_a_memory_copy(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, KERNEL, trace_text, write
+
+    mtia = KERNEL.replace('"cat": "kernel"', '"cat": "mtia_ccp_events"')
+    dma = mtia.replace('"name": "gemm_kernel"', '"name": "dma_request"').replace('"ts": 110.000', '"ts": 120.000')
+    tr = nbprof.load(write(tmp_path, trace_text([*[mtia if e == KERNEL else e for e in BASE_EVENTS], dma])))
+    cats = dict(zip(tr.events["name"].astype(str), tr.events["cat"].astype(str)))
+    assert cats["gemm_kernel"] == "kernel" and cats["dma_request"] == "gpu_memcpy"
+    assert tr.report.get("mtia_dma").count == 1
+
+
+# ---------------------------------------------------------------------------- B5: one bad record costs at most itself
+
+
+def test_missing_comma_between_two_events_keeps_both(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, OP, trace_text, write
+
+    text = trace_text(BASE_EVENTS).replace(OP + ",\n", OP + "\n")
+    tr = nbprof.load(write(tmp_path, text))
+    assert "aten::mm" in set(tr.events["name"].astype(str)) and len(tr.memory) == 1  # the op and the next event
+    it = tr.report.get("missing_comma")
+    assert (it.action, it.count, it.offset) == ("repaired", 1, text.index(OP))
+    assert tr.report.get("unparseable_event") is None
+
+
+def test_windows_path_in_a_stack_frame_keeps_the_event_and_the_text(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, OP, trace_text, write
+
+    op = OP.replace('"Input Dims"', '"Call stack": "C:\\Users\\me\\Proj\\model.py(12): forward", "Input Dims"')
+    tr = nbprof.load(write(tmp_path, trace_text([op if e == OP else e for e in BASE_EVENTS])))
+    row = tr.events[tr.events["name"] == "aten::mm"].iloc[0]
+    assert row["call_stack"] == "C:\\Users\\me\\Proj\\model.py(12): forward" and row["external_id"] == 7
+    assert tr.report.get("invalid_escape").count == 1
+
+
+def test_rank_and_world_size_written_as_strings(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, HEAD, trace_text, write
+
+    head = HEAD.replace('"schemaVersion": 1,', '"schemaVersion": 1, "distributedInfo": {"rank": "3", "world_size": "8"},')
+    tr = nbprof.load(write(tmp_path, trace_text(BASE_EVENTS, head=head)))
+    assert (tr.meta.rank, tr.meta.world_size, tr.meta.rank_source) == (3, 8, "distributedInfo")
+    assert tr.report.get("string_rank") is not None and tr.report.get("string_world_size") is not None
+
+
+def test_profile_memory_without_memory_events_is_said(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, HEAD, MEM, trace_text, write
+
+    head = HEAD.replace('"schemaVersion": 1,', '"schemaVersion": 1, "profile_memory": 1,')
+    tr = nbprof.load(write(tmp_path, trace_text([e for e in BASE_EVENTS if e != MEM], head=head)))
+    assert tr.report.get("profile_memory_without_memory") is not None
+    with_mem = nbprof.load(write(tmp_path, trace_text(BASE_EVENTS, head=head), "m.pt.trace.json"))
+    assert with_mem.report.get("profile_memory_without_memory") is None
+
+
+def test_kernel_before_its_launch_is_flagged(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, FLOW_F, KERNEL, trace_text, write
+
+    early = {KERNEL: KERNEL.replace('"ts": 110.000', '"ts": 102.500'), FLOW_F: FLOW_F.replace('"ts": 110.000', '"ts": 102.500')}
+    tr = nbprof.load(write(tmp_path, trace_text([early.get(e, e) for e in BASE_EVENTS])))
+    it = tr.report.get("kernel_before_launch")
+    assert (it.action, it.count) == ("flagged", 1) and "500 ns earlier" in it.message
+    assert len(tr.events) == 4  # kept as recorded

@@ -29,3 +29,19 @@ def test_recursive_view_instead_of_kernel_table(tmp_path, corpus):
     n_kernels = int((good.events["cat"] == "kernel").sum())
     assert n_kernels > 0 and int((tr.events["cat"] == "kernel").sum()) == 0
     assert len(tr.events) == len(good.events) - n_kernels  # everything else as before
+
+
+def test_kernels_without_launch_record_are_noted(tmp_path, corpus):
+    src = corpus(SAXPY)
+    assert nbprof.load(src).report.get("no_launch") is None  # every kernel and copy has its launch
+    p = tmp_path / "noapi.sqlite"
+    shutil.copyfile(src, p)
+    con = sqlite3.connect(p)
+    n_rt = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME")  # as with CUDA API tracing off
+    con.commit()
+    con.close()
+    tr = nbprof.load(p)
+    dev = int(tr.events["cat"].isin(["kernel", "gpu_memcpy", "gpu_memset"]).sum())
+    it = tr.report.get("no_launch")
+    assert n_rt > 0 and dev > 0 and it is not None and it.count == dev

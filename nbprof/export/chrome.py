@@ -45,6 +45,7 @@ import pandas as pd
 
 from ..atomic import atomic_write
 from ..trace.model import Trace
+from ..trace.schema import CATEGORY_NAMES_KEY
 from . import ExportReport
 from .lanes import Lanes, assign_lanes
 
@@ -105,20 +106,33 @@ _ARG_COLS: list[tuple[str, str, str]] = [
     ("call_stack", "Call stack", "str"), ("module", "Module Hierarchy", "str"), ("flops", "flops", "float"),
     ("bytes", "bytes", "int"), ("grid", "grid", "grid"), ("block", "block", "grid"),
     ("registers", "registers per thread", "int"), ("shared_mem_bytes", "shared memory", "int"),
-    ("occupancy_ratio", "est. achieved occupancy %", "pct"), ("collective", "Collective name", "str"),
+    ("occupancy_ratio", "est. achieved occupancy %", "pct"), ("blocks_per_sm", "blocks per SM", "float"),
+    ("collective", "Collective name", "str"),
     ("msg_in_nelems", "In msg nelems", "int"), ("msg_out_nelems", "Out msg nelems", "int"),
     ("group_size", "Group size", "int"), ("dtype", "dtype", "str"), ("pg_name", "Process Group Name", "str"),
 ]
 
 
-def _args(ev: pd.DataFrame) -> list[dict[str, Any]]:
+def _args(ev: pd.DataFrame, device_args: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+    """Each row's Kineto ``args``: the columns of ``_ARG_COLS`` under Kineto's keys; ``device``/``stream``
+    on device rows except ``gpu_user_annotation`` ones (Kineto writes none there; HTA counts a row that
+    has them as a kernel; the caller adds them to one moved to an overflow lane, whose tid is not its
+    stream); and the side table ``device_args`` (``queued``, ``context``, ``warps per SM``, hardware
+    counters) under the keys as read (integral values as integers)."""
     n = len(ev)
     args: list[dict[str, Any]] = [{} for _ in range(n)]
-    dev = ev["device"].to_numpy() >= 0
+    cats = ev["cat"].cat
+    annot = np.array([c == "gpu_user_annotation" for c in cats.categories] + [False], dtype=bool)
+    dev = (ev["device"].to_numpy() >= 0) & ~annot[cats.codes.to_numpy()]
     dv, st = ev["device"].to_numpy().tolist(), ev["stream"].to_numpy().tolist()
     for i in np.flatnonzero(dev).tolist():
         args[i]["device"] = dv[i]
         args[i]["stream"] = st[i]
+    if device_args is not None and len(device_args):
+        for i, k, v in zip(device_args["event"].tolist(), device_args["key"].astype(str).tolist(),
+                           device_args["value"].tolist()):
+            if 0 <= i < n:
+                args[i][k] = int(v) if v.is_integer() and abs(v) < 2**53 else v
     for col, key, kind in _ARG_COLS:
         s = ev[col]
         if kind == "int":
@@ -209,8 +223,11 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
         ts_us = ev["ts_ns"].to_numpy(np.int64) / 1000.0
         dur_us = ev["dur_ns"].to_numpy(np.int64) / 1000.0
         name, cat, ph = _obj(ev["name"]), _obj(ev["cat"]), _obj(ev["ph"])
+        spelled = trace.meta.extra.get(CATEGORY_NAMES_KEY)
+        if isinstance(spelled, dict) and spelled:  # the file's own spellings (2021's "Runtime"), as read
+            cat = [spelled.get(c, c) if isinstance(spelled.get(c, c), str) else c for c in cat]
         pid, tid = ev["pid"].to_numpy(np.int64).tolist(), ev["tid"].to_numpy(np.int64).tolist()
-        args = _args(ev)
+        args = _args(ev, (trace.tables or {}).get("device_args"))
         lane = lanes.lane.tolist()
         devl = (ev["device"].to_numpy() >= 0).tolist()
         tsl, dul = ts_us.tolist(), dur_us.tolist()
@@ -222,6 +239,9 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
                 e["dur"] = dul[i]
             else:
                 e["s"] = "t"
+            if devl[i] and e["tid"] != t and "stream" not in args[i]:
+                # a gpu_user_annotation moved to an overflow lane: its stream is not its tid any more
+                args[i]["device"], args[i]["stream"] = p, t
             if args[i]:
                 e["args"] = args[i]
             out.append(e)

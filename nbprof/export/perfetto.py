@@ -21,9 +21,11 @@ What is written
 - one slice (``BEGIN`` + ``END`` at ``ts_ns + dur_ns``) per duration row of ``Trace.events``, one
   ``TYPE_INSTANT`` per instant row; name, category, and debug annotations ``correlation`` /
   ``External id`` where set;
-- flows: each row of ``Trace.flows`` whose two ends start a slice (matched by pid, tid and start time;
-  ac2g ends by correlation id first) becomes one Perfetto flow (ids 1, 2, ... in row order);
-  the others are counted in ``ExportReport.flows_skipped``;
+- flows: each row of ``Trace.flows`` becomes one Perfetto flow (ids 1, 2, ... in row order) on the
+  slices its ends start (matched by pid, tid and start time; ac2g ends by correlation id first); a flow
+  the source wrote with one end only (B200's 443 ``f`` at ``cudaEventRecord`` without an ``s``) keeps
+  that end, as in the source; one whose ends match no slice, or the same one, is counted in
+  ``ExportReport.flows_skipped``;
 - counters: one counter track per (pid, counter name, series), named ``"name"`` or ``"name.series"``;
 - memory: each row of ``Trace.memory`` is a ``[memory]`` instant on its thread (debug annotations
   ``bytes``, ``addr``, ``device``, ``device_type``, ``total_allocated``, ``total_reserved``) and a sample
@@ -293,9 +295,14 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
         out_flows: dict[int, list[int]] = {}
         end_flows: dict[int, list[int]] = {}
         for k in range(len(src)):
-            if src[k] >= 0 and dst[k] >= 0 and src[k] != dst[k]:
+            if src[k] >= 0 and src[k] == dst[k]:  # both ends on one slice: no arrow to draw
+                rep.flows_skipped += 1
+                continue
+            if src[k] >= 0:
                 out_flows.setdefault(int(src[k]), []).append(k + 1)
+            if dst[k] >= 0:
                 end_flows.setdefault(int(dst[k]), []).append(k + 1)
+            if src[k] >= 0 or dst[k] >= 0:
                 rep.flows += 1
             else:
                 rep.flows_skipped += 1

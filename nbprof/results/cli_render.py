@@ -5,6 +5,7 @@ int64 ns / bytes values; only the text forms here use human units (:mod:`nbprof.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -128,6 +129,15 @@ def summary_text(summary: Mapping[str, Any], report: Any) -> str:
     return "\n".join(lines) + "\n" + str(report) + "\n"
 
 
+def _md_code(text: Any) -> str:
+    """``text`` as one Markdown code span inside a table cell: a fence longer than any run of backticks in it,
+    ``|`` escaped, line breaks as spaces (a file name cannot end the cell, the row or the table)."""
+    s = re.sub(r"[\r\n]+", " ", str(text)).replace("|", "\\|")
+    ticks = "`" * (max((len(m) for m in re.findall(r"`+", s)), default=0) + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{ticks}{pad}{s}{pad}{ticks}"
+
+
 def check_markdown(result: Any) -> str:
     """The ``nbprof check`` summary as Markdown (for a CI job summary): verdict, the ratio with its interval,
     each side's statistic and step count, the method."""
@@ -145,8 +155,8 @@ def check_markdown(result: Any) -> str:
         "",
         "| side | trace | steps | step time (" + r.statistic + ") |",
         "|---|---|---:|---:|",
-        f"| baseline | `{r.baseline}` | {len(r.baseline_steps_ns)} | {fmt_ns(r.baseline_ns)} |",
-        f"| candidate | `{r.candidate}` | {len(r.candidate_steps_ns)} | {fmt_ns(r.candidate_ns)} |",
+        f"| baseline | {_md_code(r.baseline)} | {len(r.baseline_steps_ns)} | {fmt_ns(r.baseline_ns)} |",
+        f"| candidate | {_md_code(r.candidate)} | {len(r.candidate_steps_ns)} | {fmt_ns(r.candidate_ns)} |",
         "",
         f"Method: percentile bootstrap of the {r.statistic} ratio, {r.resamples:,} resamples of each side's "
         f"per-step times, seed {r.seed}; fails when the interval's lower bound exceeds the allowed slowdown.",

@@ -70,6 +70,11 @@ CATEGORY_ALIASES = {
 }
 
 
+#: ``TraceMeta.extra`` key of the categories a loader renamed: canonical name -> the file's own spelling
+#: (2021 Kineto's ``Runtime``, ``Kernel``...); exports write the file's spelling back (peers read it).
+CATEGORY_NAMES_KEY = "nbprof_category_names"
+
+
 def canonical_category(cat: str | None) -> str | None:
     """Map a source's category spelling to nbprof's vocabulary (unknown ones pass through).
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import copy
 import gzip
+import itertools
 import json
 import pickle
 import random
+import re
 import sqlite3
 import sys
 import zlib
@@ -156,6 +158,13 @@ def gzip_mutation(rng: random.Random, raw: bytes, mutate_plain: Callable[[random
     if k == 3:
         comp = gzip.compress(raw, mtime=0)
         return comp + rng.choice([gzip.compress(b"xx"), b"\x1f\x8b", b"garbage", comp]), "gzip trailing member/garbage"
+    if k == 4 and rng.random() < 0.5:  # issue 33: the document split over several members, or zero padding
+        if rng.random() < 0.5 and len(raw) > 2:
+            cut = sorted(rng.sample(range(1, len(raw)), min(len(raw) - 1, rng.randint(1, 4))))
+            bounds = [0, *cut, len(raw)]
+            return b"".join(gzip.compress(raw[a:b], mtime=0) for a, b in itertools.pairwise(bounds)), \
+                f"gzip {len(bounds) - 1} members"
+        return gzip.compress(raw, mtime=0) + bytes(rng.choice([1, 512, 4096])), "gzip zero padding"
     plain, d = mutate_plain(rng, raw)
     return gzip.compress(plain, mtime=0), f"recompressed: {d}"
 
@@ -303,8 +312,48 @@ def json_structure_mutation(rng: random.Random, doc: Any, events_key: str | None
     return _dumps(doc), "re-serialized (no change)"
 
 
+_OBJ_GAP = re.compile(rb"\}(\s*),(\s*)\{")
+_KEY_AT = re.compile(rb'\{\s*"')
+_STR_VAL = re.compile(rb':\s*"([^"\\\n]{0,40})"')
+
+
+def json_text_mutation(rng: random.Random, raw: bytes) -> tuple[bytes, str]:
+    """Issue 33's text-level kinds: a duplicate key in an event, a trailing comma before ``]``/``}``, a
+    missing comma between two events, an invalid escape (a Windows path) in a string value."""
+    k = rng.randrange(4)
+    if k == 0:  # duplicate key: '{"ts": <value>, ' in front of an event's own keys
+        ms = list(_KEY_AT.finditer(raw, 0, 1 << 20))
+        if ms:
+            m = rng.choice(ms)
+            key = rng.choice([b"ts", b"dur", b"ph", b"name", b"cat", b"pid", b"tid", b"args", b"id"])
+            val = rng.choice([b"1", b"-1", b'"x"', b"null", b"[]", b"{}", b"1e400", b"18446744073709551616"])
+            i = m.start() + 1
+            return raw[:i] + b'"' + key + b'": ' + val + b", " + raw[i:], f"duplicate key {key.decode()}"
+    if k == 1:  # trailing comma before a closing bracket
+        closes = [i for i in range(max(0, len(raw) - 4096), len(raw)) if raw[i:i + 1] in (b"]", b"}")]
+        closes += [m.end() - 1 for m in re.finditer(rb"\}", raw[: 1 << 16])][:200]
+        if closes:
+            i = rng.choice(closes)
+            return raw[:i] + b"," + raw[i:], f"trailing comma at {i}"
+    if k == 2:  # missing comma between two events
+        gaps = list(_OBJ_GAP.finditer(raw, 0, 1 << 20))
+        if gaps:
+            m = rng.choice(gaps)
+            return raw[: m.start() + 1] + m.group(1) + m.group(2) + raw[m.end() - 1:], f"missing comma at {m.start()}"
+    if k == 3:  # an invalid escape inside a string value
+        vals = list(_STR_VAL.finditer(raw, 0, 1 << 20))
+        if vals:
+            m = rng.choice(vals)
+            bad = rng.choice([b"C:\\Users\\me\\x.py", b"\\q", b"\\u12", b"\\", b"\\x41"])
+            return raw[: m.start(1)] + bad + raw[m.start(1):], f"invalid escape {bad!r}"
+    return byte_mutation(rng, raw)
+
+
 def text_json_mutation(rng: random.Random, raw: bytes, events_key: str | None = "traceEvents") -> tuple[bytes, str]:
-    """A JSON file's bytes mutated: structure level when it parses, else byte level."""
+    """A JSON file's bytes mutated: structure level when it parses, else byte level (or one of issue 33's
+    text-level kinds, ``json_text_mutation``)."""
+    if rng.random() < 0.2:
+        return json_text_mutation(rng, raw)
     if rng.random() < 0.35:
         return byte_mutation(rng, raw)
     try:
@@ -374,6 +423,15 @@ def snapshot_mutation(rng: random.Random, snap: dict) -> tuple[bytes, str]:
             s = rng.choice([[s], "snapshot", None, {"segments": segs}, {}, list(s.items()) if isinstance(s, dict) else s])
             descs.append("top level odd")
             break
+        elif k == 8 and rng.random() < 0.5:  # issue 33: back-references that expand (a shared sub-list)
+            shared: Any = [{"filename": "a.py", "line": 1, "name": "f"}]
+            for _ in range(rng.choice([3, 8, 14])):
+                shared = [shared] * rng.choice([2, 10])
+            tgt = [(p, key) for p, key in slots if key in ("frames", "blocks", "segments")]
+            if tgt:
+                par, key = rng.choice(tgt)
+                par[key] = shared
+                descs.append(f"shared back-references at {key!r}")
         elif k == 7:  # deep nesting (the pickler is iterative on load; pickling needs headroom)
             deep: Any = 1
             for _ in range(rng.choice([50, 500, 3000])):
@@ -438,6 +496,18 @@ def nsys_mutation(rng: random.Random, path: str) -> str:
                 continue
             k = rng.randrange(10)
             c = rng.choice(cols)
+            if rng.random() < 0.1:  # issue 33: the table replaced by a VIEW (schema drift; a recursive one never ends)
+                sel = ", ".join(f"x AS {_q(x)}" for x in cols)
+                con.execute(f"DROP TABLE {_q(t)}")
+                if rng.random() < 0.5:
+                    con.execute(f"CREATE VIEW {_q(t)} AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) "
+                                f"SELECT {sel} FROM r")
+                    descs.append(f"{t} replaced by a recursive view")
+                else:
+                    con.execute(f"CREATE VIEW {_q(t)} AS SELECT {sel} FROM (SELECT 1 AS x)")
+                    descs.append(f"{t} replaced by a view")
+                present = [x for x in present if x != t] or present
+                continue
             if k in (0, 1, 2, 3, 4, 5, 8):  # the table is rebuilt without constraints first
                 con.execute(f"CREATE TABLE __fz AS SELECT * FROM {_q(t)}")
                 con.execute(f"DROP TABLE {_q(t)}")

@@ -109,6 +109,11 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     tables = _device_args_table(parts, offs, n_all, take)
     data = {"ts_ns": ts_e if take is None else ts_e[take], **data}
     del t_all, ts_parts, ts_e
+    renamed: dict[str, str] = {}
+    for u in data["cat"].lut:
+        c = _canon_cat(u)
+        if isinstance(u, str) and c is not None and c != u:
+            renamed.setdefault(c, u)
     for k, transform in _CAT_TRANSFORMS.items():
         data[k] = data[k].finish(transform)
     nE = len(data["ts_ns"])
@@ -119,6 +124,14 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     del data
 
     tmeta = _build_meta(meta, ctx.path, report, origin_abs, rank, events)
+    if renamed:
+        tmeta.extra[schema.CATEGORY_NAMES_KEY] = renamed
+    if tmeta.flags.get("profile_memory") in (1, True, "1", "true", "True") and memory.empty:
+        report.add("profile_memory_without_memory", "assumed", 0,
+                   "profile_memory is set but the trace has no [memory] events: no allocation was recorded "
+                   "(memory views are empty, not zero)")
+    if renamed.get(schema.KERNEL) == "mtia_ccp_events":
+        _mtia_dma(events, report)
     events["rank"] = np.int32(tmeta.rank)
     if events.empty and memory.empty:
         raise TraceFormatError(
@@ -129,6 +142,7 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
         )
     _steps(events, memory, report)
     _check_overlaps(events, report)
+    _check_launch_order(flows, report)
     return Trace(events=events, flows=flows, memory=memory, counters=counters, threads=threads, meta=tmeta,
                  report=report, tables=tables)
 
@@ -225,6 +239,24 @@ def _emit_notes(parts: list[_Part], offs: np.ndarray, ctx: _Ctx) -> None:
                        offset=ctx.event_offset(g))
 
 
+def _mtia_dma(events: pd.DataFrame, report: LoadReport) -> None:
+    """MTIA's on-device ``dma_*`` ops (``mtia_ccp_events``, read as kernels) are memory copies: category
+    ``gpu_memcpy`` (as HTA classes them: ``hta.common.types`` memory kernels ``^dma``), noted."""
+    cat = events["cat"]
+    names = events["name"].astype(str)
+    dma = (cat == schema.KERNEL).to_numpy() & names.str.startswith("dma").to_numpy()
+    k = int(dma.sum())
+    if not k:
+        return
+    if schema.GPU_MEMCPY not in cat.cat.categories:
+        cat = cat.cat.add_categories([schema.GPU_MEMCPY])
+    cat = cat.copy()
+    cat[dma] = schema.GPU_MEMCPY
+    events["cat"] = cat
+    report.add("mtia_dma", "assumed", k, f"{k} MTIA dma_* ops (mtia_ccp_events, e.g. {names[dma].iloc[0]!r}) "
+               "read as memory copies (gpu_memcpy), not kernels")
+
+
 def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> None:
     """``step`` from the host ``ProfilerStep#N`` ranges (``nbprof.trace.steps``): host rows by time,
     device rows via the correlation id of their launch, else by time; memory rows by time.
@@ -259,6 +291,28 @@ def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> No
     report.add("steps_from_device", "assumed", n,
                f"{n} ProfilerStep#N ranges only on the device (gpu_user_annotation), none on the host: device rows "
                "take the step of their device's range by time; host rows and memory keep step -1")
+
+
+def _check_launch_order(flows: pd.DataFrame, report: LoadReport) -> None:
+    """Flag ac2g flows whose device end (the kernel or copy) starts before their host start (the launch
+    call): clocks of host and device disagree there (kept as recorded; kind ``kernel_before_launch``)."""
+    if flows.empty:
+        return
+    ac = flows[(flows["cat"] == "ac2g").to_numpy()]
+    src, dst = ac["src_ts_ns"].to_numpy(), ac["dst_ts_ns"].to_numpy()
+    has_s, has_f = ac["src_pid"].to_numpy() != -1, ac["dst_pid"].to_numpy() != -1
+    leads = list((src - dst)[has_s & has_f & (dst < src)])
+    # a finish before its start is never paired (``_pair_flows`` pairs a finish with an earlier start):
+    # the lone finish and the lone start of one id
+    lone = pd.merge(ac.loc[has_f & ~has_s, ["id", "dst_ts_ns"]], ac.loc[has_s & ~has_f, ["id", "src_ts_ns"]], on="id")
+    lone = lone[lone["dst_ts_ns"] < lone["src_ts_ns"]].drop_duplicates("id")
+    leads += list(lone["src_ts_ns"] - lone["dst_ts_ns"])
+    n = len(leads)
+    if n:
+        report.add("kernel_before_launch", "flagged", n,
+                   f"{n} device ops start before the launch call that queued them (up to {int(max(leads))} ns "
+                   f"earlier; {len(lone)} of them left as two unpaired flow ends): host and device clocks disagree "
+                   "there; kept as recorded")
 
 
 def _check_overlaps(events: pd.DataFrame, report: LoadReport) -> None:

@@ -24,6 +24,14 @@ _RANK_LIMIT = 2**31  # ranks are int32 in the events table
 _FLAG_KEYS = ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
 
 
+def _intish(v: Any, what: str, report: LoadReport) -> Any:
+    """``distributedInfo`` rank/world_size written as a decimal string (``"3"``) -> that int, noted; else as is."""
+    if isinstance(v, str) and v.strip().isdigit():
+        report.add(f"string_{what}", "assumed", 1, f"distributedInfo.{what} was the string {v!r}: read as {int(v)}")
+        return int(v)
+    return v
+
+
 def _build_meta(
     meta: dict[str, Any], path: str, report: LoadReport, origin_abs: int | None, rank: int | None, events: pd.DataFrame
 ) -> TraceMeta:
@@ -35,7 +43,7 @@ def _build_meta(
         devprops = []
     flags = {k: meta[k] for k in _FLAG_KEYS if k in meta}
     extra = {k: v for k, v in meta.items() if k not in {"distributedInfo", "deviceProperties", "schemaVersion", *_FLAG_KEYS}}
-    given = dist.get("rank")
+    given, ws = _intish(dist.get("rank"), "rank", report), _intish(dist.get("world_size"), "world_size", report)
     if isinstance(given, int) and not isinstance(given, bool) and not 0 <= given < _RANK_LIMIT:
         report.add("rank_invalid", "assumed", 1,
                    f"distributedInfo.rank {given} is outside 0..2**31-1 (the int32 rank column): ignored")
@@ -52,7 +60,6 @@ def _build_meta(
         else:
             r, src = 0, "assumed"
             report.add("rank_assumed", "assumed", 1, "no distributedInfo.rank and no rank in the file name: rank assumed 0")
-    ws = dist.get("world_size")
     if isinstance(ws, int) and not isinstance(ws, bool) and ws >= _RANK_LIMIT:
         report.add("world_size_invalid", "assumed", 1,
                    f"distributedInfo.world_size {ws} is above 2**31-1: ignored")

@@ -11,7 +11,7 @@ file (job killed while writing) keeps every complete event. Strict mode raises
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -117,8 +117,21 @@ def _fix_utf8(data: bytes) -> tuple[bytes, list[int]]:
     return b"".join(parts), bad
 
 
+# a backslash that starts no JSON escape (a Windows path "C:\Users\..." in a stack frame): doubled, so the
+# text is kept as written
+_ESCAPE = re.compile(rb'\\(?:(u[0-9a-fA-F]{4}|["\\/bfnrt])|)')
+
+
+def _escape_backslashes(chunk: bytes) -> bytes:
+    def fix(m: re.Match[bytes]) -> bytes:
+        return _ESCAPE.sub(lambda e: e.group(0) if e.group(1) else b"\\\\", m.group(0))
+
+    return _STRING.sub(fix, chunk)
+
+
 _REPAIRS = (
     ("nonfinite", lambda b: _NONFINITE.sub(b"null", b)),
+    ("invalid_escape", _escape_backslashes),
     ("control_chars", _escape_ctrl_in_strings),
     ("unescaped_quotes", _escape_inner_quotes),
 )
@@ -128,6 +141,8 @@ _REPAIR_TEXT = {
     "invalid_utf8": "invalid UTF-8 sequences: replaced with U+FFFD",
     "control_chars": "events had raw control characters inside strings: escaped",
     "unescaped_quotes": "events had unescaped double quotes inside strings: escaped",
+    "invalid_escape": "events had backslashes that start no JSON escape (e.g. a Windows path): kept as backslashes",
+    "missing_comma": "places had two events with no comma between them: both kept",
     "trailing_comma": "commas before a closing ']' or '}' (not JSON; e.g. google/perfetto#1822): ignored",
     "bad_args": "events had args of unexpected types (e.g. a list where a number belongs): their args were ignored",
 }
@@ -147,6 +162,29 @@ def _repair_chunk(chunk: bytes) -> tuple[_Event | None, list[str]]:
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 continue
     return None, used
+
+
+_BETWEEN = re.compile(rb"\}(\s*)\{")
+
+
+def _missing_commas(chunk: bytes) -> list[_Event] | None:
+    """The events of ``chunk`` when it is several events with the commas between them missing
+    (``{...}\n{...}``): commas put where ``}`` meets ``{`` outside strings; None when that decodes to no
+    list of at least two events."""
+    masked = _STRING.sub(lambda m: b'"' + b" " * (len(m.group(0)) - 2) + b'"', chunk)  # same length
+    cuts = [m.start() + 1 for m in _BETWEEN.finditer(masked)]
+    if not cuts:
+        return None
+    pieces, last = [], 0
+    for c in cuts:
+        pieces.append(chunk[last:c])
+        last = c
+    pieces.append(chunk[last:])
+    try:
+        evs = _LOOSE_EVENT_DECODER.decode(b"[" + b",".join(pieces) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    return cast("list[_Event]", evs) if len(evs) > 1 else None  # _LooseEvent is an _Event
 
 
 def _events_array_start(data: bytes) -> int:
@@ -297,8 +335,12 @@ def _tolerant_decode(
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
             if strict:
                 raise TraceFormatError(path, cstart, f"invalid event: {exc}", event_index=len(events)) from exc
-            ev, used = _repair_chunk(chunk)
-            if ev is None:
+            several = _missing_commas(chunk)
+            ev, used = (None, []) if several else _repair_chunk(chunk)
+            if several:
+                events.extend(several)
+                repairs.setdefault("missing_comma", []).append(cstart)
+            elif ev is None:
                 dropped.append(cstart)
             else:
                 events.append(ev)

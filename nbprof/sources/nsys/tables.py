@@ -247,6 +247,7 @@ def _load(db: _Db, spath: str, report: LoadReport) -> Trace:
     _assign_steps(events, tables.get("nvtx"))
     events = _typed(events)
     flows = _flows(events)
+    _unlaunched(events, flows, report)
 
     # ------------------------------------------------------------------ threads, processes, meta
     procs = db.read("PROCESSES", ["globalPid", "pid", "name"], required=("pid", "name"))
@@ -461,6 +462,19 @@ def _typed(events: pd.DataFrame) -> pd.DataFrame:
         else:
             out[col] = pd.to_numeric(v, errors="coerce").fillna(-1 if not dtype.startswith("float") else np.nan).astype(dtype)
     return pd.DataFrame(out)
+
+
+def _unlaunched(events: pd.DataFrame, flows: pd.DataFrame, report: LoadReport) -> None:
+    """Note the device ops (kernels, copies, sets) whose correlation id has no CUDA runtime/driver record
+    (CUDA API tracing off, or calls before the capture started): kept, without a launch (``no_launch``)."""
+    dv = (events["device"].to_numpy() >= 0) & events["cat"].isin([schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET]).to_numpy()
+    if not dv.any():
+        return
+    launched = np.isin(events["correlation"].to_numpy()[dv], flows["id"].to_numpy())
+    n = int((~launched).sum())
+    if n:
+        report.add("no_launch", "assumed", n, f"{n} of {int(dv.sum())} device ops have no CUDA runtime/driver record "
+                   "with their correlation id (API tracing off, or launched before the capture): kept without a launch")
 
 
 def _flows(events: pd.DataFrame) -> pd.DataFrame:
