@@ -137,3 +137,21 @@ def test_whole_trace_path_vs_hta_head():
     assert len(mine & head) / len(mine | head) == pytest.approx(0.9306, abs=1e-4)
     # nbprof's path is the longer one under HTA's weights: the longest path is the critical path
     assert cp.hta_length_ns // 1000 == 41_435_234 > HEAD_WHOLE_LENGTH_US
+
+
+@pytest.mark.corpus
+def test_hta_default_window_is_one_option_away():
+    """HTA's default idle / temporal numbers (``include_last_profiler_step=False``) on the V100 ResNet-50
+    trace, from ``tests/test_analysis_utilization.py`` (HTA 0.5.0, ``get_temporal_breakdown`` and
+    ``get_idle_time_breakdown``): kernel_time 830,494 µs, idle_time 327,463 µs, host wait 318,934 µs.
+    nbprof reaches them with ``until_last_step=True``; its default keeps the last step's kernels."""
+    from nbprof.analysis import utilization as u
+
+    t = nbprof.load(corpus_path("pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/"
+                                "worker0.1623143089861.pt.trace.json.gz"))
+    tb = u.temporal_breakdown(t, until_last_step=True).iloc[0]
+    assert (tb.span_ns, tb.idle_ns) == (830_494_000, 327_463_000)
+    ib = u.idle_breakdown(t, until_last_step=True)
+    assert int(ib["host_wait_ns"].sum()) == 318_934_000
+    assert u.gpu_utilization(t, until_last_step=True)["idle_ns"].iloc[0] == 327_463_000
+    assert u.temporal_breakdown(t).iloc[0].span_ns > tb.span_ns  # the default keeps the last step
