@@ -61,7 +61,7 @@ def device_ops(trace: Trace, *, until_last_step: bool = False) -> pd.DataFrame:
     -------
     pandas.DataFrame
         ``device, stream, ts_ns, end_ns, dur_ns, cat, name, correlation, kind`` (``kind`` is
-        ``"compute"``, ``"communication"`` or ``"memory"``), ``runtime_ts_ns``/``runtime_end_ns``/
+        ``"compute"``, ``"communication"`` or ``"memory"``: memcpy, memset and MTIA ``dma*`` ops), ``runtime_ts_ns``/``runtime_end_ns``/
         ``runtime_name`` of the runtime call with the same correlation id (``-1``/NaN when none).
         Sorted by device, stream, ts_ns.
     """
@@ -74,7 +74,10 @@ def device_ops(trace: Trace, *, until_last_step: bool = False) -> pd.DataFrame:
     d["end_ns"] = d["ts_ns"] + d["dur_ns"]
     is_kernel = pred.is_kernel(ev)[mask]
     is_comm = is_kernel & pred.is_communication(ev, where="device")[mask]
-    d["kind"] = np.where(~is_kernel, "memory", np.where(is_comm, "communication", "compute"))
+    # MTIA's DMA transfers run as device ops named ``dma*``: memory, as HTA classes them
+    # (``MemoryKernelGroupingPattern`` / ``MTIAMemoryKernelGroupingPattern``, hta/common/types.py)
+    is_dma = pred.name_mask(ev.loc[mask, "name"], lambda n: n.startswith("dma"))
+    d["kind"] = np.where(~is_kernel | is_dma, "memory", np.where(is_comm, "communication", "compute"))
     rt_mask = pred.is_runtime(ev) & (ev["correlation"].to_numpy() >= 0)
     rt = ev.loc[rt_mask, ["correlation", "ts_ns", "dur_ns", "name"]]
     rt = rt.drop_duplicates("correlation", keep="last")

@@ -155,3 +155,33 @@ def test_hta_default_window_is_one_option_away():
     assert int(ib["host_wait_ns"].sum()) == 318_934_000
     assert u.gpu_utilization(t, until_last_step=True)["idle_ns"].iloc[0] == 327_463_000
     assert u.temporal_breakdown(t).iloc[0].span_ns > tb.span_ns  # the default keeps the last step
+
+
+@pytest.mark.corpus
+def test_mtia_dma_is_memory_time(tmp_path):
+    """HTA classes MTIA device ops named ``dma*`` as memory (``MTIAMemoryKernelGroupingPattern``,
+    hta/common/types.py at f4d0062), not compute. Input: HTA's own trace_compare/base fixture with its
+    kernels moved to MTIA's ``mtia_ccp_events`` category and the first renamed ``dma_request``."""
+    import gzip
+
+    from nbprof.analysis import utilization as u
+
+    src = corpus_path("facebookresearch__HolisticTraceAnalysis/tests/data/trace_compare/base/base.json.gz")
+    with gzip.open(src, "rt") as fh:
+        doc = json.load(fh)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    for e in kernels:
+        e["cat"] = "mtia_ccp_events"
+    kernels[0]["name"] = "dma_request"
+    p = tmp_path / "mtia.pt.trace.json"
+    p.write_text(json.dumps(doc))
+    t = nbprof.load(p)
+    d = u.device_ops(t)
+    dma = d[d["name"] == "dma_request"]
+    assert len(dma) == 1 and dma["kind"].iloc[0] == "memory"
+    assert set(d.loc[d["cat"] == "kernel", "kind"]) == {"compute", "memory"}
+    base = u.temporal_breakdown(nbprof.load(src)).iloc[0]
+    tb = u.temporal_breakdown(t).iloc[0]
+    dur = int(dma["dur_ns"].iloc[0])
+    assert tb.compute_ns < base.compute_ns and tb.memory_ns > base.memory_ns
+    assert tb.span_ns == base.span_ns and dur > 0

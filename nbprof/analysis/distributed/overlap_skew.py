@@ -16,8 +16,9 @@ from .. import _intervals as iv
 from ..utilization import _before_last_step
 from .comms import _as_list, collectives
 
-#: HTA's ``NCCL_COMPUTE_KERNEL_RE`` exclusion (communication, memcpy/memset and sync kernels are not compute)
-_HTA_NON_COMPUTE = re.compile(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+#: HTA's ``NCCL_COMPUTE_KERNEL_RE`` exclusion (communication, memcpy/memset, sync and MTIA ``dma*`` kernels are
+#: not compute)
+_HTA_NON_COMPUTE = re.compile(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)|(dma)")
 
 
 def _compute_intervals(trace: Trace, comm_tids: set[int], keep_corr: set[int] | None = None,
