@@ -19,9 +19,10 @@ Matched (asserted with the peer's value): every Overview cost (46 values), has_c
 counts (13), the overlap view of both gloo cases (16), the comm-ops names, calls and sizes (48; the name
 without its ``nccl:``/``gloo:`` prefix: nbprof names the collective, tb-plugin the host op), the DataPipe
 range (1), and test_all_categories' Overview, operator and kernel values (47): 171 of 242 asserted
-values; the 71 others below (and 2 in :func:`test_all_categories_overview_operators_kernels`). Not carried
-here: the other ``TestProfiler`` cases (external-id and same-time operator relations, duplicate nodes,
-runtime attribution, overlapping steps, GPU utilisation, memory, module and tensor-core views) and
+values; the 69 others below and 2 in :func:`test_all_categories_overview_operators_kernels`; 19 of 22 in
+:func:`test_operator_relations_and_runtime_attribution`. In all 190 of 264. Not carried here: the other
+``TestProfiler`` cases (top-level runtime, several kernels per launch, steps without kernels or
+overlapping, pure CPU, GPU utilisation, memory, module and tensor-core views) and
 ``TestMemoryCurve``/``TestModuleView``.
 
 Deliberately different (asserted with nbprof's value; tb-plugin's beside it):
@@ -272,6 +273,73 @@ def test_all_categories_overview_operators_kernels(tmp_path):
     assert (int(k["instances"]), _us(k["total_ns"]), _us(k["min_ns"]), _us(k["max_ns"]), k["avg_ns"] / 1e3) == (
         1, 15, 15, 15, 15)
     assert K.kernel_operators(t)["operator"].tolist() == ["aten::nll_loss_backward"]
+
+
+#: TestProfiler cases (test_profiler.py 164-413), their events verbatim
+RELATIONS = {
+    'external_id': [
+        {"ph": "X", "cat": "Operator", "name": "aten::mat_mul", "pid": 13721, "tid": "456", "ts": 100, "dur": 100, "args": {"Input Dims": [], "External id": 2}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 120, "dur": 70, "args": {"Input Dims": [], "External id": 4}},
+        {"ph": "X", "cat": "Kernel", "name": "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", "pid": 0, "tid": "stream 7", "ts": 130, "dur": 5, "args": {"correlation": 334, "external id": 4, "device": 0}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 120, "dur": 0, "args": {"correlation": 334, "external id": 4}},
+        {"ph": "X", "cat": "Kernel", "name": "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", "pid": 0, "tid": "stream 7", "ts": 130, "dur": 6, "args": {"correlation": 335, "external id": 2, "device": 0}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 120, "dur": 0, "args": {"correlation": 335, "external id": 2}},
+        {"ph": "X", "cat": "Kernel", "name": "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", "pid": 0, "tid": "stream 7", "ts": 130, "dur": 7, "args": {"correlation": 336, "external id": 4, "device": 0}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 190, "dur": 0, "args": {"correlation": 336, "external id": 4}},
+        {"ph": "X", "cat": "Kernel", "name": "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", "pid": 0, "tid": "stream 7", "ts": 130, "dur": 8, "args": {"correlation": 337, "external id": 2, "device": 0}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 190, "dur": 0, "args": {"correlation": 337, "external id": 2}},
+    ],
+    'operator_relation_same_start': [
+        {"ph": "X", "cat": "Operator", "name": "aten::mat_mul", "pid": 13721, "tid": "456", "ts": 100, "dur": 100, "args": {"Input Dims": [], "External id": 2}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 100, "dur": 70, "args": {"Input Dims": [], "External id": 4}},
+    ],
+    'operator_relation_same_end': [
+        {"ph": "X", "cat": "Operator", "name": "aten::mat_mul", "pid": 13721, "tid": "456", "ts": 100, "dur": 100, "args": {"Input Dims": [], "External id": 2}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 130, "dur": 70, "args": {"Input Dims": [], "External id": 4}},
+    ],
+    'remove_dup_nodes': [
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 100, "dur": 100, "args": {"Input Dims": [], "External id": 2}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 110, "dur": 80, "args": {"Input Dims": [], "External id": 3}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 120, "dur": 60, "args": {"Input Dims": [], "External id": 4}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 130, "dur": 20, "args": {"correlation": 335, "external id": 4}},
+        {"ph": "X", "cat": "Kernel", "name": "void gemmSN_TN_kernel_64addr", "pid": 0, "tid": "stream 7", "ts": 220, "dur": 8, "args": {"correlation": 335, "external id": 4, "device": 0}},
+    ],
+    'runtime_called_by_profilerstep': [
+        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 13721, "tid": "456", "ts": 100, "dur": 300, "args": {"Input Dims": [], "External id": 2}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 130, "dur": 20, "args": {"correlation": 335, "external id": 2}},
+        {"ph": "X", "cat": "Kernel", "name": "void gemmSN_TN_kernel_64addr", "pid": 0, "tid": "stream 7", "ts": 220, "dur": 8, "args": {"correlation": 335, "external id": 2, "device": 0}},
+    ],
+}
+
+def _ops(tmp_path, events):
+    p = tmp_path / "worker0.pt.trace.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    t = nbprof.load(p)
+    return t, O.operator_summary(t).set_index("name")
+
+
+def test_operator_relations_and_runtime_attribution(tmp_path):
+    """test_profiler.py 164-413. Matched (19 values): device / self-device time by External id (lines 234-240:
+    ``aten::mat_mul`` 26 / 14, ``aten::mm`` 12 / 12 µs), self host time of parent and child with the same
+    start or end (lines 269-274, 291-296: 30 and 70), the merged duplicate ``aten::mm``'s self device time
+    (line 340: 8), a step's costs with a runtime call directly under ``ProfilerStep`` (lines 401-404:
+    Kernel 8, Runtime 20, CpuOp 0, Other 272), its kernel count and kernel-by-op rows (lines 408-409).
+    Deliberately different (3 values): the operator lists' length (line 339: 1, nbprof 2; lines 406-407: 0,
+    nbprof 2): nbprof lists the runtime calls and ``ProfilerStep*`` too, as torch's ``key_averages`` does."""
+    t, ops = _ops(tmp_path, RELATIONS["external_id"])
+    assert [_us(ops.loc["aten::mat_mul", c]) for c in ("total_device_ns", "self_device_ns")] == [5 + 6 + 7 + 8, 6 + 8]
+    assert [_us(ops.loc["aten::mm", c]) for c in ("total_device_ns", "self_device_ns")] == [5 + 7, 5 + 7]
+    for case in ("operator_relation_same_start", "operator_relation_same_end"):
+        t, ops = _ops(tmp_path, RELATIONS[case])
+        assert (_us(ops.loc["aten::mat_mul", "self_host_ns"]), _us(ops.loc["aten::mm", "self_host_ns"])) == (30, 70)
+    t, ops = _ops(tmp_path, RELATIONS["remove_dup_nodes"])
+    assert int(ops.loc["aten::mm", "count"]) == 1 and _us(ops.loc["aten::mm", "self_device_ns"]) == 8
+    assert len(ops) == 2  # tb-plugin: 1 (the runtime call not listed)
+    t, ops = _ops(tmp_path, RELATIONS["runtime_called_by_profilerstep"])
+    b = S.step_breakdown(t).iloc[0]
+    assert [_us(b[c]) for c in ("kernel_ns", "runtime_ns", "cpu_exec_ns", "other_ns")] == [8, 20, 0, 300 - 8 - 20]
+    assert sorted(ops.index) == ["ProfilerStep*", "cudaLaunchKernel"]  # tb-plugin: none
+    assert int(K.kernel_summary(t)["instances"].sum()) == 1 and len(K.kernel_operators(t)) == 1
 
 
 def test_datapipe_is_a_dataloader_range(tmp_path):
