@@ -33,14 +33,35 @@ DEFAULT_KERNEL_WAIT_NS = 30_000
 
 
 @per_trace
-def device_ops(trace: Trace) -> pd.DataFrame:
+def _before_last_step(trace: Trace) -> tuple[int | None, set[int] | None]:
+    """HTA's default window: (last ProfilerStep start, correlations launched before it).
+
+    HTA (``hta/common/trace.py`` ``_filter_irrelevant_gpu_kernels``, ``include_last_profiler_step=False``)
+    keeps GPU kernels whose launching host event starts before the last ``ProfilerStep``; with fewer
+    than two steps it keeps everything.
+    """
+    ev = trace.events
+    st = ev[pred.is_step_row(ev)]
+    if len(st) < 2:
+        return None, None
+    last = int(st["ts_ns"].max())
+    host = ev[(ev["device"] < 0) & (ev["correlation"] >= 0) & (ev["ts_ns"] < last)]
+    return last, set(host["correlation"].tolist())
+
+
+def device_ops(trace: Trace, *, until_last_step: bool = False) -> pd.DataFrame:
     """Device ops with their launching runtime call.
+
+    ``until_last_step=True`` keeps only the device ops launched before the last ``ProfilerStep`` starts
+    (HTA's default, ``TraceAnalysis(include_last_profiler_step=False)``; no effect with fewer than two
+    steps): the utilisation, idle and temporal breakdowns below take it too, so that HTA's default
+    numbers are reproduced without a non-default HTA option.
 
     Returns
     -------
     pandas.DataFrame
         ``device, stream, ts_ns, end_ns, dur_ns, cat, name, correlation, kind`` (``kind`` is
-        ``"compute"``, ``"communication"`` or ``"memory"``), ``runtime_ts_ns``/``runtime_end_ns``/
+        ``"compute"``, ``"communication"`` or ``"memory"``: memcpy, memset and MTIA ``dma*`` ops), ``runtime_ts_ns``/``runtime_end_ns``/
         ``runtime_name`` of the runtime call with the same correlation id (``-1``/NaN when none).
         Sorted by device, stream, ts_ns.
     """
@@ -53,7 +74,10 @@ def device_ops(trace: Trace) -> pd.DataFrame:
     d["end_ns"] = d["ts_ns"] + d["dur_ns"]
     is_kernel = pred.is_kernel(ev)[mask]
     is_comm = is_kernel & pred.is_communication(ev, where="device")[mask]
-    d["kind"] = np.where(~is_kernel, "memory", np.where(is_comm, "communication", "compute"))
+    # MTIA's DMA transfers run as device ops named ``dma*``: memory, as HTA classes them
+    # (``MemoryKernelGroupingPattern`` / ``MTIAMemoryKernelGroupingPattern``, hta/common/types.py)
+    is_dma = pred.name_mask(ev.loc[mask, "name"], lambda n: n.startswith("dma"))
+    d["kind"] = np.where(~is_kernel | is_dma, "memory", np.where(is_comm, "communication", "compute"))
     rt_mask = pred.is_runtime(ev) & (ev["correlation"].to_numpy() >= 0)
     rt = ev.loc[rt_mask, ["correlation", "ts_ns", "dur_ns", "name"]]
     rt = rt.drop_duplicates("correlation", keep="last")
@@ -68,6 +92,10 @@ def device_ops(trace: Trace) -> pd.DataFrame:
     for c in ("runtime_ts_ns", "runtime_end_ns"):
         d[c] = np.where(has, d[c].fillna(-1), -1).astype(np.int64)
     d.loc[~has, "runtime_name"] = np.nan
+    if until_last_step:
+        _last, keep = _before_last_step(trace)
+        if keep is not None:
+            d = d[d["correlation"].isin(keep)]
     return d.sort_values(["device", "stream", "ts_ns"], kind="stable").reset_index(drop=True)
 
 
@@ -86,13 +114,15 @@ def _util_rows(groups: Iterable[tuple[Any, pd.DataFrame]]) -> list[dict[str, Any
 
 
 @per_trace
-def gpu_utilization(trace: Trace, *, by: str = "device") -> pd.DataFrame:
+def gpu_utilization(trace: Trace, *, by: str = "device", until_last_step: bool = False) -> pd.DataFrame:
     """Busy and idle time per device (or per device and stream).
 
     Parameters
     ----------
     trace : nbprof.Trace
     by : {"device", "stream"}
+    until_last_step : bool, default False
+        Only device ops launched before the last step (HTA's default window, see :func:`device_ops`).
 
     Returns
     -------
@@ -113,7 +143,7 @@ def gpu_utilization(trace: Trace, *, by: str = "device") -> pd.DataFrame:
     """
     if by not in ("device", "stream"):
         raise ValueError(f"by must be 'device' or 'stream', not {by!r}")
-    d = device_ops(trace)
+    d = device_ops(trace, until_last_step=until_last_step)
     keys = ["device"] if by == "device" else ["device", "stream"]
     cols = keys + ["span_ns", "busy_ns", "idle_ns", "utilization_ratio", "first_ns", "last_ns", "ops"]
     if d.empty:
@@ -124,7 +154,8 @@ def gpu_utilization(trace: Trace, *, by: str = "device") -> pd.DataFrame:
 
 
 @per_trace
-def idle_breakdown(trace: Trace, *, consecutive_kernel_delay_ns: int = DEFAULT_KERNEL_WAIT_NS) -> pd.DataFrame:
+def idle_breakdown(trace: Trace, *, consecutive_kernel_delay_ns: int = DEFAULT_KERNEL_WAIT_NS,
+                   until_last_step: bool = False) -> pd.DataFrame:
     """Idle time per device and stream, split into host wait, kernel wait and other (HTA's definition).
 
     Parameters
@@ -133,6 +164,8 @@ def idle_breakdown(trace: Trace, *, consecutive_kernel_delay_ns: int = DEFAULT_K
     consecutive_kernel_delay_ns : int, default 30 000
         Gaps shorter than this that are not host wait are *kernel wait* (HTA's
         ``consecutive_kernel_delay``, 30, which HTA applies to µs timestamps).
+    until_last_step : bool, default False
+        Only device ops launched before the last step (HTA's default window, see :func:`device_ops`).
 
     Returns
     -------
@@ -147,7 +180,7 @@ def idle_breakdown(trace: Trace, *, consecutive_kernel_delay_ns: int = DEFAULT_K
     previous op's end on the stream. nbprof takes the latest end of *all* earlier ops on the stream,
     so overlapping ops (which HTA would give negative gaps) never create or cancel idle time.
     """
-    d = device_ops(trace)
+    d = device_ops(trace, until_last_step=until_last_step)
     cols = ["device", "stream", "idle_ns", "host_wait_ns", "kernel_wait_ns", "other_ns", "host_wait_ratio", "gaps"]
     if d.empty:
         return pd.DataFrame({c: pd.Series(dtype="float64" if c.endswith("ratio") else "int64") for c in cols})
@@ -170,8 +203,9 @@ def idle_breakdown(trace: Trace, *, consecutive_kernel_delay_ns: int = DEFAULT_K
     return pd.DataFrame(rows)[cols]
 
 
-def temporal_breakdown(trace: Trace) -> pd.DataFrame:
-    """Device time split into compute, communication, memory and idle.
+def temporal_breakdown(trace: Trace, *, until_last_step: bool = False) -> pd.DataFrame:
+    """Device time split into compute, communication, memory and idle (``until_last_step``: HTA's default
+    window, see :func:`device_ops`).
 
     Returns
     -------
@@ -189,7 +223,7 @@ def temporal_breakdown(trace: Trace) -> pd.DataFrame:
     ``communication_ns + memory_ns`` = HTA non-compute time (HTA classifies memcpy/memset by name
     prefix ``Memcpy``/``Memset``, nbprof by category).
     """
-    d = device_ops(trace)
+    d = device_ops(trace, until_last_step=until_last_step)
     parts = ["compute_ns", "communication_ns", "memory_ns", "idle_ns"]
     cols = ["device", *parts, "span_ns"] + [p[:-3] + "_ratio" for p in parts]
     if d.empty:

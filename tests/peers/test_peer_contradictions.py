@@ -105,3 +105,24 @@ def test_roofline_v100_points_above_the_roof_found_or_flagged():
     flagged = oe[oe["above_roof"]]
     assert set(flagged["name"]) >= {"aten::cudnn_convolution_backward"}
     assert np.all(flagged["peak_ratio"] > 1)
+
+
+def test_gpu_trace_without_device_properties_or_shapes_is_not_called_cpu_only(tmp_path):
+    """Issue 38 item 4: an old-format GPU trace read "a CPU-only trace?" and MFU 0. tb-plugin's
+    gpu_metrics_input.json (2021, 30 kernels, no ``record_shapes``) with its device properties removed:
+    the peaks note names the missing ``deviceProperties`` of a trace with device activity, and the step's
+    FLOPs and MFU are unknown (NaN), not 0."""
+    import json
+
+    src = corpus_path("pytorch__kineto/tb_plugin/test/gpu_metrics_input.json")
+    doc = json.loads(src.read_text())
+    doc.pop("deviceProperties", None)
+    doc.pop("computeProperties", None)
+    p = tmp_path / "old.pt.trace.json"
+    p.write_text(json.dumps(doc))
+    t = nbprof.load(p)
+    assert t.has_device and not t.meta.device_properties
+    note = eff.peaks(t).note
+    assert "no deviceProperties" in note and "device activity" in note and "CPU-only" not in note
+    m = eff.step_mfu(nbprof.load(src))  # with its device properties: V100, but no shapes
+    assert len(m) and m["model_flops"].isna().all() and m["mfu"].isna().all()

@@ -18,7 +18,12 @@ nbprof's counterparts: :func:`nbprof.analysis.distributed.collectives` (nodes, s
 Matched (asserted with the peer's value): every Overview cost (46 values), has_communication and node
 counts (13), the overlap view of both gloo cases (16), the comm-ops names, calls and sizes (48; the name
 without its ``nccl:``/``gloo:`` prefix: nbprof names the collective, tb-plugin the host op), the DataPipe
-range (1): 124 of 193 asserted values; the 69 others below.
+range (1), and test_all_categories' Overview, operator and kernel values (47): 171 of 242 asserted
+values; the 69 others below and 2 in :func:`test_all_categories_overview_operators_kernels`; 19 of 22 in
+:func:`test_operator_relations_and_runtime_attribution`. In all 190 of 264. Not carried here: the other
+``TestProfiler`` cases (top-level runtime, several kernels per launch, steps without kernels or
+overlapping, pure CPU, GPU utilisation, memory, module and tensor-core views) and
+``TestMemoryCurve``/``TestModuleView``.
 
 Deliberately different (asserted with nbprof's value; tb-plugin's beside it):
 
@@ -42,6 +47,7 @@ import pytest
 
 import nbprof
 from nbprof.analysis import distributed as D
+from nbprof.analysis import kernels as K
 from nbprof.analysis import operators as O
 from nbprof.analysis import steps as S
 
@@ -213,6 +219,127 @@ def test_nccl_user_annotation_has_communication(tmp_path):
            "ts": 1686070155939447, "dur": 71, "args": {"External id": 647}}]
     t = _write(tmp_path, ev, 0)
     assert int(pred.is_communication(t.events, where="host").sum()) == 1
+
+
+ALL_CATEGORIES = [  # test_profiler.py 34-101 (test_all_categories), verbatim
+    {"ph": "X", "cat": "Operator", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "pid": 13721, "tid": "123", "ts": 100, "dur": 180, "args": {"Input Dims": [], "External id": 2}},
+    {"ph": "X", "cat": "Operator", "name": "aten::to", "pid": 13721, "tid": "123", "ts": 200, "dur": 60, "args": {"Input Dims": [[2, 8, 5], [], [], [], [], [], [], []], "External id": 3}},
+    {"ph": "X", "cat": "Operator", "name": "aten::nll_loss_backward", "pid": 13721, "tid": "456", "ts": 340, "dur": 70, "args": {"Input Dims": [[], [32, 1000], [32], [], [], [], []], "External id": 4}},
+    {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 13721, "tid": "123", "ts": 50, "dur": 400, "args": {"Input Dims": [], "External id": 1}},
+    {"ph": "X", "cat": "Memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": "stream 7", "ts": 405, "dur": 10, "args": {"stream": 7, "correlation": 334, "external id": 4}},
+    {"ph": "X", "cat": "Runtime", "name": "cudaMemcpyAsync", "pid": 13721, "tid": "456", "ts": 360, "dur": 20, "args": {"correlation": 334, "external id": 4}},
+    {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7", "ts": 420, "dur": 5, "args": {"stream": 7, "correlation": 40344, "external id": 4}},
+    {"ph": "X", "cat": "Runtime", "name": "cudaMemsetAsync", "pid": 13721, "tid": "456", "ts": 390, "dur": 10, "args": {"correlation": 40344, "external id": 4}},
+    {"ph": "X", "cat": "Kernel", "name": "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", "pid": 0, "tid": "stream 7", "ts": 430, "dur": 15, "args": {"correlation": 40348, "external id": 4, "device": 0}},
+    {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 405, "dur": 5, "args": {"correlation": 40348, "external id": 4}},
+]
+
+
+def test_all_categories_overview_operators_kernels(tmp_path):
+    """test_profiler.py 33-161: the step's costs (lines 105-111: Kernel 15, Memcpy 10, Memset 5, Runtime 30,
+    DataLoader 180, CpuOp 35, Other 125 µs), per-operator calls / host / device / self host / self device
+    durations of ``aten::to`` and ``aten::nll_loss_backward`` by name and by name + input shape
+    (lines 113-145), the kernel table (lines 147-161) and has_runtime/kernel/memcpy_or_memset (lines 101-103):
+    47 values matched. Deliberately different (2 values):
+    the operator lists' length (lines 113-114: 2; nbprof 7): nbprof's table has every host row torch's
+    ``key_averages`` has, ``ProfilerStep*``, the DataLoader range and the runtime calls included."""
+    p = tmp_path / "worker0.pt.trace.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ALL_CATEGORIES}))
+    t = nbprof.load(p)
+    from nbprof.trace import predicates as pred
+    ev = t.events
+    assert pred.is_runtime(ev).any() and pred.is_kernel(ev).any()
+    assert ev["cat"].astype(str).isin(["gpu_memcpy", "gpu_memset"]).sum() == 2
+    b = S.step_breakdown(t).iloc[0]
+    got = {c: _us(b[c]) for c in ("kernel_ns", "memcpy_ns", "memset_ns", "runtime_ns", "dataloader_ns",
+                                 "cpu_exec_ns", "other_ns")}
+    assert got == {"kernel_ns": 15, "memcpy_ns": 10, "memset_ns": 5, "runtime_ns": 30, "dataloader_ns": 180,
+                   "cpu_exec_ns": 35, "other_ns": 125}
+    for group_by in ("name", "shapes"):
+        ops = O.operator_summary(t, group_by=group_by).set_index("name")
+        assert len(ops) == 7  # tb-plugin: 2
+        exp = {"aten::to": ("[[2, 8, 5], [], [], [], [], [], [], []]", 1, 60, 0, 60, 0),
+               "aten::nll_loss_backward": ("[[], [32, 1000], [32], [], [], [], []]", 1, 70, 30, 70 - 20 - 10 - 5, 30)}
+        for name, (shape, calls, host, dev, self_host, self_dev) in exp.items():
+            r = ops.loc[name]
+            if group_by == "shapes":
+                assert r["input_dims"] == shape
+            assert (int(r["count"]), _us(r["total_host_ns"]), _us(r["total_device_ns"]), _us(r["self_host_ns"]),
+                    _us(r["self_device_ns"])) == (calls, host, dev, self_host, self_dev)
+    ks = K.kernel_summary(t)
+    assert len(ks) == 1
+    k = ks.iloc[0]
+    assert k["name"] == "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>"
+    assert (int(k["instances"]), _us(k["total_ns"]), _us(k["min_ns"]), _us(k["max_ns"]), k["avg_ns"] / 1e3) == (
+        1, 15, 15, 15, 15)
+    assert K.kernel_operators(t)["operator"].tolist() == ["aten::nll_loss_backward"]
+
+
+#: TestProfiler cases (test_profiler.py 164-413), their events verbatim
+RELATIONS = {
+    'external_id': [
+        {"ph": "X", "cat": "Operator", "name": "aten::mat_mul", "pid": 13721, "tid": "456", "ts": 100, "dur": 100, "args": {"Input Dims": [], "External id": 2}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 120, "dur": 70, "args": {"Input Dims": [], "External id": 4}},
+        {"ph": "X", "cat": "Kernel", "name": "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", "pid": 0, "tid": "stream 7", "ts": 130, "dur": 5, "args": {"correlation": 334, "external id": 4, "device": 0}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 120, "dur": 0, "args": {"correlation": 334, "external id": 4}},
+        {"ph": "X", "cat": "Kernel", "name": "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", "pid": 0, "tid": "stream 7", "ts": 130, "dur": 6, "args": {"correlation": 335, "external id": 2, "device": 0}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 120, "dur": 0, "args": {"correlation": 335, "external id": 2}},
+        {"ph": "X", "cat": "Kernel", "name": "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", "pid": 0, "tid": "stream 7", "ts": 130, "dur": 7, "args": {"correlation": 336, "external id": 4, "device": 0}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 190, "dur": 0, "args": {"correlation": 336, "external id": 4}},
+        {"ph": "X", "cat": "Kernel", "name": "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>", "pid": 0, "tid": "stream 7", "ts": 130, "dur": 8, "args": {"correlation": 337, "external id": 2, "device": 0}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 190, "dur": 0, "args": {"correlation": 337, "external id": 2}},
+    ],
+    'operator_relation_same_start': [
+        {"ph": "X", "cat": "Operator", "name": "aten::mat_mul", "pid": 13721, "tid": "456", "ts": 100, "dur": 100, "args": {"Input Dims": [], "External id": 2}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 100, "dur": 70, "args": {"Input Dims": [], "External id": 4}},
+    ],
+    'operator_relation_same_end': [
+        {"ph": "X", "cat": "Operator", "name": "aten::mat_mul", "pid": 13721, "tid": "456", "ts": 100, "dur": 100, "args": {"Input Dims": [], "External id": 2}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 130, "dur": 70, "args": {"Input Dims": [], "External id": 4}},
+    ],
+    'remove_dup_nodes': [
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 100, "dur": 100, "args": {"Input Dims": [], "External id": 2}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 110, "dur": 80, "args": {"Input Dims": [], "External id": 3}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": 13721, "tid": "456", "ts": 120, "dur": 60, "args": {"Input Dims": [], "External id": 4}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 130, "dur": 20, "args": {"correlation": 335, "external id": 4}},
+        {"ph": "X", "cat": "Kernel", "name": "void gemmSN_TN_kernel_64addr", "pid": 0, "tid": "stream 7", "ts": 220, "dur": 8, "args": {"correlation": 335, "external id": 4, "device": 0}},
+    ],
+    'runtime_called_by_profilerstep': [
+        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#1", "pid": 13721, "tid": "456", "ts": 100, "dur": 300, "args": {"Input Dims": [], "External id": 2}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 13721, "tid": "456", "ts": 130, "dur": 20, "args": {"correlation": 335, "external id": 2}},
+        {"ph": "X", "cat": "Kernel", "name": "void gemmSN_TN_kernel_64addr", "pid": 0, "tid": "stream 7", "ts": 220, "dur": 8, "args": {"correlation": 335, "external id": 2, "device": 0}},
+    ],
+}
+
+def _ops(tmp_path, events):
+    p = tmp_path / "worker0.pt.trace.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    t = nbprof.load(p)
+    return t, O.operator_summary(t).set_index("name")
+
+
+def test_operator_relations_and_runtime_attribution(tmp_path):
+    """test_profiler.py 164-413. Matched (19 values): device / self-device time by External id (lines 234-240:
+    ``aten::mat_mul`` 26 / 14, ``aten::mm`` 12 / 12 µs), self host time of parent and child with the same
+    start or end (lines 269-274, 291-296: 30 and 70), the merged duplicate ``aten::mm``'s self device time
+    (line 340: 8), a step's costs with a runtime call directly under ``ProfilerStep`` (lines 401-404:
+    Kernel 8, Runtime 20, CpuOp 0, Other 272), its kernel count and kernel-by-op rows (lines 408-409).
+    Deliberately different (3 values): the operator lists' length (line 339: 1, nbprof 2; lines 406-407: 0,
+    nbprof 2): nbprof lists the runtime calls and ``ProfilerStep*`` too, as torch's ``key_averages`` does."""
+    t, ops = _ops(tmp_path, RELATIONS["external_id"])
+    assert [_us(ops.loc["aten::mat_mul", c]) for c in ("total_device_ns", "self_device_ns")] == [5 + 6 + 7 + 8, 6 + 8]
+    assert [_us(ops.loc["aten::mm", c]) for c in ("total_device_ns", "self_device_ns")] == [5 + 7, 5 + 7]
+    for case in ("operator_relation_same_start", "operator_relation_same_end"):
+        t, ops = _ops(tmp_path, RELATIONS[case])
+        assert (_us(ops.loc["aten::mat_mul", "self_host_ns"]), _us(ops.loc["aten::mm", "self_host_ns"])) == (30, 70)
+    t, ops = _ops(tmp_path, RELATIONS["remove_dup_nodes"])
+    assert int(ops.loc["aten::mm", "count"]) == 1 and _us(ops.loc["aten::mm", "self_device_ns"]) == 8
+    assert len(ops) == 2  # tb-plugin: 1 (the runtime call not listed)
+    t, ops = _ops(tmp_path, RELATIONS["runtime_called_by_profilerstep"])
+    b = S.step_breakdown(t).iloc[0]
+    assert [_us(b[c]) for c in ("kernel_ns", "runtime_ns", "cpu_exec_ns", "other_ns")] == [8, 20, 0, 300 - 8 - 20]
+    assert sorted(ops.index) == ["ProfilerStep*", "cudaLaunchKernel"]  # tb-plugin: none
+    assert int(K.kernel_summary(t)["instances"].sum()) == 1 and len(K.kernel_operators(t)) == 1
 
 
 def test_datapipe_is_a_dataloader_range(tmp_path):

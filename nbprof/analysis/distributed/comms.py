@@ -464,7 +464,7 @@ def busbw_vs_link(frame: pd.DataFrame | Trace | Sequence[Trace], link: str | Non
     peak = np.where(inter, inter_peak, intra_peak)
     ach = np.where(inter, inter_ach, intra_ach)
     out["tier"] = np.where(inter, "inter-node", "intra-node")
-    out["link"] = np.where(inter, inter_link, link) if len(out) else pd.Series(dtype=object)
+    out["link"] = pd.Series([inter_link if x else link for x in inter], index=out.index, dtype=object)
     out["link_peak_bytes_per_s"] = peak
     with np.errstate(divide="ignore", invalid="ignore"):
         out["busbw_link_fraction"] = bus.to_numpy() / peak

@@ -13,27 +13,12 @@ import pandas as pd
 from ...trace import predicates as pred
 from ...trace.model import Trace
 from .. import _intervals as iv
+from ..utilization import _before_last_step
 from .comms import _as_list, collectives
 
-
-def _before_last_step(trace: Trace) -> tuple[int | None, set[int] | None]:
-    """HTA's default window: (last ProfilerStep start, correlations launched before it).
-
-    HTA (``hta/common/trace.py`` ``_filter_irrelevant_gpu_kernels``, ``include_last_profiler_step=False``)
-    keeps GPU kernels whose launching host event starts before the last ``ProfilerStep``; with fewer
-    than two steps it keeps everything.
-    """
-    ev = trace.events
-    st = ev[pred.is_step_row(ev)]
-    if len(st) < 2:
-        return None, None
-    last = int(st["ts_ns"].max())
-    host = ev[(ev["device"] < 0) & (ev["correlation"] >= 0) & (ev["ts_ns"] < last)]
-    return last, set(host["correlation"].tolist())
-
-
-#: HTA's ``NCCL_COMPUTE_KERNEL_RE`` exclusion (communication, memcpy/memset and sync kernels are not compute)
-_HTA_NON_COMPUTE = re.compile(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+#: HTA's ``NCCL_COMPUTE_KERNEL_RE`` exclusion (communication, memcpy/memset, sync and MTIA ``dma*`` kernels are
+#: not compute)
+_HTA_NON_COMPUTE = re.compile(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)|(dma)")
 
 
 def _compute_intervals(trace: Trace, comm_tids: set[int], keep_corr: set[int] | None = None,

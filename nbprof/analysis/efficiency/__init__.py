@@ -54,6 +54,13 @@ torch's number (groups included); a conv whose output is not found has no model 
 The backward ``output_mask`` and optimizer flags are not read: conv backward is counted with both
 gradients, as ``torch.utils.flop_counter`` does.
 
+Where TraceLens's perf model (AMD-AGI/TraceLens ``TraceLens/PerfModel/perf_model.py``) differs, nbprof
+is right and TraceLens is not (``tests/peers/test_peer_tracelens.py``): TraceLens counts one FLOP per element
+of a ``copy_`` (a copy does no arithmetic), writes one element for every reduction whatever its ``dim``,
+counts a Python scalar argument as 4 bytes of traffic, and adds its conv-backward bias term in elements
+where its other terms are bytes. Its normalisation model is another convention (per-channel statistic
+terms), not an error.
+
 Totals (steps, MFU) count each event's work once: an event whose ancestor in the host call tree
 already has a model (``aten::linear`` over ``aten::addmm``) is not counted again (``counted``).
 
