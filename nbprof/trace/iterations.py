@@ -16,7 +16,8 @@ source               confidence  an iteration is
                                 whose occurrences cover at least half of the span they lie in
 ``dataloader``       medium     from one ``enumerate(DataLoader)#...__next__`` to the next
 ``module_forward``   medium     from one top-level ``nn.Module: <Name>`` forward (``with_stack``/``with_modules``
-                                Python frames) to the next of the same name
+                                Python frames) to the next of the same name; that name must hold at least half
+                                of the top-level modules' time (the model, not one of many flat modules)
 ``cuda_graph``       medium     from one ``cudaGraphLaunch``/``hipGraphLaunch`` to the next
 ``kernel_sequence``  low        device only: from one occurrence of the kernel that starts a repeating kernel
                                 sequence to the next (decode steps of an inference trace; in a trace of one
@@ -141,14 +142,11 @@ class _Ctx:
         rows = rows[np.argsort(self.ts[rows], kind="stable")]
         if len(rows) < 2:
             return rows
-        keep = np.ones(len(rows), dtype=bool)
-        last_end: dict[tuple[Any, Any], int] = {}
-        for i, r in enumerate(rows):
-            k = (self.pid[r], self.tid[r])
-            if self.ts[r] < last_end.get(k, np.iinfo(np.int64).min):
-                keep[i] = False
-            else:
-                last_end[k] = int(self.end[r])
+        # a row is nested when it starts before the latest end of the earlier rows of its thread
+        key = pd.MultiIndex.from_arrays([self.pid[rows], self.tid[rows]]).codes
+        g = pd.Series(self.end[rows]).groupby([key[0], key[1]], sort=False)
+        prev_end = g.cummax().groupby([key[0], key[1]], sort=False).shift(1)
+        keep = prev_end.isna().to_numpy() | (self.ts[rows] >= prev_end.fillna(0).to_numpy(np.int64))
         return rows[keep]
 
     def thread_rows(self, row: int) -> np.ndarray:
@@ -237,6 +235,8 @@ def _start_source(ctx: _Ctx, mask: np.ndarray, top_level: bool = False) -> tuple
     marks = _most_frequent(ctx, rows)
     if len(marks) < 2:
         return _empty_bounds(), ""
+    if top_level and 2 * int((ctx.end[marks] - ctx.ts[marks]).sum()) < int((ctx.end[rows] - ctx.ts[rows]).sum()):
+        return _empty_bounds(), ""  # many top-level modules, none the model: a flat structure, not a loop
     return _start_anchored(ctx, marks, ctx.thread_rows(int(marks[0]))), str(ctx.ev["name"].iloc[marks[0]])
 
 
