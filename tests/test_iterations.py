@@ -137,3 +137,23 @@ def test_step_outliers_name_what_grew():
     assert out.ratio.iloc[0] == pytest.approx(182306 / 126682, rel=1e-3)
     assert out.grew_ns.iloc[0] == out.host_ns_excess_ns.iloc[0] > 40_000_000
     assert steps.step_outliers(tr, k=1.5).empty
+
+
+def test_first_screen_paragraph_names_the_steps_the_steady_state_and_escapes_names(tmp_path):
+    from nbprof.results.steps_render import steps_html, steps_text
+
+    tr = nbprof.load(corpus_path(B200))
+    text = steps_text(iterations.step_source(tr), steps.steady_state(tr), steps.step_outliers(tr))
+    assert text[0].startswith("Steps: 18 found from kernel sequence (fmhaSm100aKernel_") and "probably its layers" in text[0]
+    assert text[1] == "Steady state: 17 of 18 steps; skipped step 0: warm-up: 2.4x the median later step."
+    # a CPU run whose first profiled step is 2.4x the others (the check test's warm-up step)
+    from conftest import DATA
+
+    cpu = nbprof.load(DATA / "cpu" / "cnn_nw2.pt.trace.json.gz")
+    ss = steps.steady_state(cpu)
+    assert ss.skipped.tolist() == [True] + [False] * 5 and ss.skip_reason.iloc[0].startswith("warm-up: 2.4x")
+    assert steps.step_times(cpu, steady=True).tolist() == ss.step_ns.iloc[1:].tolist()
+    # kernel names are trace text: escaped in the HTML
+    bert = nbprof.load(_without_profiler_steps(corpus_path(H100_BERT), tmp_path))
+    page = steps_html(iterations.step_source(bert), steps.steady_state(bert), steps.step_outliers(bert))
+    assert "flash_fwd_kernel&lt;pytorch_flash::Flash_fwd_kernel_traits" in page and "kernel<pytorch" not in page

@@ -84,6 +84,8 @@ def test_report_on_existing_artefacts(tmp_path):
     v = text.index("DataLoader-bound")
     assert v < text.index("What to fix first") < text.index("Step 1 - System view")
     assert "87% of each step (21.1 of 24.2 ms" in text and "num_workers" in text[v:text.index("Step 1 - System view")]
+    # ... and where its steps came from, their spread (issue 31)
+    assert "Steps: 6 ProfilerStep ranges (the profiler's own)." in text[v:text.index("Step 1 - System view")]
     # step 3 compares before (a) with after (b): the change is after - before, negative = faster (4.3x speed-up)
     assert "'after' vs 'before': the average step takes 5.62 ms instead of 24.24 ms (-18.63 ms, 4.32x faster)" in text
     assert "Negative deltas are improvements" not in text

@@ -422,8 +422,8 @@ def _per_step_ns(trace: Trace, mask: np.ndarray, win: pd.DataFrame) -> np.ndarra
 
 def _per_step_count(trace: Trace, mask: np.ndarray, win: pd.DataFrame) -> np.ndarray:
     ts = np.sort(trace.events["ts_ns"].to_numpy(np.int64)[mask])
-    return (np.searchsorted(ts, win["end_ns"].to_numpy(np.int64), side="left")
-            - np.searchsorted(ts, win["start_ns"].to_numpy(np.int64), side="left")).astype(np.int64)
+    return np.asarray(np.searchsorted(ts, win["end_ns"].to_numpy(np.int64), side="left")
+                      - np.searchsorted(ts, win["start_ns"].to_numpy(np.int64), side="left"), dtype=np.int64)
 
 
 @per_trace

@@ -36,6 +36,7 @@ so the same iterations can be placed on other event times (a what-if replay move
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,7 +148,7 @@ class _Ctx:
         g = pd.Series(self.end[rows]).groupby([key[0], key[1]], sort=False)
         prev_end = g.cummax().groupby([key[0], key[1]], sort=False).shift(1)
         keep = prev_end.isna().to_numpy() | (self.ts[rows] >= prev_end.fillna(0).to_numpy(np.int64))
-        return rows[keep]
+        return np.asarray(rows[keep])
 
     def thread_rows(self, row: int) -> np.ndarray:
         """Host rows of ``row``'s pid/tid."""
@@ -301,7 +302,7 @@ def _detect(trace: Trace) -> tuple[pd.DataFrame, StepSource]:
                                            note="the profiler's own step ranges (prof.step())")
     considered: list[tuple[str, int]] = []
     names = ev["name"]
-    tries = (
+    tries: tuple[tuple[str, Callable[[], tuple[pd.DataFrame, str]]], ...] = (
         ("optimizer_step", lambda: _optimizer(ctx)),
         ("user_range", lambda: _user_range(ctx)),
         ("dataloader", lambda: _start_source(ctx, ctx.host & pred.name_mask(
