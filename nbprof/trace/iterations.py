@@ -12,8 +12,9 @@ source               confidence  an iteration is
 ``optimizer_step``   high       from the end of one ``Optimizer.step#<Cls>.step`` range (torch's
                                 ``record_function`` of every ``optimizer.step()``) to the end of the next; the
                                 first from the first host op of that thread
-``user_range``       medium     a repeated ``record_function`` / NVTX range (same name, not nested in itself)
-                                whose occurrences cover at least half of the span they lie in
+``user_range``       medium     a repeated ``record_function`` / NVTX range (same name up to a trailing number:
+                                ``step 3``; not nested in itself) whose occurrences cover at least half of the
+                                span they lie in
 ``dataloader``       medium     from one ``enumerate(DataLoader)#...__next__`` to the next
 ``module_forward``   medium     from one top-level ``nn.Module: <Name>`` forward (``with_stack``/``with_modules``
                                 Python frames) to the next of the same name; that name must hold at least half
@@ -68,6 +69,8 @@ MIN_KERNEL_PERIOD = 4
 #: Share of an anchor kernel's gaps that must equal its period.
 PERIOD_AGREEMENT = 0.9
 _CACHE = "_nbprof_iterations"
+#: A trailing iteration number of a range name (``step 3``, ``iter_12``, ``decode#4``)
+_NUMBERED_RE = re.compile(r"[\s#_:=-]*\d+$")
 
 
 @dataclass(frozen=True)
@@ -212,7 +215,8 @@ def _user_range(ctx: _Ctx) -> tuple[pd.DataFrame, str]:
     rows = np.flatnonzero(cand)
     if len(rows) < 2:
         return _empty_bounds(), ""
-    names = ctx.names(rows)
+    # "step 3", "iteration_12", "decode#4": one range per iteration, numbered -- grouped without the number
+    names = np.array([_NUMBERED_RE.sub("", str(n)) for n in ctx.names(rows)], dtype=object)
     best, best_cover = None, 0
     for name in pd.unique(pd.Series(names)[pd.Series(names).duplicated()]):
         sel = rows[names == name]
