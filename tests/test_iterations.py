@@ -137,3 +137,62 @@ def test_step_outliers_name_what_grew():
     assert out.ratio.iloc[0] == pytest.approx(182306 / 126682, rel=1e-3)
     assert out.grew_ns.iloc[0] == out.host_ns_excess_ns.iloc[0] > 40_000_000
     assert steps.step_outliers(tr, k=1.5).empty
+
+
+def test_first_screen_paragraph_names_the_steps_the_steady_state_and_escapes_names(tmp_path):
+    from nbprof.results.steps_render import steps_html, steps_text
+
+    tr = nbprof.load(corpus_path(B200))
+    text = steps_text(iterations.step_source(tr), steps.steady_state(tr), steps.step_outliers(tr))
+    assert text[0].startswith("Steps: 18 found from kernel sequence (fmhaSm100aKernel_") and "probably its layers" in text[0]
+    assert text[1] == "Steady state: 17 of 18 steps; skipped step 0: warm-up: 2.4x the median later step."
+    # a CPU run whose first profiled step is 2.4x the others (the check test's warm-up step)
+    from conftest import DATA
+
+    cpu = nbprof.load(DATA / "cpu" / "cnn_nw2.pt.trace.json.gz")
+    ss = steps.steady_state(cpu)
+    assert ss.skipped.tolist() == [True] + [False] * 5 and ss.skip_reason.iloc[0].startswith("warm-up: 2.4x")
+    assert steps.step_times(cpu, steady=True).tolist() == ss.step_ns.iloc[1:].tolist()
+    # kernel names are trace text: escaped in the HTML
+    bert = nbprof.load(_without_profiler_steps(corpus_path(H100_BERT), tmp_path))
+    page = steps_html(iterations.step_source(bert), steps.steady_state(bert), steps.step_outliers(bert))
+    assert "flash_fwd_kernel&lt;pytorch_flash::Flash_fwd_kernel_traits" in page and "kernel<pytorch" not in page
+
+
+def _inference_run(path, numbered_ranges: bool, with_stack: bool):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).eval()
+    x = torch.randn(16, 64)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], with_stack=with_stack) as prof:
+        for i in range(5):
+            if numbered_ranges:
+                with record_function(f"decode {i}"):
+                    x = model(x)
+            else:
+                x = model(x)
+    prof.export_chrome_trace(str(path))
+    return nbprof.load(path)
+
+
+def test_cpu_inference_loop_steps_from_numbered_ranges_or_module_forwards(tmp_path):
+    """No optimizer: numbered ``record_function`` ranges (``decode 0`` .. ``decode 4``) are the iterations; without
+    them, the top-level module's forwards (``with_stack`` Python frames) are."""
+    tr = _inference_run(tmp_path / "ranges.pt.trace.json", numbered_ranges=True, with_stack=False)
+    src = iterations.step_source(tr)
+    assert (src.source, src.marker, src.steps) == ("user_range", "decode 0", 5)
+    w = steps.step_windows(tr)
+    ev = tr.events
+    rng = ev[ev.name.astype(str).str.startswith("decode ")].sort_values("ts_ns")
+    assert w.host_start_ns.tolist() == rng.ts_ns.tolist()
+    assert w.host_end_ns.tolist() == (rng.ts_ns + rng.dur_ns).tolist()
+    tr = _inference_run(tmp_path / "modules.pt.trace.json", numbered_ranges=False, with_stack=True)
+    src = iterations.step_source(tr)
+    if not tr.events.name.astype(str).str.startswith("nn.Module: ").any():
+        pytest.skip("this torch build records no nn.Module Python frames with with_stack=True")
+    assert (src.source, src.marker, src.steps) == ("module_forward", "nn.Module: Sequential_0", 5)
+    lin = tr.events[tr.events.name == "aten::linear"].ts_ns.to_numpy()
+    w = steps.step_windows(tr)
+    assert [int(((lin >= s) & (lin < e)).sum()) for s, e in zip(w.start_ns, w.end_ns)] == [2] * 5

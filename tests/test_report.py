@@ -85,6 +85,8 @@ def test_report_on_existing_artefacts(tmp_path):
     v = text.index("DataLoader-bound")
     assert v < text.index("What to fix first") < text.index("Step 1 - System view")
     assert "87% of each step (21.1 of 24.2 ms" in text and "num_workers" in text[v:text.index("Step 1 - System view")]
+    # ... and where its steps came from, their spread (issue 31)
+    assert "Steps: 6 ProfilerStep ranges (the profiler's own)." in text[v:text.index("Step 1 - System view")]
     # the first screen states the before/after result (median step, bootstrap interval); step 3 repeats it
     ba = ("'after' vs 'before': 7.75x faster (median step 3.127 ms instead of 24.247 ms; "
           "95 % interval 2.10x-11.39x faster, 6 and 6 steps).")

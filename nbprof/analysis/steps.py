@@ -422,8 +422,8 @@ def _per_step_ns(trace: Trace, mask: np.ndarray, win: pd.DataFrame) -> np.ndarra
 
 def _per_step_count(trace: Trace, mask: np.ndarray, win: pd.DataFrame) -> np.ndarray:
     ts = np.sort(trace.events["ts_ns"].to_numpy(np.int64)[mask])
-    return (np.searchsorted(ts, win["end_ns"].to_numpy(np.int64), side="left")
-            - np.searchsorted(ts, win["start_ns"].to_numpy(np.int64), side="left")).astype(np.int64)
+    return np.asarray(np.searchsorted(ts, win["end_ns"].to_numpy(np.int64), side="left")
+                      - np.searchsorted(ts, win["start_ns"].to_numpy(np.int64), side="left"), dtype=np.int64)
 
 
 @per_trace
@@ -439,7 +439,9 @@ def steady_state(trace: Trace) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        The :func:`step_breakdown` columns plus ``skipped`` (bool) and ``skip_reason`` (str, "" when kept).
+        The :func:`step_breakdown` columns (``step``, ``start_ns``, ``end_ns``, ``step_ns``, ``kernel_ns``,
+        ``memcpy_ns``, ``memset_ns``, ``communication_ns``, ``runtime_ns``, ``dataloader_ns``, ``cpu_exec_ns``,
+        ``other_ns``; int64 ns) plus ``skipped`` (bool) and ``skip_reason`` (str, "" when kept).
     """
     bd = step_breakdown(trace)
     out = bd.assign(skipped=False, skip_reason="")
@@ -473,7 +475,15 @@ def steady_state(trace: Trace) -> pd.DataFrame:
 
 def steady_breakdown(trace: Trace) -> pd.DataFrame:
     """The :func:`step_breakdown` rows of the steady-state steps (:func:`steady_state` not skipped): what a
-    verdict averages. Same columns as :func:`step_breakdown`."""
+    verdict averages.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The :func:`step_breakdown` columns: ``step``, ``start_ns``, ``end_ns``, ``step_ns``, ``kernel_ns``,
+        ``memcpy_ns``, ``memset_ns``, ``communication_ns``, ``runtime_ns``, ``dataloader_ns``, ``cpu_exec_ns``,
+        ``other_ns`` (int64 ns).
+    """
     s = steady_state(trace)
     return s.loc[~s["skipped"], list(COLUMNS)].reset_index(drop=True)
 
@@ -506,8 +516,10 @@ def step_outliers(trace: Trace, k: float = 1.5) -> pd.DataFrame:
     pandas.DataFrame
         One row per outlier step (time order): ``step``, ``step_ns``, ``median_step_ns`` (int64 ns), ``ratio``
         (float, step / median), ``grew`` (a :data:`GROWTH_PARTS` label), ``grew_ns`` (int64 ns: its excess over
-        its median), then ``<part>_excess_ns`` for every part (int64 ns, may be negative). Empty (these columns)
-        with fewer than three steady steps.
+        its median), then each part's excess over its median (int64 ns, may be negative):
+        ``dataloader_ns_excess_ns``, ``sync_ns_excess_ns``, ``gc_ns_excess_ns``, ``io_ns_excess_ns``,
+        ``communication_ns_excess_ns``, ``kernel_ns_excess_ns``, ``host_ns_excess_ns``, ``other_ns_excess_ns``.
+        Empty (these columns) with fewer than three steady steps.
     """
     cols = ["step", "step_ns", "median_step_ns", "ratio", "grew", "grew_ns"] + [
         f"{c}_excess_ns" for c in GROWTH_PARTS.values()]

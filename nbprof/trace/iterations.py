@@ -12,11 +12,13 @@ source               confidence  an iteration is
 ``optimizer_step``   high       from the end of one ``Optimizer.step#<Cls>.step`` range (torch's
                                 ``record_function`` of every ``optimizer.step()``) to the end of the next; the
                                 first from the first host op of that thread
-``user_range``       medium     a repeated ``record_function`` / NVTX range (same name, not nested in itself)
-                                whose occurrences cover at least half of the span they lie in
+``user_range``       medium     a repeated ``record_function`` / NVTX range (same name up to a trailing number:
+                                ``step 3``; not nested in itself) whose occurrences cover at least half of the
+                                span they lie in
 ``dataloader``       medium     from one ``enumerate(DataLoader)#...__next__`` to the next
 ``module_forward``   medium     from one top-level ``nn.Module: <Name>`` forward (``with_stack``/``with_modules``
-                                Python frames) to the next of the same name
+                                Python frames) to the next of the same name; that name must hold at least half
+                                of the top-level modules' time (the model, not one of many flat modules)
 ``cuda_graph``       medium     from one ``cudaGraphLaunch``/``hipGraphLaunch`` to the next
 ``kernel_sequence``  low        device only: from one occurrence of the kernel that starts a repeating kernel
                                 sequence to the next (decode steps of an inference trace; in a trace of one
@@ -35,6 +37,7 @@ so the same iterations can be placed on other event times (a what-if replay move
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +69,8 @@ MIN_KERNEL_PERIOD = 4
 #: Share of an anchor kernel's gaps that must equal its period.
 PERIOD_AGREEMENT = 0.9
 _CACHE = "_nbprof_iterations"
+#: A trailing iteration number of a range name (``step 3``, ``iter_12``, ``decode#4``)
+_NUMBERED_RE = re.compile(r"[\s#_:=-]*\d+$")
 
 
 @dataclass(frozen=True)
@@ -141,15 +146,12 @@ class _Ctx:
         rows = rows[np.argsort(self.ts[rows], kind="stable")]
         if len(rows) < 2:
             return rows
-        keep = np.ones(len(rows), dtype=bool)
-        last_end: dict[tuple[Any, Any], int] = {}
-        for i, r in enumerate(rows):
-            k = (self.pid[r], self.tid[r])
-            if self.ts[r] < last_end.get(k, np.iinfo(np.int64).min):
-                keep[i] = False
-            else:
-                last_end[k] = int(self.end[r])
-        return rows[keep]
+        # a row is nested when it starts before the latest end of the earlier rows of its thread
+        key = pd.MultiIndex.from_arrays([self.pid[rows], self.tid[rows]]).codes
+        g = pd.Series(self.end[rows]).groupby([key[0], key[1]], sort=False)
+        prev_end = g.cummax().groupby([key[0], key[1]], sort=False).shift(1)
+        keep = prev_end.isna().to_numpy() | (self.ts[rows] >= prev_end.fillna(0).to_numpy(np.int64))
+        return np.asarray(rows[keep])
 
     def thread_rows(self, row: int) -> np.ndarray:
         """Host rows of ``row``'s pid/tid."""
@@ -213,7 +215,8 @@ def _user_range(ctx: _Ctx) -> tuple[pd.DataFrame, str]:
     rows = np.flatnonzero(cand)
     if len(rows) < 2:
         return _empty_bounds(), ""
-    names = ctx.names(rows)
+    # "step 3", "iteration_12", "decode#4": one range per iteration, numbered -- grouped without the number
+    names = np.array([_NUMBERED_RE.sub("", str(n)) for n in ctx.names(rows)], dtype=object)
     best, best_cover = None, 0
     for name in pd.unique(pd.Series(names)[pd.Series(names).duplicated()]):
         sel = rows[names == name]
@@ -237,6 +240,8 @@ def _start_source(ctx: _Ctx, mask: np.ndarray, top_level: bool = False) -> tuple
     marks = _most_frequent(ctx, rows)
     if len(marks) < 2:
         return _empty_bounds(), ""
+    if top_level and 2 * int((ctx.end[marks] - ctx.ts[marks]).sum()) < int((ctx.end[rows] - ctx.ts[rows]).sum()):
+        return _empty_bounds(), ""  # many top-level modules, none the model: a flat structure, not a loop
     return _start_anchored(ctx, marks, ctx.thread_rows(int(marks[0]))), str(ctx.ev["name"].iloc[marks[0]])
 
 
@@ -301,7 +306,7 @@ def _detect(trace: Trace) -> tuple[pd.DataFrame, StepSource]:
                                            note="the profiler's own step ranges (prof.step())")
     considered: list[tuple[str, int]] = []
     names = ev["name"]
-    tries = (
+    tries: tuple[tuple[str, Callable[[], tuple[pd.DataFrame, str]]], ...] = (
         ("optimizer_step", lambda: _optimizer(ctx)),
         ("user_range", lambda: _user_range(ctx)),
         ("dataloader", lambda: _start_source(ctx, ctx.host & pred.name_mask(
