@@ -176,8 +176,10 @@ def dataloader_workers(n: int, *, cores: int | None = None, current: int | None 
     ``current`` steps). With n workers of which ``n_eff = min(n, cores - 1)`` get a core (the main
     process keeps one), the main process waits D' = max(0, F / n_eff - R) per step (0 workers: D' = F);
     the replay scales the DataLoader ranges of each step by D'/D. The step is then at least
-    (R - its blocking waits + F) / min(cores, n + 1): the main process's work and the fetching share the
-    cores. When n + 1 > cores the prediction's ``notes`` say that the workers compete with the main
+    (C + F) / min(cores, n + 1): the main process's CPU work C and the fetching share the cores, C being
+    R less its blocking waits (runtime syncs, copies) on a GPU trace, and ``cores`` x R on a trace without
+    device ops, whose operators run on torch's intra-op pool over every core (the bound is then
+    R + F / cores). When n + 1 > cores the prediction's ``notes`` say that the workers compete with the main
     process and that more workers can make the step slower (the context switches and the intra-op
     threads that lose their core are not modelled).
 
