@@ -190,6 +190,7 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
     stream_all = ev["stream"].to_numpy(np.int64)
     names = ev["name"]
     step_rows_all = is_step_row(ev)
+    comm_all = np.asarray(is_communication(ev), dtype=bool)
 
     # ---- runtime <-> device op (correlation); HTA: the runtime with that correlation
     rt_rows = np.flatnonzero(is_rt_all & (corr_all >= 0))
@@ -513,7 +514,7 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
         # launches of computation/copies onto an empty stream; a communication kernel's "launch delay" is
         # mostly its wait for the other ranks (tens of ms after an NCCL launch), not the launch itself
         ldelay = d_ts - rt_ts
-        d_comm = is_communication(ev)[dev_rows]
+        d_comm = comm_all[dev_rows]
         bound_l = cond_launch & (ldelay >= 0)
         lq_of = bound_l & ~d_comm if (bound_l & ~d_comm).any() else bound_l
         lq = int(np.median(ldelay[lq_of])) if lq_of.any() else int(max(0, ldelay.min()))
@@ -637,7 +638,7 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
     start_nodes = np.concatenate([hs(ev_local), ds(ev_dev)]) if rows.size else np.zeros(0, np.int64)
     end_nodes = np.concatenate([he(ev_local), de(ev_dev)]) if rows.size else np.zeros(0, np.int64)
     dl = _name_mask(names, _is_dataloader)[rows] & (dev_col[rows] < 0)
-    is_comm = is_communication(ev)[rows]
+    is_comm = comm_all[rows]
     is_launch_call = np.zeros(rows.size, bool)
     if kd:
         is_launch_call[d_lpos] = True
