@@ -134,8 +134,12 @@ def workers_plan(g: cpm.Graph, ev: pd.DataFrame, n: int, cores: int | None, curr
     fetch = d if current == 0 else current * (rest + d)
     n_eff = min(n, max(1, cores - 1)) if n > 0 else 0
     new_d = fetch.astype(float) if n_eff == 0 else (fetch / n_eff - rest).clip(lower=0)
-    rest_cpu = (rest - wait).clip(lower=0)
-    floor = (rest_cpu + fetch) / min(cores, n + 1) if n > 0 else pd.Series(0.0, index=ps.index)
+    # CPU the main process needs per step: its host work less its blocking waits; on a trace without device
+    # ops the model's own operators run on torch's intra-op pool, which spans the cores (torch's default)
+    has_device = bool((ev["device"].to_numpy()[g.rows] >= 0).any())
+    rest_cpu = (rest - wait).clip(lower=0) * (1 if has_device else cores)
+    floor = (rest_cpu + fetch) / min(cores, n + 1 if has_device else cores) if n > 0 else pd.Series(
+        0.0, index=ps.index)
     factor = (new_d / d.where(d > 0)).fillna(1.0)
     if n + 1 > cores:
         notes.append(f"{n} workers and the main process exceed the {cores} CPU cores: the workers take CPU time "

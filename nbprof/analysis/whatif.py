@@ -6,11 +6,21 @@ measured time), with the *replay weights* ``Graph.wmin``:
 
 * every edge first weighs the least it could: a host interval (between consecutive markers of one
   thread: an op's self time, or a gap between ops) what it measured (one thing at a time per thread,
-  gaps kept as they were), except a gap that a ``wake`` edge explains and the inside of a call that
-  waited for the device, which weigh only the wake-up / return latency; a device op its duration; a
-  launch edge the median delay of launches onto an empty stream (``Graph.launch_delay_ns``); a
-  stream edge the median gap behind a queued op (``Graph.queued_gap_ns``); a sync edge the time from
-  the op's end to the call's return; ``fwdbwd`` 0 (never more than measured);
+  gaps kept as they were), except a gap that a ``wake`` edge explains (weighs the wake-up latency) and
+  the last interval inside a call that *waited* for the device (``cudaStreamSynchronize``,
+  ``cudaDeviceSynchronize``, ``cudaEventSynchronize``, their ``hip*`` twins, a blocking copy such as
+  pageable ``cudaMemcpyAsync`` or ``hipMemcpyWithStream``: its latest source op ended after the interval
+  began), which weighs only the return latency -- a wait is an edge, not a duration: the call returns
+  when the op it waited for ends (by correlation id for a copy, ``cuda_sync`` rows or the last op before
+  the return otherwise), plus that latency, so the wait shrinks with the op; a device op its duration;
+  a launch edge the median delay of launches of computation/copies onto an empty stream
+  (``Graph.launch_delay_ns``; a communication kernel's launch delay is mostly a wait for the peers and
+  sets no floor); a stream edge the median gap behind an op launched while its predecessor still ran
+  (``Graph.queued_gap_ns``); a sync edge the return latency of a call that waited, 0 into one that did
+  not; ``fwdbwd`` 0 (never more than measured). Edges that the measurement's order would run backwards
+  are tied to a device op instead of dropped (``Graph.dep_via``): a stream edge between ops that overlap
+  on one stream, and a wait edge whose op ends up to ``SKEW_MAX_NS`` (100 µs) after the call returns
+  (host/device clock skew);
 * then each node's *binding* in-edge (the one whose source time + weight is latest) is raised to
   what it measured, so a replay without change reproduces every measured time exactly (tested on
   nine real traces: ``predict(trace, [])`` gives ``predicted == baseline`` per step) and a change
@@ -38,11 +48,31 @@ Changes (combine them in a list; factors multiply):
     queued gap; host work itself is unchanged.
 ``"overlap_communication"``
     Communication device ops (NCCL/RCCL kernels, or with a ``collective``) take no time on their
-    stream: full overlap, an upper bound of the saving.
+    stream, and the host's time inside collective ops (``nccl:``/``gloo:`` ranges, ``c10d::`` ops,
+    ``record_param_comms``: a CPU collective, or the host waiting for one) none either: full overlap,
+    an upper bound of the saving. A host sync on an NCCL kernel shrinks with it (a wait is an edge).
 ``"cuda_graphs"``
-    ``"no_host_gaps"`` plus the launch calls themselves (:data:`LAUNCH_PATTERN`: ``cudaLaunchKernel``,
-    ``cudaMemcpyAsync``, ... HTA's launch names) taking no host time: what capturing the step in a
-    CUDA graph saves when the host's other work (Python, the dispatcher) stays.
+    What a graph replay of the step removes: ``"no_host_gaps"``, plus on every thread that launches
+    device work the launch calls (:data:`LAUNCH_PATTERN`, HTA's launch names), the dispatcher/framework
+    time of the ``cpu_op`` s that launch device work (the captured ops: every host interval inside them)
+    and the Python glue between two captured ops; device work stays, and the first launch call of each
+    step and thread keeps its time (the one ``cudaGraphLaunch``). Python outside the captured ops
+    (the DataLoader, logging, the optimizer's Python) stays. Checked: never below the device busy time
+    (tests/test_whatif_invariants.py); lm_h200 13.7 -> 4.9 ms, B200 ``eager_trace`` 87.4 -> 14.4 ms.
+``"remove_syncs"``
+    The host's syncs in the step removed (``.item()``, ``.cpu()``, ``torch.cuda.synchronize()``,
+    blocking copies): every ``sync`` edge goes, so the host no longer waits; a waiting call keeps only
+    its return latency; device work stays. An upper bound: the value a sync fetched must not be needed.
+:func:`dataloader_workers` ``(n, cores=, current=)``
+    ``DataLoader(num_workers=n)``: per-batch fetch time / n against the rest of the step, capped by the
+    CPU cores (see the function); ``Prediction.notes`` says when the workers exceed the cores.
+:func:`balance_ranks` ``(traces)``
+    Several ranks: each rank's wait for the last rank at every collective removed (see the function).
+
+Validation: ``tests/test_whatif_invariants.py`` checks the physics on every trace of ``data/`` and the
+corpus (exact without change; never below a stream's device busy time, nor the step thread's own host
+work; combined speed-ups never slower); ``tests/test_whatif_knobs.py`` and ``tests/test_analysis_whatif.py``
+set predictions against real after-runs.
 
 Cost: the whole-trace graph is built once per trace and cached (:func:`trace_graph`) while the trace
 object lives and its ``events`` table is the same object; every :func:`predict` of that trace reuses it,
@@ -176,8 +206,10 @@ def dataloader_workers(n: int, *, cores: int | None = None, current: int | None 
     ``current`` steps). With n workers of which ``n_eff = min(n, cores - 1)`` get a core (the main
     process keeps one), the main process waits D' = max(0, F / n_eff - R) per step (0 workers: D' = F);
     the replay scales the DataLoader ranges of each step by D'/D. The step is then at least
-    (R - its blocking waits + F) / min(cores, n + 1): the main process's work and the fetching share the
-    cores. When n + 1 > cores the prediction's ``notes`` say that the workers compete with the main
+    (C + F) / min(cores, n + 1): the main process's CPU work C and the fetching share the cores, C being
+    R less its blocking waits (runtime syncs, copies) on a GPU trace, and ``cores`` x R on a trace without
+    device ops, whose operators run on torch's intra-op pool over every core (the bound is then
+    R + F / cores). When n + 1 > cores the prediction's ``notes`` say that the workers compete with the main
     process and that more workers can make the step slower (the context switches and the intra-op
     threads that lose their core are not modelled).
 

@@ -4,8 +4,11 @@ The graph
 ---------
 Every selected event becomes two *nodes*, its start and its end (times in int64 ns). Nodes are kept in
 time order (ties: host markers in call-stack order, a device op's start before its end), and every edge
-runs forward in that order, so the order is a topological order of the DAG (an edge that would run
-backwards in time, e.g. from clock skew, is dropped and counted in ``dropped_edges``).
+runs forward in that order, so the order is a topological order of the DAG. An edge that would run
+backwards in time is re-anchored where the physics allows (a stream edge between ops that overlap on one
+stream runs from the earlier op's start; a wait edge whose op ends at most ``SKEW_MAX_NS`` after the call
+returns -- clock skew -- from the op's start; both tied to the op's duration, ``Graph.dep_via``), and
+otherwise dropped and counted in ``dropped_edges``.
 
 Selected events: host ``cpu_op``, ``user_annotation``, ``cuda_runtime`` and ``cuda_driver`` rows with
 ``dur_ns > 0``, and device ``kernel``/``gpu_memcpy``/``gpu_memset`` rows whose launching runtime call
@@ -31,8 +34,10 @@ Edge kinds (``EDGE_KINDS``) and the source of truth of each:
     ``correlation``. Without ``cuda_sync`` rows (profiles recorded without them) the runtime names
     stand in: ``cudaDeviceSynchronize``/``cudaStreamSynchronize``/``cudaEventSynchronize`` wait on the
     last op that started before the call returned on every stream of the device. A *blocking copy*
-    (a runtime call whose own device op ends before the call returns, e.g. ``cudaMemcpy`` to pageable
-    memory) always gets one from its op.
+    (a runtime call whose own copy/memset op, by correlation id, starts inside the call and ends before
+    it returns -- or at most ``SKEW_MAX_NS`` after when the call lasted 90 % of the op -- e.g.
+    ``cudaMemcpy`` to pageable memory, ``hipMemcpyWithStream``) always gets one from its op. In the replay
+    a wait is this edge, not the call's duration (:mod:`nbprof.analysis.whatif`).
 ``gpu_sync``
     ``cudaStreamWaitEvent``: the op recorded by the waited-on ``cudaEventRecord`` -> the next op
     launched on the waiting stream from the same thread (Kineto ``Stream Wait Event`` rows).
@@ -44,7 +49,10 @@ Edge kinds (``EDGE_KINDS``) and the source of truth of each:
     op (or inside only a ``ProfilerStep`` range), or the very first marker of a thread, that ends at
     most ``WAKE_MAX_NS`` (1 ms) after the other thread's latest marker is taken as that thread
     waking this one up (the main thread resuming when the autograd thread finishes ``backward``,
-    the autograd thread starting when the main thread calls it). Kineto records no such event:
+    the autograd thread starting when the main thread calls it). A gap that ends where a collective
+    backend's thread starts a collective (``gloo:<op>``) is woken by the latest ``c10d::`` op that
+    started on another thread during it, however long ago (the backend idles until work is enqueued).
+    Kineto records no such event:
     this is an inference from timing, used by the replay only (the gap then costs only the wake-up
     latency, so a faster waker wakes it earlier).
 ``collective``

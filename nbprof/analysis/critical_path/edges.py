@@ -158,3 +158,26 @@ def _tighten(t: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> 
     w = w.copy()
     w[first] += deficit[first]
     return w
+
+
+def _enqueue_edges(cand: np.ndarray, v_start: np.ndarray, u_time: np.ndarray, v_time: np.ndarray,
+                   v_tkey: np.ndarray, v_pid: np.ndarray, e_time: np.ndarray, e_node: np.ndarray, e_tkey: np.ndarray,
+                   e_pid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``wake`` edges for host gaps that end where a backend thread starts a collective (``gloo:<op>``): the
+    collective was enqueued by the latest ``c10d::`` op that started on another thread of the process during
+    the gap (``e_*``: those ops' start times, nodes, thread keys, pids), however long ago -- the backend's
+    worker thread idles until the work arrives, then runs it. ``cand``: candidate host edges (gap into a
+    collective's start); returns the source nodes, the edge indices served and the latencies (ns)."""
+    z = np.zeros(0, np.int64)
+    ci = np.flatnonzero(cand & v_start)
+    if ci.size == 0 or e_time.size == 0:
+        return z, z, z
+    shift = np.int64(1) << np.int64(47)
+    t0 = min(int(e_time.min()), int(v_time[ci].min()))
+    o = np.argsort(e_pid * shift + (e_time - t0), kind="stable")
+    keys = (e_pid * shift + (e_time - t0))[o]
+    j = np.searchsorted(keys, v_pid[ci] * shift + (v_time[ci] - t0), side="right") - 1
+    ok = j >= 0
+    jj = o[np.clip(j, 0, None)]
+    ok &= (e_pid[jj] == v_pid[ci]) & (e_tkey[jj] != v_tkey[ci]) & (e_time[jj] > u_time[ci])
+    return e_node[jj[ok]], ci[ok], (v_time[ci] - e_time[jj])[ok]

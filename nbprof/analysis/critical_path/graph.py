@@ -14,7 +14,15 @@ from ...trace.model import Trace
 from ...trace.predicates import is_communication, is_step_row, step_number
 from ...trace.predicates import name_mask as _name_mask
 from ..steps import _is_dataloader
-from .edges import _event_record_targets, _host_event_at, _next_launch_op, _prev_launch_op, _tighten, _wake_edges
+from .edges import (
+    _enqueue_edges,
+    _event_record_targets,
+    _host_event_at,
+    _next_launch_op,
+    _prev_launch_op,
+    _tighten,
+    _wake_edges,
+)
 from .model import (
     _BIG,
     _DEV_CATS,
@@ -182,6 +190,7 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
     stream_all = ev["stream"].to_numpy(np.int64)
     names = ev["name"]
     step_rows_all = is_step_row(ev)
+    comm_all = np.asarray(is_communication(ev), dtype=bool)
 
     # ---- runtime <-> device op (correlation); HTA: the runtime with that correlation
     rt_rows = np.flatnonzero(is_rt_all & (corr_all >= 0))
@@ -313,11 +322,20 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
         first_m = np.flatnonzero(np.concatenate([[True], ~same]))
         f_src, f_dst, f_lat, _ = _wake_edges(m_time, m_node, m_thread, pid_all[host_rows][m_ev], first_m - 1,
                                              np.ones(first_m.size, bool), first=True)
+        # a collective backend's worker thread (gloo) idles until a c10d:: op enqueues its work
+        u_time = np.where(u_st, h_ts[u_ev], h_end[u_ev])
+        c10d_h = np.flatnonzero(_name_mask(names, lambda n: n.startswith("c10d::"))[host_rows])
+        backend_h = _name_mask(names, lambda n: n.startswith(("gloo:", "mpi:", "ucc:")))[host_rows]
+        pid_h = pid_all[host_rows]
+        q_src, q_edge, q_lat = _enqueue_edges(gap_like & (dt > 0), v_st & backend_h[v_ev], u_time, h_ts[v_ev],
+                                              tkey[v_ev], pid_h[v_ev], h_ts[c10d_h], hs(c10d_h), tkey[c10d_h],
+                                              pid_h[c10d_h])
+        wk_src, wk_dst, wk_lat, wk_edge = (np.concatenate([wk_src, q_src]), np.concatenate([wk_dst, v_node[q_edge]]),
+                                           np.concatenate([wk_lat, q_lat]), np.concatenate([wk_edge, q_edge]))
         wdt = dt.copy()
         wdt[wk_edge] = np.minimum(wdt[wk_edge], wk_lat)  # the gap then only costs the wake-up latency
         # the last interval inside each host event (ends at its end, owned by it): a wait shortens it below
         last_in = np.flatnonzero((~v_st) & (own_local == v_ev))
-        u_time = np.where(u_st, h_ts[u_ev], h_end[u_ev])
         srcs.append(u_node)
         dsts.append(v_node)
         kinds.append(np.full(a_idx.size, HOST, np.int8))
@@ -496,7 +514,7 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
         # launches of computation/copies onto an empty stream; a communication kernel's "launch delay" is
         # mostly its wait for the other ranks (tens of ms after an NCCL launch), not the launch itself
         ldelay = d_ts - rt_ts
-        d_comm = is_communication(ev)[dev_rows]
+        d_comm = comm_all[dev_rows]
         bound_l = cond_launch & (ldelay >= 0)
         lq_of = bound_l & ~d_comm if (bound_l & ~d_comm).any() else bound_l
         lq = int(np.median(ldelay[lq_of])) if lq_of.any() else int(max(0, ldelay.min()))
@@ -620,7 +638,7 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
     start_nodes = np.concatenate([hs(ev_local), ds(ev_dev)]) if rows.size else np.zeros(0, np.int64)
     end_nodes = np.concatenate([he(ev_local), de(ev_dev)]) if rows.size else np.zeros(0, np.int64)
     dl = _name_mask(names, _is_dataloader)[rows] & (dev_col[rows] < 0)
-    is_comm = is_communication(ev)[rows]
+    is_comm = comm_all[rows]
     is_launch_call = np.zeros(rows.size, bool)
     if kd:
         is_launch_call[d_lpos] = True

@@ -135,7 +135,7 @@ def dependent_weights(g: Graph, w: np.ndarray) -> np.ndarray:
     """``w`` (replay weights of ``g``'s edges, any numeric dtype) with the edges tied to a device op
     (``g.dep_via``) recomputed from that op's weight in ``w``: ``max(0, w[via] + off)``. A copy."""
     w = np.array(w, copy=True)
-    if g.dep_via is None:
+    if g.dep_via is None or g.dep_off is None:
         return w
     d = np.flatnonzero(g.dep_via >= 0)
     if d.size:
