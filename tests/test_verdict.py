@@ -110,9 +110,9 @@ def test_cpu_only_gloo_rank_is_communication_bound():
     v = verdict(tr)
     assert v.bound == "communication" and v.bound_ratio > 0.8 and not v.has_device
     assert v.contributors[0].name.startswith("gloo:")
-    # one step only: the sentence says so
-    assert verdict_sentence(v).endswith("; CPU-only profile (no device activity). (One step only: profile more steps "
-                                        "for a stable answer.)")
+    # one step only, and no finding with a saving of 5% (the job's wait is on another rank): the sentence says so
+    assert verdict_sentence(v).endswith("; CPU-only profile (no device activity). No finding is predicted to save 5% "
+                                        "of the step. (One step only: profile more steps for a stable answer.)")
 
 
 @dataclass
@@ -158,4 +158,5 @@ def test_cpu_only_host_bound_sentence_does_not_speak_of_an_idle_gpu():
     # on a CPU-only trace the model's own operators are its compute, not a host stall (was "Host-bound: CPU-side work")
     assert v.bound == "host" and not v.has_device and v.bound_ratio > 0.8
     assert s.startswith("CPU compute-bound: the model's operators on the CPU (its compute) (largest: aten::mm), ")
-    assert "GPU idles" not in s and s.endswith("; CPU-only profile (no device activity).")
+    assert "GPU idles" not in s and s.endswith("; CPU-only profile (no device activity). No finding is predicted to "
+                                               "save 5% of the step.")

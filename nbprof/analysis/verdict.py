@@ -199,7 +199,10 @@ def _contributors(trace: Trace, mask: np.ndarray, windows: pd.DataFrame, top: in
         return ()
     dur = np.clip(np.minimum(end[m], hi) - np.maximum(ts[m], lo), 0, None)
     sub = pd.DataFrame({"name": ev["name"].astype(object).to_numpy()[m], "dur": dur, "row": ev.index.to_numpy()[m]})
-    g = sub.groupby("name", sort=False)["dur"].agg(["sum", "count"]).sort_values("sum", ascending=False).head(top)
+    g = sub.groupby("name", sort=False)["dur"].agg(["sum", "count"]).sort_values("sum", ascending=False)
+    # a range that spans the steps themselves (a user annotation of the whole step) names nothing inside them
+    span = float((windows["end_ns"] - windows["start_ns"]).sum())
+    g = g[~((g["sum"] >= 0.9 * span) & (g["count"] <= len(windows)))].head(top)
     out = []
     for name, r in g.iterrows():
         rows = sub[sub["name"] == name].nlargest(5, "dur")["row"]
