@@ -104,12 +104,12 @@ THRESHOLDS: dict[str, float] = {
     "efficiency_fusion_ratio": 0.15,
     "dominant_kernel_ratio": 0.25,
     "allocator_ratio": 0.05,
-    "host_sync_ratio": 0.02,
+    "host_sync_ratio": 0.01,
     "optimizer_loop_ops": 16,
     "step_io_ratio": 0.02,
     "unattributed_ratio": 0.10,
     "tiny_op_ns": 30_000,
-    "tiny_ops_per_step": 200,
+    "tiny_ops_per_step": 20,
     "profiler_overhead_ratio": 0.10,
 }
 
@@ -335,7 +335,7 @@ UNQUANTIFIED: dict[str, str] = {
     "tensor_cores": "no GEMM kernel to scale",
     "unattributed_host": "the trace has no Python frames to name the code (record with_stack=True)",
     "tiny_batch": "the replay has no model of a larger batch (the per-op overhead estimate is in the evidence)",
-    "straggler": "balancing ranks needs a replay of every rank (whatif balance_ranks)",
+    "straggler": "this trace is the straggler: balancing saves the other ranks' wait (in the evidence), not its own",
     "profiler_overhead": "the profiler's cost, not the job's: nothing to save in the unprofiled run",
 }
 
@@ -392,6 +392,8 @@ def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict
     found: list[Finding] = []
     for r in names:
         found.extend(RULES[r](inp))
+    if any(f.rule == "straggler" for f in found):  # one finding per cause: the exposed wait is the straggler's
+        found = [f for f in found if f.rule != "communication"]
     for f in found:
         f.part = f.part or RULE_PARTS.get(f.rule, "")
         f.knob = f.knob or RULE_KNOBS.get(f.rule, "")

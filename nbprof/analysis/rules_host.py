@@ -10,22 +10,27 @@ Each rule takes :class:`nbprof.analysis.findings.RuleInputs` and returns at most
 =====================  ======================================================================================
 ``host_sync``          ``aten::item`` / ``aten::_local_scalar_dense`` / ``cudaStreamSynchronize`` /
                        ``cudaDeviceSynchronize`` / ``cudaEventSynchronize`` (and the ``hip`` twins) inside the
-                       steps take >= ``host_sync_ratio`` of the step time. Scenario: ``remove_syncs`` when the
-                       replay has it, else those calls scaled to 0.
+                       steps, with the Python frames reading tensor values (``.item()``, ``.tolist()``...) and the
+                       user's comprehensions around them (a per-element read loop), take >= ``host_sync_ratio`` of
+                       the step time. Scenario: ``remove_syncs`` when the replay has it, else all of those scaled
+                       to 0 (the values read on the device instead).
 ``optimizer_loop``     an ``Optimizer.step#...`` range runs >= ``optimizer_loop_ops`` per-parameter ops
                        (``aten::add_``, ``mul_``, ``addcmul_``, ``lerp_``, ...) and no ``_foreach_``/``_fused_``
-                       op. Scenario: the range scaled by ``1 - saved/range``, saved = (ops - distinct op names) x
-                       the 10th-percentile op time (a foreach op pays the per-op overhead once per op kind).
+                       op. Scenario: the range scaled to what a foreach implementation keeps: each op's time above
+                       the cheapest call of its name (the arithmetic) plus one call per op name and step.
 ``step_io``            Python frames of ``torch.save``, ``print``, ``logging`` or file writes inside the steps take
                        >= ``step_io_ratio`` of the step time. Scenario: those frames scaled to 0 (done every N
                        steps instead: the saving approaches it).
 ``unattributed_host``  no Python frames and >= ``unattributed_ratio`` of the step outside every op (the
                        verdict's ``idle``). Not quantified: nothing names the code.
-``tiny_batch``         CPU-only trace whose leaf ops are short (median < ``tiny_op_ns``) and many
-                       (>= ``tiny_ops_per_step``): per-op overhead dominates. Not quantified: the replay has no
+``tiny_batch``         CPU-only trace whose ops (not the optimizer's, not syncs) are short (median < ``tiny_op_ns``) and many
+                       (>= ``tiny_ops_per_step`` per step): per-op overhead dominates. Not quantified: the replay has no
                        model of a larger batch.
 ``straggler``          several ranks given: :func:`nbprof.analysis.distributed.stragglers` names a straggler.
-                       Scenario: ``balance_ranks`` when the replay has it, else not quantified.
+                       Scenario: ``balance_ranks`` when the replay has it; else, on a rank that waits, its
+                       collectives scaled to their transfer share (:func:`~nbprof.analysis.distributed.wait_transfer`:
+                       no wait for the straggler); on the straggler itself not quantified (the saving is the
+                       others').
 ``profiler_overhead``  the capture recorded the unprofiled step time (``trace.meta.extra["unprofiled_step_ns"]``)
                        and the profiled step is >= ``profiler_overhead_ratio`` longer. Not quantified: the
                        profiler's cost is not the job's.
@@ -59,6 +64,10 @@ OPTIMIZER_OPS = frozenset({"aten::add_", "aten::mul_", "aten::addcmul_", "aten::
                            "aten::sqrt", "aten::div_", "aten::add", "aten::mul", "aten::div", "aten::sub_",
                            "aten::maximum", "aten::neg", "aten::clone", "aten::copy_", "aten::sqrt_"})
 _OPT_RANGE = re.compile(r"^Optimizer\.step#")
+#: Python frames of reading a tensor's value on the host (with_stack=True): the calls the sync ops sit in.
+SYNC_FRAME_RE = re.compile(r"^<built-in method (item|tolist|cpu|numpy) of Tensor object")
+#: what the ``host_sync`` scenario removes: the sync ops and calls, and the Python frames of reading the value
+SYNC_PATTERN = ("^(?:" + "|".join(re.escape(n) for n in sorted(SYNC_NAMES)) + ")$|" + SYNC_FRAME_RE.pattern)
 
 
 def _step_mask(inp: RuleInputs, m: np.ndarray) -> np.ndarray:
@@ -96,18 +105,42 @@ def _code_line(inp: RuleInputs, rows: list[int]) -> str:
     return pyframes.enclosing_user_frame(inp.trace, rows[0]) if rows else ""
 
 
-def _sync_scenario(names: list[str]) -> Scenario:
-    if "remove_syncs" in getattr(whatif, "SCENARIOS", ()):
+_LOOP_FRAME = re.compile(r"\): <(genexpr|listcomp|dictcomp|setcomp|lambda)>$")
+
+
+def _read_loops(inp: RuleInputs, syncs: np.ndarray) -> np.ndarray:
+    """User comprehension frames (``<genexpr>``, ``<listcomp>``...) with a sync inside: a per-element loop that
+    exists to read values on the host (``sum(p.item() == t.item() for ...)``); reading on the device removes it."""
+    ev = inp.trace.events
+    cand = np.flatnonzero(pyframes.is_frame(inp.trace) & pred.name_mask(
+        ev["name"], lambda n: _LOOP_FRAME.search(n) is not None and pyframes.is_user_frame(n)))
+    out = np.zeros(len(ev), bool)
+    if cand.size == 0:
+        return out
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    t = np.sort(ts[syncs])
+    end = ts[cand] + ev["dur_ns"].to_numpy(np.int64)[cand]
+    out[cand[np.searchsorted(t, end) > np.searchsorted(t, ts[cand])]] = True
+    return out
+
+
+def _sync_scenario(loop_names: list[str]) -> Scenario:
+    if "remove_syncs" in getattr(whatif, "SCENARIOS", ()) and not loop_names:
         return "remove_syncs"
-    return whatif.scale(exact(names), 0.0, label=f"{len(names)} sync call names")
+    pattern = SYNC_PATTERN + ("|" + exact(loop_names) if loop_names else "")
+    return whatif.scale(pattern, 0.0, label="host syncs, tensor reads" + (" and their loops" if loop_names else ""))
 
 
 def rule_host_sync(inp: RuleInputs) -> list[Finding]:
     """Host syncs (``.item()``, ``.cpu()``, ``torch.cuda.synchronize()``) inside the steps."""
     ev = inp.trace.events
-    m = _step_mask(inp, pred.name_mask(ev["name"], SYNC_NAMES.__contains__) & (ev["device"].to_numpy() < 0))
+    frames = pyframes.is_frame(inp.trace) & pred.name_mask(ev["name"], SYNC_FRAME_RE.match)
+    m = _step_mask(inp, (pred.name_mask(ev["name"], SYNC_NAMES.__contains__) | frames) & (ev["device"].to_numpy() < 0))
     if not m.any():
         return []
+    loops = _read_loops(inp, m)
+    frames |= loops
+    m |= loops
     n_steps, total = _step_total(inp)
     ts = ev["ts_ns"].to_numpy(np.int64)[m]
     end = ts + ev["dur_ns"].to_numpy(np.int64)[m]
@@ -116,17 +149,19 @@ def rule_host_sync(inp: RuleInputs) -> list[Finding]:
     ratio = sync_ns / total if total > 0 else 0.0
     if ratio < inp.th("host_sync_ratio"):
         return []
-    names = sorted({str(n) for n in ev["name"].astype(object).to_numpy()[m]})
-    rows = evi.longest(inp.trace, m)
+    names = sorted({str(n) for n in ev["name"].astype(object).to_numpy()[m & ~frames]})
+    calls = int((m & ~frames & ~pred.name_mask(ev["name"], lambda n: n == "aten::_local_scalar_dense")).sum())
+    rows = evi.longest(inp.trace, m & ~frames) or evi.longest(inp.trace, m)
     return [Finding(
         "host_sync", "high" if ratio > 0.2 else "medium",
-        f"{int(m.sum())} host syncs ({', '.join(names[:3])}) hold the host {ratio:.0%} of the step time, "
-        f"{len(top) / n_steps:.0f} per step",
-        {"sync_ns": sync_ns, "sync_ratio": float(ratio), "calls": int(m.sum()), "names": names, "steps": n_steps},
+        f"{calls} host syncs ({', '.join(names[:3])}) hold the host {ratio:.0%} of the step time, "
+        f"{calls / n_steps:.0f} per step",
+        {"sync_ns": sync_ns, "sync_ratio": float(ratio), "calls": calls, "names": names, "steps": n_steps},
         steps_where(inp.steps) if len(inp.steps) else "whole trace",
         "Each .item(), .cpu(), print(tensor) or torch.cuda.synchronize() waits until the device is done; keep the "
         "values on the device (accumulate losses as tensors) and read them every N steps.",
-        evidence_rows=rows, scenario=_sync_scenario(names), part="sync_wait", code_line=_code_line(inp, rows),
+        evidence_rows=rows, scenario=_sync_scenario(sorted({str(n) for n in ev["name"].astype(object).to_numpy()[loops]})),
+        part="sync_wait" if inp.trace.has_device else "python" if loops.any() else "host", code_line=_code_line(inp, rows),
         knob="read metrics every N steps (loss.detach() accumulated on the device)",
     )]
 
@@ -151,10 +186,19 @@ def rule_optimizer_loop(inp: RuleInputs) -> list[Finding]:
     if ops_per_step < inp.th("optimizer_loop_ops"):
         return []
     dur = ev["dur_ns"].to_numpy(np.int64)
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    per = per[_outermost(ts[per], ts[per] + dur[per])]  # an op inside another counts once
     opt_ns = int(dur[rng].sum())
-    overhead = float(np.percentile(dur[per], 10))
-    kinds = len({str(n) for n in nm[per]})
-    saved = max(0.0, (per.size - kinds * rng.size) * overhead)
+    # a foreach implementation does the same arithmetic in one op per kind: it keeps each op's time above the
+    # cheapest call of its name (the arithmetic) plus one call's overhead per kind and step; the rest of the range
+    # (the per-op overhead and the Python loop around the ops) goes
+    pn = nm[per].astype(str)
+    floor = {k: float(dur[per][pn == k].min()) for k in set(pn)}
+    arithmetic = float(sum(dur[per][i] - floor[k] for i, k in enumerate(pn)))
+    kinds = len(floor)
+    kept = arithmetic + rng.size * sum(floor.values())
+    saved = max(0.0, opt_ns - kept)
+    overhead = float(np.mean(list(floor.values())))
     factor = max(0.0, 1.0 - saved / opt_ns) if opt_ns > 0 else 1.0
     opt_names = sorted({str(n) for n in nm[rng]})
     _n_steps, total = _step_total(inp)
@@ -164,7 +208,8 @@ def rule_optimizer_loop(inp: RuleInputs) -> list[Finding]:
         f"{opt_names[0]} runs {ops_per_step:.0f} per-parameter ops per step ({opt_ns / max(total, 1):.0%} of the "
         "step time): a Python loop over the parameters",
         {"optimizer_ns": opt_ns, "ops": int(per.size), "ops_per_step": float(ops_per_step), "op_kinds": kinds,
-         "per_op_overhead_ns": overhead, "estimated_saving_ns": saved, "ranges": int(rng.size)},
+         "per_op_overhead_ns": overhead, "arithmetic_ns": arithmetic, "estimated_saving_ns": saved,
+         "ranges": int(rng.size)},
         steps_where(inp.steps) if len(inp.steps) else "whole trace",
         "Use the multi-tensor implementation: torch.optim.<Opt>(..., foreach=True) (or fused=True for Adam/AdamW/SGD "
         "on GPU); one kernel per op kind instead of one per parameter.",
@@ -234,7 +279,13 @@ def rule_tiny_batch(inp: RuleInputs) -> list[Finding]:
         return []
     ev = tr.events
     m = _step_mask(inp, pred.is_host_op(ev, annotations=False) & ~pred.is_step_row(ev)
-                   & pred.name_mask(ev["name"], lambda n: n.startswith("aten::")))
+                   & pred.name_mask(ev["name"], lambda n: n.startswith("aten::") and n not in SYNC_NAMES))
+    opt = np.flatnonzero(pred.name_mask(ev["name"], _OPT_RANGE.match) & pred.is_host_op(ev))
+    if opt.size and m.any():  # the optimizer's ops are the optimizer_loop rule's; the batch sizes the model's ops
+        from .critical_path import inside_ranges
+
+        rows = np.flatnonzero(m)
+        m[rows[inside_ranges(ev, opt, rows, ev["ts_ns"].to_numpy(np.int64)[rows])]] = False
     if not m.any():
         return []
     dur = ev["dur_ns"].to_numpy(np.int64)[m]
@@ -262,27 +313,40 @@ def rule_straggler(inp: RuleInputs) -> list[Finding]:
     """The rank the others wait for (several ranks given)."""
     if len(inp.ranks) < 2:
         return []
-    from .distributed import stragglers
+    from .distributed import stragglers, wait_transfer
 
-    s = stragglers(list(inp.ranks))
+    wt = wait_transfer(list(inp.ranks))
+    s = stragglers(wt)
     if s.empty or not s["straggler"].any():
         return []
     r = s[s["straggler"]].sort_values("caused_wait_ns", ascending=False).iloc[0]
     n_steps = max(int(r["steps"]), 1)
     rank = int(r["rank"])
     victims = s[s["rank"] != rank]
-    sc: Scenario | None = "balance_ranks" if "balance_ranks" in getattr(whatif, "SCENARIOS", ()) else None
+    me = int(inp.trace.meta.rank)
+    mine = wt[wt["rank"] == me]
+    sc: Scenario | None = None
+    if "balance_ranks" in getattr(whatif, "SCENARIOS", ()):
+        sc = "balance_ranks"
+    elif me != rank and len(mine) and int(mine["dur_ns"].sum()) > 0:
+        # this rank's collectives shrink to their transfer time: no wait for the straggler
+        kinds = sorted({str(c) for c in mine["collective"]})
+        pattern = "^(?:[a-z0-9_]+:)?(?:" + "|".join(re.escape(k) for k in kinds) + ")$"
+        keep = float(mine["transfer_ns"].sum()) / float(mine["dur_ns"].sum())
+        sc = whatif.scale(pattern, keep, label=f"collectives without the wait for rank {rank}")
+    ev = inp.trace.events
+    rows = evi.longest(inp.trace, pred.is_communication(ev))
     return [Finding(
         "straggler", "high",
         f"rank {rank} is the straggler in {int(r['straggler_steps'])} of {n_steps} steps: the other ranks wait "
         f"{ms(int(r['caused_wait_ns']) / n_steps)} per step for it",
         {"rank": rank, "straggler_steps": int(r["straggler_steps"]), "steps": n_steps,
          "caused_wait_ns": int(r["caused_wait_ns"]), "victims": [int(v) for v in victims["rank"]],
-         "victims_wait_ns": int(victims["own_wait_ns"].sum())},
-        f"rank {rank}",
+         "victims_wait_ns": int(victims["own_wait_ns"].sum()), "this_rank": me},
+        f"rank {rank}" + (f" (this trace: rank {me}, which waits for it)" if me != rank else " (this trace)"),
         f"Make rank {rank} as fast as the others: look at its own verdict (its DataLoader, host work, input sizes); "
         "balance the data per rank (a DistributedSampler with equal shards, sequence bucketing).",
-        part="communication", knob=f"balance rank {rank}'s work", scenario=sc,
+        evidence_rows=rows, part="communication", knob=f"balance rank {rank}'s work", scenario=sc,
     )]
 
 

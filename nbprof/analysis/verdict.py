@@ -22,8 +22,8 @@ parts, two of them carved out of another part by what the time really is (issue 
 ========================  ==========================================================
 
 The **bound** is the part that the first finding's fix shrinks (``findings[0].part``, the advisor's one
-ranking: the largest predicted saving) when that saving is at least :data:`MIN_SAVING_RATIO` of the step;
-otherwise the largest part. :attr:`Verdict.bound_reason` says why when the two differ. A part within
+ranking: the largest predicted saving) when that saving is at least :data:`MIN_SAVING_RATIO` of the step and the
+part holds at least half of it; otherwise the largest part. :attr:`Verdict.bound_reason` says why when the two differ. A part within
 :data:`CLOSE_RATIO` of the bound's share is :attr:`Verdict.co_bound` (both are shown instead of a flip at a
 threshold). A trace too short to judge (step time < :data:`MIN_STEP_NS`, or only the profiler's own events)
 gets bound ``too_short``; one step gets :attr:`Verdict.caveat`. With several ranks, the straggler
@@ -199,7 +199,10 @@ def _contributors(trace: Trace, mask: np.ndarray, windows: pd.DataFrame, top: in
         return ()
     dur = np.clip(np.minimum(end[m], hi) - np.maximum(ts[m], lo), 0, None)
     sub = pd.DataFrame({"name": ev["name"].astype(object).to_numpy()[m], "dur": dur, "row": ev.index.to_numpy()[m]})
-    g = sub.groupby("name", sort=False)["dur"].agg(["sum", "count"]).sort_values("sum", ascending=False).head(top)
+    g = sub.groupby("name", sort=False)["dur"].agg(["sum", "count"]).sort_values("sum", ascending=False)
+    # a range that spans the steps themselves (a user annotation of the whole step) names nothing inside them
+    span = float((windows["end_ns"] - windows["start_ns"]).sum())
+    g = g[~((g["sum"] >= 0.9 * span) & (g["count"] <= len(windows)))].head(top)
     out = []
     for name, r in g.iterrows():
         rows = sub[sub["name"] == name].nlargest(5, "dur")["row"]
@@ -317,13 +320,15 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
     first = next((f for f in findings if f.quantified), None)
     first_part = first.part if first is not None and first.part in parts else ""
     bound, reason = largest, ""
-    if first is not None and first_part and float(first.predicted_saving_ns or 0) >= MIN_SAVING_RATIO * step_ns \
-            and parts[first_part] > 0:
+    saving = float(first.predicted_saving_ns or 0) if first is not None else 0.0
+    # the first finding names the bound when it saves a real share of the step and its part holds that time
+    if first is not None and first_part and saving >= MIN_SAVING_RATIO * step_ns \
+            and parts[first_part] >= 0.5 * saving:
         bound = first_part
         if bound != largest:
             reason = (f"{largest} takes more of the step, but the fix with the largest predicted saving "
                       f"({first.rule}) shrinks {bound}")
-    elif first is None or float(first.predicted_saving_ns or 0) < MIN_SAVING_RATIO * step_ns:
+    elif first is None or saving < MIN_SAVING_RATIO * step_ns:
         reason = "no finding is predicted to save 5% of the step: the bound is the largest part"
     close = sorted((p for p in parts if p != bound and parts[p] > 0
                     and CLOSE_RATIO * max(parts[p], parts[bound]) <= min(parts[p], parts[bound])),

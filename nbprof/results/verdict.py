@@ -98,12 +98,13 @@ def verdict_sentence(v: Any, findings: Sequence[Any] = ()) -> str:
         head = "CPU compute-bound"
     co = getattr(v, "co_bound", "")
     if co:
-        co_head = BOUND_LABELS.get(co, (co, co))[0]
-        head = f"{head} / {co_head}"
+        head = f"{head} / {BOUND_LABELS.get(co, (co, co))[0] if co != 'python' else 'Python'}"
     s = f"{head}: {_what(v)}, {_pct(v.bound_ratio)} of each step ({_ms_pair(v.bound_ns, v.step_ns)}"
     s += f", average of {v.steps} step{'s' if v.steps != 1 else ''})"
     if co:
         s += f" / {_PART_SHORT.get(co, co)} {_pct(v.ratio(co))}"
+        if co == "python" and v.python_frame:
+            s += f" (top frame: {_frame_words(v.python_frame)})"
     others = sorted((p for p in v.parts_ns if p not in (v.bound, co)), key=lambda p: -v.parts_ns[p])
     extra = [f"{_PART_SHORT.get(p, p)} {_pct(v.ratio(p))}" for p in others[:2] if v.ratio(p) >= 0.05]
     if extra:
@@ -114,8 +115,9 @@ def verdict_sentence(v: Any, findings: Sequence[Any] = ()) -> str:
         s += "; CPU-only profile (no device activity)"
     sg = getattr(v, "straggler", None)
     if sg is not None:
+        unit, div = ("s", 1e9) if sg.caused_wait_ns >= 1e9 else ("ms", 1e6) if sg.caused_wait_ns >= 1e6 else ("µs", 1e3)
         s += (f"; rank {sg.rank} is the straggler (last in {sg.straggler_steps} of {sg.steps} steps): the other "
-              f"ranks wait {fmt_ns(sg.caused_wait_ns)} per step for it")
+              f"ranks wait ~{_sig2(sg.caused_wait_ns / div)} {unit} per step for it")
     s += "."
     largest = max(v.parts_ns, key=lambda p: v.parts_ns[p])
     if v.bound != largest and largest != co:
@@ -123,6 +125,9 @@ def verdict_sentence(v: Any, findings: Sequence[Any] = ()) -> str:
         fix = f" ({first.title})" if first is not None else ""
         s += (f" The largest part is {_PART_SHORT.get(largest, largest)} ({_pct(v.ratio(largest))}), but the fix with "
               f"the largest predicted saving{fix} shrinks {_PART_SHORT.get(v.bound, v.bound)}.")
+    elif v.bound == largest and not any(_has_saving(f) and float(f.predicted_saving_ns) >= 0.05 * v.step_ns
+                                         for f in findings):
+        s += " No finding is predicted to save 5% of the step."
     if getattr(v, "caveat", ""):
         s += f" ({v.caveat[0].upper()}{v.caveat[1:]}.)"
     return s
@@ -261,7 +266,7 @@ def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3,
             parts.append('<div style="margin:4px 12px"><b>What to fix first</b><ol>'
                          + "".join(item(f) for f in ranked) + "</ol></div>")
         if apart:
-            parts.append('<div class="nbprof-apart" style="margin:4px 12px"><b>Also found (saving not quantified)</b>'
+            parts.append('<div class="nbprof-apart" style="margin:4px 12px"><b>Also found (no predicted saving to show)</b>'
                          "<ul>" + "".join(item(f) for f in apart) + "</ul></div>")
     else:
         parts.append('<div style="margin:4px 12px"><i>No advisor finding for this trace.</i></div>')

@@ -1,0 +1,205 @@
+"""The validation harness (issue 30): before/after pairs where the real fix is known, and what nbprof says of the
+"before" run -- the bound, the finding ranked first, the predicted saving -- set against the measured saving.
+
+A pair's *measured saving* is the mean step of the before run minus that of the after run (``whatif.predict(tr,
+[]).baseline_step_ns``: the one step definition), scaled to the same samples where the fix changes the batch. Its
+*predicted saving* is the ``predicted_saving_ns`` of the before run's finding of the fix's rule (None: not
+quantified). A pair is *disturbed* when the work the fix does not touch (``untouched`` ops) differs between the two
+runs by more than :data:`GUARD` (the machine's load changed between them): its error then measures load, not the
+prediction (the guard of ``tests/test_analysis_whatif.py``), and it is reported but left out of the error targets.
+
+``evaluate(pairs)`` -> one row per pair; ``summary(rows)`` -> the targets' numbers; ``markdown(rows)`` -> the table of
+``docs/harness.md`` (``scripts/harness_table.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import nbprof
+from nbprof.analysis import advisor, whatif
+from nbprof.analysis.verdict import verdict
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DATA = ROOT / "data"
+CORPUS = Path(os.environ.get("NBPROF_CORPUS", ROOT.parent / "shared" / "corpus"))
+#: the untouched work of the two runs may differ by this factor before a pair counts as disturbed
+GUARD = 1.35
+V100 = "pytorch__kineto/tb_plugin/samples/resnet50_num_workers_{}/"
+
+
+@dataclass
+class Pair:
+    """One before/after pair: ``fix_rule`` is the advisor rule whose finding names the real fix."""
+
+    name: str
+    kind: str
+    fix_rule: str
+    before: Callable[[int], nbprof.Trace | list[nbprof.Trace]]  # round -> the trace (or every rank's)
+    after: Callable[[int], nbprof.Trace | list[nbprof.Trace]]
+    samples_ratio: float = 1.0  # after's samples per step / before's (tiny_batch: 16)
+    untouched: str = r"^aten::addmm$"  # ops the fix leaves alone (the guard); "" = no guard
+    rank: int = 0  # which rank's step (multi-rank pairs)
+    rounds: int = 1
+
+
+def cpu_pairs(out: Path, names: Sequence[str] | None = None, rounds: int = 2) -> list[Pair]:
+    """Run the CPU workloads (``workloads.py``, one subprocess, ``rounds`` before/after rounds) into ``out`` and
+    return their pairs."""
+    from workloads import WORKLOADS  # tests/harness on sys.path
+
+    names = list(WORKLOADS) if names is None else list(names)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, str(HERE / "workloads.py"), str(out), str(rounds), *names], check=True,
+                   capture_output=True, timeout=900, env=env)
+    kinds = {"dataloader": ("input pipeline: DataLoader workers", "dataloader"),
+             "slow_collate": ("input pipeline: slow collate_fn", "dataloader"),
+             "print_tensor": ("print(tensor) per step", "step_io"),
+             "logging": ("logging a tensor per step", "step_io"),
+             "checkpoint": ("torch.save every step", "step_io"),
+             "optimizer": ("per-parameter optimizer loop (foreach)", "optimizer_loop"),
+             "python_metrics": (".item() per sample (metrics)", "host_sync"),
+             "tiny_batch": ("tiny batch (4 vs 64)", "tiny_batch")}
+    pairs = []
+    for n in names:
+        kind, rule = kinds[n]
+
+        def load(v: str, r: int, n: str = n) -> nbprof.Trace:
+            return nbprof.load(out / f"{n}.{v}.r{r}.pt.trace.json")
+
+        pairs.append(Pair(n, kind, rule, lambda r, load=load: load("before", r), lambda r, load=load: load("after", r),
+                          samples_ratio=16.0 if n == "tiny_batch" else 1.0,
+                          # tiny_batch changes the model's ops by design; after torch.save the next step's matmuls run
+                          # ~10x slower (measured in every run, quiet or not: the file's write-back competes), so
+                          # the fix does touch them
+                          untouched="" if n in ("tiny_batch", "checkpoint") else r"^aten::addmm$", rounds=rounds))
+    return pairs
+
+
+def straggler_pair(out: Path, sleep_s: float = 0.03, steps: int = 4) -> Pair:
+    """The 2-rank gloo DDP job of ``tests/workloads/ddp_straggler.py``: rank 1 sleeps ``sleep_s`` per step (before)
+    or not (after); measured on rank 0's step."""
+    from nbprof.deepspeed.run import free_port
+
+    def run(sub: str, s: float) -> list[nbprof.Trace]:
+        d = out / sub
+        d.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+                "--master_port", str(free_port()), str(ROOT / "tests" / "workloads" / "ddp_straggler.py"), str(d),
+                "--sleep", str(s), "--steps", str(steps)]
+        subprocess.run(argv, check=True, capture_output=True, timeout=300, cwd=str(d),
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+        return [nbprof.load(d / f"rank{r}.pt.trace.json") for r in (0, 1)]
+
+    return Pair("straggler", "2-rank gloo straggler (rank 1 sleeps)", "straggler", lambda r: run(f"before{r}", sleep_s),
+                lambda r: run(f"after{r}", 0.0), untouched=r"^aten::addmm$")
+
+
+def gpu_pairs() -> list[Pair]:
+    """The real GPU pairs: data/gpu's H200 CNN (num_workers 0 -> 4, 1 ms preprocessing per sample) and the corpus
+    V100 ResNet-50 (torch-tb-profiler's num_workers 0 -> 4 samples; skipped when the corpus is absent)."""
+    out = [Pair("h200_cnn_workers", "GPU input pipeline (H200 CNN, workers 0 -> 4)", "dataloader",
+                lambda r: nbprof.load(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"),
+                lambda r: nbprof.load(DATA / "gpu" / "cnn_nw4_prep.pt.trace.json.gz"), untouched="")]
+    d0, d4 = CORPUS / V100.format(0), CORPUS / V100.format(4)
+    if d0.is_dir() and d4.is_dir():
+        out.append(Pair("v100_resnet50_workers", "GPU input pipeline (V100 ResNet-50, workers 0 -> 4)", "dataloader",
+                        lambda r: nbprof.load(next(d0.glob("*.pt.trace.json*"))),
+                        lambda r: nbprof.load(next(d4.glob("*.pt.trace.json*"))), untouched=""))
+    return out
+
+
+def _untouched_ns(tr: nbprof.Trace, pattern: str) -> float:
+    import re
+
+    ev = tr.events
+    rx = re.compile(pattern)
+    m = ev["name"].astype(str).map(lambda n: rx.search(n) is not None).to_numpy(bool) & (ev["device"].to_numpy() < 0)
+    n = max(int(ev["name"].astype(str).str.startswith("ProfilerStep#").sum()), 1)
+    return float(ev.loc[m, "dur_ns"].sum()) / n
+
+
+def _round(p: Pair, r: int) -> dict:
+    b, a = p.before(r), p.after(r)
+    ranks = b if isinstance(b, list) else None
+    tb = b[p.rank] if isinstance(b, list) else b
+    ta = a[p.rank] if isinstance(a, list) else a
+    fs = advisor.advise(tb, ranks=tuple(ranks) if ranks else None)
+    v = verdict(tb, findings=fs, ranks=ranks)
+    pos = next((i for i, f in enumerate(fs, 1) if f.rule == p.fix_rule), 0)
+    fix = fs[pos - 1] if pos else None
+    pred = fix.predicted_saving_ns if fix is not None and fix.quantified else None
+    mb = whatif.predict(tb, []).baseline_step_ns
+    ma = whatif.predict(ta, []).baseline_step_ns / p.samples_ratio
+    ratio = float("nan")
+    if p.untouched:
+        ub, ua = _untouched_ns(tb, p.untouched), _untouched_ns(ta, p.untouched)
+        ratio = ub / ua if ua > 0 else float("nan")
+    return dict(bound=v.bound, first_rule=fs[0].rule if fs else "", fix_rank=pos, predicted_ns=pred,
+                reason="" if pred is not None else (fix.saving_reason if fix else "no finding of the fix's rule"),
+                measured_ns=mb - ma, before_step_ns=mb, after_step_ns=ma, untouched_ratio=ratio,
+                disturbed=bool(p.untouched) and not (1 / GUARD <= ratio <= GUARD))
+
+
+def evaluate(pairs: Sequence[Pair]) -> list[dict]:
+    """One row per pair: ``name, kind, fix_rule, bound, first_rule, fix_rank`` (1-based position of the fix's finding
+    in the ranking, 0 when absent), ``predicted_ns`` (None: not quantified), ``reason`` (why not), ``measured_ns``,
+    ``error`` (predicted / measured - 1; None when either is missing), ``disturbed`` (the guard), ``untouched_ratio``,
+    ``rounds`` (undisturbed rounds used). With several rounds the numbers are the means over the undisturbed rounds
+    (all rounds, marked disturbed, when none is); the bound and the ranking are the first such round's."""
+    rows = []
+    for p in pairs:
+        rs = [_round(p, r) for r in range(p.rounds)]
+        quiet = [x for x in rs if not x["disturbed"]] or rs
+        row = dict(quiet[0], name=p.name, kind=p.kind, fix_rule=p.fix_rule, rounds=len(quiet))
+        for k in ("measured_ns", "before_step_ns", "after_step_ns", "untouched_ratio"):
+            row[k] = float(np.mean([x[k] for x in quiet]))
+        preds = [x["predicted_ns"] for x in quiet if x["predicted_ns"] is not None]
+        row["predicted_ns"] = float(np.mean(preds)) if len(preds) == len(quiet) else None
+        row["error"] = (row["predicted_ns"] / row["measured_ns"] - 1) if row["predicted_ns"] is not None \
+            and row["measured_ns"] > 0 else None
+        row["disturbed"] = all(x["disturbed"] for x in rs)
+        rows.append(row)
+    return rows
+
+
+def summary(rows: Sequence[dict]) -> dict:
+    """The issue's targets on ``rows``: ``pairs``, ``right_first`` (fix ranked first), ``quantified`` (undisturbed
+    pairs with a prediction), ``median_abs_error``, ``max_factor`` (worst predicted/measured or its inverse)."""
+    q = [r for r in rows if r["error"] is not None and not r["disturbed"]]
+    errs = [abs(r["error"]) for r in q]
+    factors = [max((1 + r["error"]), 1 / (1 + r["error"])) if 1 + r["error"] > 0 else float("inf") for r in q]
+    return dict(pairs=len(rows), right_first=sum(r["fix_rank"] == 1 for r in rows), quantified=len(q),
+                median_abs_error=float(np.median(errs)) if errs else float("nan"),
+                max_factor=max(factors) if factors else float("nan"))
+
+
+def _ms(ns: float | None) -> str:
+    return "-" if ns is None or ns != ns else f"{ns / 1e6:.1f}"
+
+
+def markdown(rows: Sequence[dict]) -> str:
+    """The harness table (Markdown), then the summary line."""
+    head = ("| pair | kind | bound named | first finding | fix's rank | predicted saving (ms/step) | "
+            "measured saving (ms/step) | error | note |\n|---|---|---|---|---|---|---|---|---|\n")
+    lines = []
+    for r in rows:
+        err = "-" if r["error"] is None else f"{100 * r['error']:+.0f}%"
+        note = "; ".join(x for x in (
+            "disturbed (untouched work x{:.2f})".format(r["untouched_ratio"]) if r["disturbed"] else "",
+            r["reason"].replace("|", "/")[:100] if r["predicted_ns"] is None else "") if x)
+        lines.append(f"| {r['name']} | {r['kind']} | {r['bound']} | {r['first_rule']} | {r['fix_rank'] or 'absent'} | "
+                     f"{_ms(r['predicted_ns'])} | {_ms(r['measured_ns'])} | {err} | {note} |")
+    s = summary(rows)
+    foot = (f"\nRight fix first: **{s['right_first']} of {s['pairs']}**. Quantified and undisturbed: {s['quantified']}; "
+            f"median absolute error of the saving: **{100 * s['median_abs_error']:.0f}%** of the measured saving; "
+            f"worst: **{s['max_factor']:.2f}x** off.\n")
+    return head + "\n".join(lines) + "\n" + foot

@@ -1,0 +1,70 @@
+"""The validation harness of issue 30 (tests/harness): on before/after pairs whose real fix is known, nbprof names a
+bound, ranks the fix's finding first, and predicts the measured saving (docs/harness.md; scripts/harness_table.py).
+
+Runs the 8 CPU workloads (2 interleaved rounds), the 2-rank gloo straggler, and the recorded GPU pairs; ~2 min on
+the shared 2-core machine. Error targets are checked on the pairs the guard calls undisturbed (the work the fix does
+not touch agreed between the two runs), skipped when fewer than 3 are (a machine too loaded to measure on)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "harness"))
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    pytest.importorskip("torch")
+    import pairs as H
+
+    out = tmp_path_factory.mktemp("harness")
+    ps = H.cpu_pairs(out, rounds=2) + [H.straggler_pair(out)] + H.gpu_pairs()
+    rows = H.evaluate(ps)
+    print("\n" + H.markdown(rows))
+    return rows
+
+
+def test_every_pair_names_a_bound_and_the_fix(rows):
+    import pairs as H
+
+    assert len(rows) >= 10
+    by = {r["name"]: r for r in rows}
+    for r in rows:
+        assert r["bound"] not in ("none", "too_short"), r
+        assert r["fix_rank"] >= 1, r  # the fix's finding exists
+    # the right fix first in at least 9 of 10 pairs
+    s = H.summary(rows)
+    assert s["right_first"] >= 0.9 * s["pairs"], [(r["name"], r["first_rule"]) for r in rows if r["fix_rank"] != 1]
+    # the bound is the part the fix shrinks where the fix is the input pipeline
+    for n in ("dataloader", "slow_collate", "h200_cnn_workers"):
+        assert by[n]["bound"] == "dataloader", by[n]
+    for n in ("print_tensor", "checkpoint"):
+        assert by[n]["bound"] == "python", by[n]  # host work in Python (torch.save, print), not "idle"
+
+
+def test_gpu_pairs_predictions(rows):
+    # recorded traces: deterministic. H200 CNN: no_dataloader predicts 21.1 ms, the num_workers=4 run measures
+    # 18.6 ms (+13%); V100 ResNet-50: 59.0 vs 36.5 ms (+61%, the no_dataloader upper bound: the 4-worker run still
+    # waits, and its host work differs -- the replay's dataloader_workers(n) is to close it)
+    by = {r["name"]: r for r in rows}
+    assert abs(by["h200_cnn_workers"]["error"]) <= 0.20
+    if "v100_resnet50_workers" in by:
+        assert 0 < by["v100_resnet50_workers"]["error"] <= 1.0  # within 2x
+
+
+def test_cpu_predicted_savings_against_measured(rows):
+    import pairs as H
+
+    cpu = [r for r in rows if not r["name"].endswith("_workers")]
+    q = [r for r in cpu if r["error"] is not None and not r["disturbed"]]
+    if len(q) < 4:
+        pytest.skip(f"machine too loaded: only {len(q)} undisturbed quantified CPU pairs\n" + H.markdown(rows))
+    s = H.summary(cpu)
+    # issue 30's targets: median absolute error <= 20% of the measured saving, none off by more than 2x
+    assert s["median_abs_error"] <= 0.20, H.markdown(rows)
+    assert s["max_factor"] <= 2.0, H.markdown(rows)
