@@ -40,6 +40,8 @@ __all__ = ["AutoSteps", "CAPTURE_KEY", "KEEP_AFTER"]
 CAPTURE_KEY = "nbprof_capture"
 #: Steps kept after the recorded window (their wall times are the "unprofiled" side of the overhead).
 KEEP_AFTER = 20
+#: At most this many steps are kept (a schedule repeated until the end would otherwise grow the list forever).
+MAX_KEPT = 10_000
 
 
 class AutoSteps:
@@ -122,11 +124,12 @@ class AutoSteps:
             nvtx.pop()
 
     def _on_step_end(self, ev: StepEnd) -> None:
-        if ev.index < self._window_end() + KEEP_AFTER:
+        stepping = ev.index < self._window_end()  # torch.profiler still has schedule steps to take
+        if len(self.steps) < MAX_KEPT and ev.index < self._window_end() + KEEP_AFTER:
             self.steps.append({"step": ev.index, "wall_ns": ev.duration_ns - self._carry_ns,
                                "data_wait_ns": ev.data_wait_ns, "phase": self.phase(ev.index)})
         self._carry_ns = 0
-        if self.off_reason is not None or ev.index >= self._window_end() + KEEP_AFTER:
+        if self.off_reason is not None:
             return
         if self.phase(ev.index) in ("wait", "warmup"):
             import torch
@@ -137,12 +140,13 @@ class AutoSteps:
                 return
         same_thread = threading.get_ident() == self._thread
         # the profiler prints (USDT start/stop lines) only where the phase changes; the filter is entered before
-        # the NVTX pop and left after the push, so both ranges' ends are only a few calls apart
-        quiet = self.phase(ev.index) != self.phase(ev.index + 1)
+        # the NVTX pop and left after the push, so both ranges' ends are only a few calls apart. The NVTX step
+        # ranges go on after the recorded window (cheap; the nsys trace covers the whole run).
+        quiet = stepping and self.phase(ev.index) != self.phase(ev.index + 1)
         with self.session.quiet_profiler_calls() if quiet else contextlib.nullcontext():
             if self._nvtx and same_thread:
                 self._nvtx_pop()
-            if ev.index < self._window_end():
+            if stepping:
                 self.session._profiler_step(quiet=False)
             if self._nvtx and same_thread:
                 nvtx.push(f"ProfilerStep#{ev.index + 1}")
