@@ -133,3 +133,19 @@ def test_report_script_under_nsys_merges_on_step_ranges(script, tmp_path, monkey
     ov = profiler_overhead(m)
     assert ov is not None and ov.profiled_steps == (4, 5, 6, 7, 8)
     assert "profiled steps took" in overhead_html(m)
+
+
+@pytest.mark.slow
+def test_report_script_without_steps_profiles_the_whole_run(tmp_path, monkeypatch):
+    """``nbprof report --script`` on a script with no optimizer and no DataLoader: nothing to step on, so the
+    run is profiled again as one window, and the report's notes say why."""
+    from nbprof.report import run_workload
+
+    src = tmp_path / "plain.py"
+    src.write_text("import torch\nfor _ in range(3):\n    torch.mm(torch.randn(8, 8), torch.randn(8, 8))\n")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    art = run_workload(str(src), (), tmp_path / "out", use_nsys=False, tensorboard=False, log=lambda _m: None)
+    assert Path(art.trace).exists()
+    assert any(n.startswith("no training step was found") for n in art.notes)
+    ev = nbprof.load(art.trace).events
+    assert (ev["name"] == "aten::mm").sum() == 3
