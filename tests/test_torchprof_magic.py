@@ -265,8 +265,13 @@ def test_loop_cell_steps_from_the_optimizer(ip):
     assert r.trace.steps == [3, 4, 5]
     ov = profiler_overhead(r.trace)
     assert ov is not None and ov.profiled_steps == (3, 4, 5) and ov.unprofiled_steps == (1, 6, 7)
+    assert any(n.startswith("Profiler overhead: profiled steps took") for n in r.notes)  # shown with the result
     r = magic(ip, "-o", LOOP_CELL)  # no schedule given: the first 5 steps
     assert r.trace.steps == [0, 1, 2, 3, 4]
+    # one training step in a cell is one step (the rest of the cell after opt.step() is no ProfilerStep)
+    r = magic(ip, "-o", LOOP_CELL.replace("range(8)", "range(1)"))
+    assert r.trace.steps == [0]
+    assert (r.trace.events["name"] == "aten::convolution_backward").sum() >= 1
 
 
 def test_sort_by_and_row_limit(ip):

@@ -17,7 +17,9 @@ It also records each step's wall time (``perf_counter`` ns, minus the time its o
 the step's start took: the profiler's start and export are one-off costs, not per-step overhead), its
 DataLoader wait and its schedule phase (``wait``, ``warmup``, ``active``, ``after``), written at the end
 into each exported trace as the top-level key ``"nbprof_capture"`` (the Kineto loader keeps it in
-``meta.extra``; :func:`nbprof.analysis.overhead.profiler_overhead` reads it).
+``meta.extra``; :func:`nbprof.analysis.overhead.profiler_overhead` reads it). A step still open when the
+profile ends inside the recorded window (the rest of a cell after its last ``optimizer.step()``) is not a
+step: its ``ProfilerStep#N`` annotation is dropped from the trace (:func:`finish_trace`).
 
 The user's own steps win: an explicit ``nbprof.step()`` (``Session.step``) or a torch.profiler of the
 script's own (seen enabled at a boundary while nbprof's is not recording) turns the automatic steps off,
@@ -34,12 +36,14 @@ from typing import Any
 from .. import nvtx
 from .step_hooks import StepEnd, StepHooks
 
-__all__ = ["AutoSteps", "CAPTURE_KEY", "KEEP_AFTER"]
+__all__ = ["AutoSteps", "CAPTURE_KEY", "KEEP_AFTER", "finish_trace"]
 
 #: Top-level key of the exported trace that holds the capture's step times (``meta.extra[CAPTURE_KEY]``).
 CAPTURE_KEY = "nbprof_capture"
 #: Steps kept after the recorded window (their wall times are the "unprofiled" side of the overhead).
 KEEP_AFTER = 20
+#: At most this many steps are kept (a schedule repeated until the end would otherwise grow the list forever).
+MAX_KEPT = 10_000
 
 
 class AutoSteps:
@@ -122,11 +126,12 @@ class AutoSteps:
             nvtx.pop()
 
     def _on_step_end(self, ev: StepEnd) -> None:
-        if ev.index < self._window_end() + KEEP_AFTER:
+        stepping = ev.index < self._window_end()  # torch.profiler still has schedule steps to take
+        if len(self.steps) < MAX_KEPT and ev.index < self._window_end() + KEEP_AFTER:
             self.steps.append({"step": ev.index, "wall_ns": ev.duration_ns - self._carry_ns,
                                "data_wait_ns": ev.data_wait_ns, "phase": self.phase(ev.index)})
         self._carry_ns = 0
-        if self.off_reason is not None or ev.index >= self._window_end() + KEEP_AFTER:
+        if self.off_reason is not None:
             return
         if self.phase(ev.index) in ("wait", "warmup"):
             import torch
@@ -137,12 +142,13 @@ class AutoSteps:
                 return
         same_thread = threading.get_ident() == self._thread
         # the profiler prints (USDT start/stop lines) only where the phase changes; the filter is entered before
-        # the NVTX pop and left after the push, so both ranges' ends are only a few calls apart
-        quiet = self.phase(ev.index) != self.phase(ev.index + 1)
+        # the NVTX pop and left after the push, so both ranges' ends are only a few calls apart. The NVTX step
+        # ranges go on after the recorded window (cheap; the nsys trace covers the whole run).
+        quiet = stepping and self.phase(ev.index) != self.phase(ev.index + 1)
         with self.session.quiet_profiler_calls() if quiet else contextlib.nullcontext():
             if self._nvtx and same_thread:
                 self._nvtx_pop()
-            if ev.index < self._window_end():
+            if stepping:
                 self.session._profiler_step(quiet=False)
             if self._nvtx and same_thread:
                 nvtx.push(f"ProfilerStep#{ev.index + 1}")
@@ -154,9 +160,14 @@ class AutoSteps:
 
         Keys: ``step_source`` ("optimizer", "dataloader" or None), ``steps_seen`` (int), ``schedule``
         (wait, warmup, active, repeat), ``steps`` (list of ``{"step", "wall_ns", "data_wait_ns", "phase"}``),
-        ``auto_steps_off`` (the reason, or None), ``clock`` ("perf_counter_ns").
+        ``partial_step`` (the number of the step still open when the profile ended inside the recorded window,
+        after at least one complete step; else None), ``auto_steps_off`` (the reason, or None), ``clock``
+        ("perf_counter_ns").
         """
+        n = self._hooks.steps
+        partial = n if self.off_reason is None and n >= 1 and self.phase(n) == "active" else None
         return {
+            "partial_step": partial,
             "step_source": self._hooks.source,
             "steps_seen": self._hooks.steps,
             "schedule": {"wait": self._wait, "warmup": self._warmup, "active": self._active, "repeat": self._repeat},
@@ -166,20 +177,24 @@ class AutoSteps:
         }
 
 
-def add_trace_metadata(path: Any, key: str, value: Any) -> None:
-    """Add the top-level ``key: value`` to the Chrome trace at ``path`` (``.json`` or ``.json.gz``), in place.
-
-    The object is inserted right after the document's opening ``{`` (the events are not re-encoded); the file
-    is replaced atomically (``_files.write_trace_bytes``). A document that is not a JSON object is left alone.
+def finish_trace(path: Any, meta: dict[str, Any]) -> None:
+    """Write ``meta`` (:meth:`AutoSteps.metadata`) into the Chrome trace at ``path`` as the top-level
+    ``"nbprof_capture"`` object, and drop the ``ProfilerStep#N`` annotation of its ``partial_step`` (the time
+    from the last step end to the profiler's stop is not a step: a cell that runs one training step stays one
+    step, not one step and a sliver). The events inside that time stay. The file is replaced atomically
+    (``_files.write_trace_bytes``); a document that is not a JSON object is left alone.
     """
     import orjson
 
     from ._files import read_trace_bytes, write_trace_bytes
 
-    data = read_trace_bytes(path)
-    at = data.find(b"{")
-    if at < 0 or data[:at].strip():
+    doc = orjson.loads(read_trace_bytes(path))
+    if not isinstance(doc, dict):
         return
-    head = orjson.dumps({key: value})[:-1]  # b'{"key":{...}'
-    rest = data[at + 1:].lstrip()
-    write_trace_bytes(head + (b"," if not rest.startswith(b"}") else b"") + rest, path)
+    partial = meta.get("partial_step")
+    events = doc.get("traceEvents")
+    if partial is not None and isinstance(events, list):
+        name = f"ProfilerStep#{partial}"
+        doc["traceEvents"] = [e for e in events if not (isinstance(e, dict) and e.get("name") == name)]
+    doc[CAPTURE_KEY] = meta
+    write_trace_bytes(orjson.dumps(doc), path)

@@ -16,7 +16,9 @@ optimizer steps. :class:`StepHooks` finds them without touching the script's cod
   DataLoader iterator; neither subclass overrides it, torch 2.13) is wrapped; a step ends when the next
   batch is *requested*, so each step starts with its own batch fetch. The request that meets an
   exhausted loader (``StopIteration``) ends the epoch's last step and opens none: the time until the
-  next epoch's first batch is in no step. Once an optimizer has stepped, DataLoader calls no longer end steps.
+  next epoch's first batch is in no step. Once an optimizer has stepped, DataLoader calls no longer end steps
+  (so a loop that accumulates gradients over k batches has one DataLoader step per batch before its first
+  ``optimizer.step()``, one step per optimizer step after it).
 
 In both modes the time spent inside ``__next__`` (the DataLoader wait: fetch, collate, pin-memory,
 waiting for workers) is summed per step as ``data_wait_ns``.

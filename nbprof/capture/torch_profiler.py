@@ -451,12 +451,12 @@ class Session:
 
     def _finish_auto(self) -> None:
         """Write the automatic steps' times into every exported trace; say what was (not) recorded."""
-        from .auto_steps import CAPTURE_KEY, add_trace_metadata
+        from .auto_steps import finish_trace
 
         meta = self.auto.metadata()
         for path in self.cycle_files:
             try:
-                add_trace_metadata(path, CAPTURE_KEY, meta)
+                finish_trace(path, meta)
             except Exception as err:  # the trace itself is written
                 self.notes.append(f"step times not added to {path}: {type(err).__name__}: {err}")
         if self.cycle_files:
