@@ -110,6 +110,9 @@ class Watch:
         ``torch.profiler`` activities (``cuda`` only when available).
     listener : callable, optional
         ``listener(record: dict)`` after every step (the live view); its errors are recorded like a hook's.
+    manual : bool, default False
+        Only :meth:`step` calls end steps from the start (a trainer callback that knows its steps); otherwise
+        the optimizer/DataLoader boundaries count until the first :meth:`step` call.
 
     Attributes
     ----------
@@ -124,7 +127,7 @@ class Watch:
                  min_excess_ns: int = 2_000_000, predicate: Callable[[dict[str, Any]], bool] | None = None,
                  capture_steps: int = 20, max_captures: int = 2, max_profiled_steps: int = 200,
                  activities: tuple[str, ...] = ("cpu", "cuda"),
-                 listener: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 listener: Callable[[dict[str, Any]], None] | None = None, manual: bool = False) -> None:
         if k <= 1:
             raise ValueError(f"k={k}: a slow step is k x the median with k > 1")
         self.log = RunLog(Path(run_dir))
@@ -137,7 +140,7 @@ class Watch:
         self.captures: list[dict[str, Any]] = []
         self._median: list[int] = []  # sorted window
         self._fifo: deque[int] = deque()
-        self._mode = ""  # "", "dataloader", "optimizer", "manual"
+        self._mode = "manual" if manual else ""  # "", "dataloader", "optimizer", "manual"
         self._handles: list[Any] = []
         self._hooks: Any = None  # the StepHooks (optimizer post-hook and DataLoader boundaries, data wait)
         self._opt_t0 = 0
