@@ -7,8 +7,7 @@ microseconds per step (``benchmarks/bench_watch.py`` measures the ratio against 
 ``step_ns``         wall time between two step boundaries (``time.perf_counter_ns``)
 ``data_wait_ns``    time inside ``DataLoader`` iterators' ``__next__`` (``nbprof.capture.step_hooks``)
 ``forward_ns``      outermost ``nn.Module`` forward calls (global module forward pre/post hooks)
-``backward_ns``     from the first gradient reaching the forward output (a tensor hook) to the end of the
-                    autograd pass (``Variable._execution_engine.queue_callback``)
+``backward_ns``     ``torch.autograd.backward`` calls (``Tensor.backward`` goes through it; a wrapper)
 ``optimizer_ns``    ``Optimizer.step`` (global optimizer step pre/post hooks)
 ``gc_ns``           CPython garbage-collection pauses (``gc.callbacks`` start/stop)
 ``blocked_ns``      the main thread off the CPU outside the DataLoader: wall minus thread CPU time
@@ -65,20 +64,6 @@ def _always_record(step: int) -> Any:
 def active_watch() -> Watch | None:
     """The innermost running :class:`Watch`, or None."""
     return _ACTIVE[-1] if _ACTIVE else None
-
-
-def _first_grad_tensor(out: Any, depth: int = 0) -> Any:
-    """The first tensor requiring grad in a module's output (tensor, tuple/list, mapping such as HF ModelOutput)."""
-    if getattr(out, "requires_grad", False) and hasattr(out, "register_hook"):
-        return out
-    if depth > 2:
-        return None
-    vals: Any = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else ()
-    for v in vals:
-        t = _first_grad_tensor(v, depth + 1)
-        if t is not None:
-            return t
-    return None
 
 
 class Watch:
@@ -142,6 +127,7 @@ class Watch:
         self._fifo: deque[int] = deque()
         self._mode = "manual" if manual else ""  # "", "dataloader", "optimizer", "manual"
         self._handles: list[Any] = []
+        self._patched: tuple[Any, str, Any] | None = None
         self._hooks: Any = None  # the StepHooks (optimizer post-hook and DataLoader boundaries, data wait)
         self._opt_t0 = 0
         self._torch: Any = None
@@ -153,8 +139,6 @@ class Watch:
         self._profiled = 0
         self._fwd_depth = 0
         self._fwd_t0 = 0
-        self._bwd_t0 = 0
-        self._bwd_armed = False
         self._gc_t0 = 0
 
     # ---------------------------------------------------------------------------------------- step accounting
@@ -166,7 +150,7 @@ class Watch:
         self._t0, self._cpu0 = t, cpu
         self._data0, self._data_cpu0 = self._data_totals()
         self._fwd = self._bwd = self._opt = self._gc = 0
-        self._bwd_armed = False
+        self._fwd_depth = 0  # a forward that raised (and was caught) never ran its post-hook
         self._errors: list[str] = []
 
     def _error(self, where: str, exc: BaseException) -> None:
@@ -322,29 +306,21 @@ class Watch:
 
     def _fwd_post(self, module: Any, args: Any, out: Any) -> None:
         self._fwd_depth -= 1
-        if self._fwd_depth:
-            return
-        self._fwd += _NS() - self._fwd_t0
-        if self._bwd_armed or not self._torch.is_grad_enabled():
-            return
-        try:
-            t = _first_grad_tensor(out)
-            if t is not None:
-                t.register_hook(self._bwd_start)
-                self._bwd_armed = True
-        except Exception as exc:
-            self._error("backward hook", exc)
+        if not self._fwd_depth:
+            self._fwd += _NS() - self._fwd_t0
 
-    def _bwd_start(self, grad: Any) -> None:
-        self._bwd_armed = False
-        self._bwd_t0 = _NS()
-        try:
-            self._torch.autograd.Variable._execution_engine.queue_callback(self._bwd_end)
-        except Exception as exc:
-            self._error("backward", exc)
+    def _on_backward(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        watch = self
 
-    def _bwd_end(self) -> None:
-        self._bwd += _NS() - self._bwd_t0
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            t0 = _NS()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                watch._bwd += _NS() - t0
+
+        backward.__wrapped__ = orig  # type: ignore[attr-defined]
+        return backward
 
     def _gc_cb(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -391,6 +367,9 @@ class Watch:
         ]
         self._hooks = StepHooks(self._guard("step", self._on_step_end))
         self._hooks.__enter__()
+        orig = torch.autograd.backward  # Tensor.backward calls torch.autograd.backward (torch/_tensor.py)
+        torch.autograd.backward = self._on_backward(orig)
+        self._patched = (torch.autograd, "backward", orig)
         self._reset_step(_NS(), _CPU())
 
     def uninstall(self) -> None:
@@ -399,6 +378,11 @@ class Watch:
             self._handles.pop().remove()
         if self._hooks is not None:
             self._hooks.__exit__(None, None, None)
+            self._hooks = None
+        if self._patched is not None:
+            obj, name, orig = self._patched
+            setattr(obj, name, orig)
+            self._patched = None
         if self._gc_cb in gc.callbacks:
             gc.callbacks.remove(self._gc_cb)
 
