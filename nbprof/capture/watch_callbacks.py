@@ -62,7 +62,7 @@ def hf_callback(run_dir: str | os.PathLike[str], **kwargs: Any) -> Any:
 
         raise missing("transformers", "trainers", "the Hugging Face Trainer callback of nbprof.watch", exc) from exc
 
-    class NbprofWatchCallback(TrainerCallback):  # type: ignore[misc]
+    class NbprofWatchCallback(TrainerCallback):
         """Opens the step watch on ``on_train_begin``, marks each ``on_step_end``, closes on ``on_train_end``."""
 
         def __init__(self) -> None:
@@ -98,7 +98,7 @@ def lightning_callback(run_dir: str | os.PathLike[str], **kwargs: Any) -> Any:
 
         raise missing("lightning", "trainers", "the Lightning callback of nbprof.watch", exc) from exc
 
-    class NbprofWatchCallback(Callback):  # type: ignore[misc]
+    class NbprofWatchCallback(Callback):
         """Opens the step watch on ``on_train_start``, marks each ``on_train_batch_end``, closes on
         ``on_train_end`` (and on an exception, ``on_exception``)."""
 
