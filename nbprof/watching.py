@@ -102,10 +102,20 @@ class _WatchEntry:
     step = staticmethod(step)
     captured = staticmethod(captured)
 
-    def __call__(self, run_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> Watch:
-        """A :class:`nbprof.capture.watch.Watch` on ``run_dir`` (default :func:`default_run_dir`); keywords go to
-        :class:`Watch` (``k``, ``window``, ``warmup``, ``min_excess_ns``, ``predicate``, ``capture_steps``, ...)."""
-        return Watch(default_run_dir() if run_dir is None else run_dir, **kwargs)
+    def __call__(self, run_dir: str | os.PathLike[str] | None = None, *, live: bool = False,
+                 **kwargs: Any) -> Watch:
+        """A :class:`nbprof.capture.watch.Watch` on ``run_dir`` (default :func:`default_run_dir`); ``live=True``
+        displays the live chart (:func:`nbprof.viz.watch.watch_view`) now, in the notebook; other keywords go
+        to :class:`Watch` (``k``, ``window``, ``warmup``, ``min_excess_ns``, ``predicate``, ``capture_steps``, ...)."""
+        w = Watch(default_run_dir() if run_dir is None else run_dir, **kwargs)
+        if live:
+            from IPython.display import display
+
+            from .viz.watch import watch_view
+
+            w.view = watch_view(w)
+            display(w.view)
+        return w
 
     def __repr__(self) -> str:
         return "nbprof.watch(run_dir=None, *, live=False, k=3.0, ...): the always-on step watch"

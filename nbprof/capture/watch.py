@@ -118,7 +118,13 @@ class Watch:
         self.log = RunLog(Path(run_dir))
         self.run_dir = self.log.run_dir
         self.k, self.window, self.warmup, self.min_excess_ns = float(k), int(window), int(warmup), int(min_excess_ns)
-        self.predicate, self.listener = predicate, listener
+        self.predicate = predicate
+        self._listeners: list[Callable[[dict[str, Any]], None]] = [listener] if listener is not None else []
+        #: ``fn(watch)`` called once the run folder is written (the live view's last refresh); errors are kept in
+        #: :attr:`close_errors`, never raised
+        self.on_close: list[Callable[[Watch], None]] = []
+        self.close_errors: list[str] = []
+        self.view: Any = None  # the live chart, when nbprof.watch(..., live=True) made one
         self.capture_steps, self.max_captures, self.max_profiled_steps = capture_steps, max_captures, max_profiled_steps
         self.activities = activities
         self.records: list[dict[str, Any]] = []
@@ -177,9 +183,9 @@ class Watch:
             rec["errors"] = (rec["errors"] + "; " if rec["errors"] else "") + f"predicate: {type(exc).__name__}: {exc}"
         self.records.append(rec)
         self._profile_boundary(rec)
-        if self.listener is not None:
+        for fn in self._listeners:
             try:
-                self.listener(rec)
+                fn(rec)
             except Exception as exc:
                 rec["errors"] = (rec["errors"] + "; " if rec["errors"] else "") + f"listener: {type(exc).__name__}: {exc}"
         t1 = _NS()
@@ -404,6 +410,15 @@ class Watch:
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
             self.log.write(self.records, self.captures)
+            for fn in self.on_close:
+                try:
+                    fn(self)
+                except Exception as exc:
+                    self.close_errors.append(f"{type(exc).__name__}: {exc}")
+
+    def add_listener(self, fn: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``fn(record)`` after every step, as the ``listener`` argument (errors go to the step's record)."""
+        self._listeners.append(fn)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.records)
