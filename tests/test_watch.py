@@ -157,3 +157,17 @@ def test_run_folders_in_check_and_stats(tmp_path):
     r = subprocess.run(cmd + ["stats", str(tmp_path / "a"), "-r", "ops"], capture_output=True, text=True,
                        env=env, timeout=120)
     assert r.returncode == 2 and "-r steps" in r.stderr
+
+
+def test_nbprof_watch_command_runs_an_unmodified_script(tmp_path):
+    """``nbprof watch script.py ARGS``: the script (no nbprof import) runs as __main__ under the watch; the
+    summary names what grew in each flagged step; the run folder is written."""
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    run = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "nbprof", "watch", "-o", str(run), "--min-excess-ms", "50",
+                        str(ROOT / "tests" / "workloads" / "watch_stalls.py"), "--steps", "130"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "130 steps" in r.stdout
+    assert "grew: data_wait" in r.stdout and "grew: io" in r.stdout, r.stdout  # data stalls at 64 and 106, I/O at 85
+    assert len(read_run(run).steps) == 130
