@@ -60,8 +60,9 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         One row per flagged step inside a kept window: ``step`` (watch step), ``profiler_step`` (its
         ``ProfilerStep#N`` in the trace), ``trace`` (path), ``step_ns`` / ``median_ns`` (watch, int64 ns),
         ``grew`` (the watch's phase that grew most, :func:`nbprof.analysis.watch.what_grew`), ``bound``,
-        ``bound_ns``, ``bound_ratio``, ``trace_step_ns`` (the verdict of that step alone in the trace) and
-        ``contributors`` (event names of the bound, largest first). Empty when nothing was captured.
+        ``bound_ns``, ``bound_ratio``, ``trace_step_ns`` (the verdict of that step alone in the trace),
+        ``contributors`` (event names of the bound, largest first) and ``findings`` (the advisor's rules on the
+        whole captured window, ranked). Empty when nothing was captured.
 
     Raises
     ------
@@ -69,6 +70,7 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         When the folder is not a watch run (from :func:`nbprof.sources.watch_run.read_run`).
     """
     from .analysis import steps as st
+    from .analysis.advisor import advise
     from .analysis.verdict import verdict
     from .analysis.watch import what_grew
     from .sources import load
@@ -81,6 +83,7 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         path = r.path / cap["path"]
         tr = load(str(path))
         bd = st.step_breakdown(tr)
+        rules = [f.rule for f in advise(tr)]  # the window's findings, ranked (the advisor's definition)
         for s in cap.get("flagged_steps", []):
             n = cap["profiler_steps"].get(str(s), cap["profiler_steps"].get(s))
             one = bd[bd["step"] == n]
@@ -90,9 +93,10 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
                          "median_ns": int(rec["median_ns"]),
                          "grew": grew.loc[s, "grew"] if s in grew.index else "",
                          "bound": v.bound, "bound_ns": v.bound_ns, "bound_ratio": v.bound_ratio,
-                         "trace_step_ns": v.step_ns, "contributors": [c.name for c in v.contributors]})
+                         "trace_step_ns": v.step_ns, "contributors": [c.name for c in v.contributors],
+                         "findings": rules})
     cols = ["step", "profiler_step", "trace", "step_ns", "median_ns", "grew", "bound", "bound_ns", "bound_ratio",
-            "trace_step_ns", "contributors"]
+            "trace_step_ns", "contributors", "findings"]
     return pd.DataFrame(rows, columns=cols)
 
 

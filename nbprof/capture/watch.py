@@ -95,6 +95,10 @@ class Watch:
         ``torch.profiler`` activities (``cuda`` only when available).
     listener : callable, optional
         ``listener(record: dict)`` after every step (the live view); its errors are recorded like a hook's.
+    with_stack : bool, default True
+        Profiled windows record Python frames (``torch.profiler``'s ``with_stack``: the Python tracer), so a
+        stall in the user's own code (a write, a checkpoint, a print) is named in the captured trace; it makes
+        the profiled steps slower, never the watched ones.
     manual : bool, default False
         Only :meth:`step` calls end steps from the start (a trainer callback that knows its steps); otherwise
         the optimizer/DataLoader boundaries count until the first :meth:`step` call.
@@ -112,7 +116,8 @@ class Watch:
                  min_excess_ns: int = 2_000_000, predicate: Callable[[dict[str, Any]], bool] | None = None,
                  capture_steps: int = 20, max_captures: int = 2, max_profiled_steps: int = 200,
                  activities: tuple[str, ...] = ("cpu", "cuda"),
-                 listener: Callable[[dict[str, Any]], None] | None = None, manual: bool = False) -> None:
+                 listener: Callable[[dict[str, Any]], None] | None = None, manual: bool = False,
+                 with_stack: bool = True) -> None:
         if k <= 1:
             raise ValueError(f"k={k}: a slow step is k x the median with k > 1")
         self.log = RunLog(Path(run_dir))
@@ -127,6 +132,7 @@ class Watch:
         self.view: Any = None  # the live chart, when nbprof.watch(..., live=True) made one
         self.capture_steps, self.max_captures, self.max_profiled_steps = capture_steps, max_captures, max_profiled_steps
         self.activities = activities
+        self.with_stack = bool(with_stack)
         self.records: list[dict[str, Any]] = []
         self.captures: list[dict[str, Any]] = []
         self._median: list[int] = []  # sorted window
@@ -239,7 +245,7 @@ class Watch:
         acts, _ = resolve_activities([a for a in self.activities if a != "cuda" or torch.cuda.is_available()])
         # a schedule that always records: step() then writes ProfilerStep#N ranges (torch records steps only
         # when a schedule is given: torch/profiler/profiler.py, profile.__init__)
-        prof = torch.profiler.profile(activities=acts, schedule=_always_record)
+        prof = torch.profiler.profile(activities=acts, schedule=_always_record, with_stack=self.with_stack)
         with quiet_profiler():
             prof.start()
         if torch.cuda.is_available():
