@@ -428,7 +428,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     try:
         if args.script:
             art = run_workload(args.script, args.script_args, os.path.join(out, time.strftime("run-%Y%m%d-%H%M%S")),
-                               steps=args.steps, use_nsys=not args.no_nsys)
+                               steps=args.steps, use_nsys=not args.no_nsys, watch=args.watch)
         else:
             art = Artefacts()
         for field in ("trace", "compare_trace", "nsys_report", "logdir", "ds_log"):
@@ -582,6 +582,8 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     r.add_argument("--ds-log", help="existing DeepSpeed log (flops profiler / comms logger output)")
     r.add_argument("--ds-trace", action="append", default=[], help="per-rank trace of a distributed job (repeatable), or a folder of them")
     r.add_argument("--no-nsys", action="store_true", help="do not run Nsight Systems on --script")
+    r.add_argument("--watch", action="store_true",
+                   help="run --script under the step watch (nbprof watch): report on the window that captured a slow step")
     r.add_argument("--no-progress", action="store_true", help="no progress bar while the notebooks run")
     r.add_argument("-o", "--output", default=None, metavar="FILE.html|DIR",
                    help="the report file (-o report.html) or a folder for a new report-<time> folder (-o DIR)")

@@ -239,6 +239,7 @@ def run_workload(
     tensorboard: bool = True,
     python: str | None = None,
     log=print,
+    watch: bool = False,
 ) -> Artefacts:
     """Profile ``script`` for the workflow: a Kineto trace (torch.profiler), an nsys report when Nsight
     Systems is available, and a TensorBoard run. Commands are argv lists, never a shell.
@@ -256,6 +257,9 @@ def run_workload(
     tensorboard : bool, default True
     python : str, optional
         Interpreter (default: this one).
+    watch : bool, default False
+        Run the script under the step watch (``nbprof watch``, run folder ``<out_dir>/watch``) instead of a
+        fixed profiling schedule: the report's trace is the first captured window holding a slow step.
 
     Returns
     -------
@@ -279,6 +283,8 @@ def run_workload(
         args += ["--steps", str(steps)]
     art = Artefacts()
     trace = out / "workload.pt.trace.json.gz"
+    if watch:
+        return _run_watched(py, script, args, out, art, log)
     if _supports_profile_flag(script):
         argv = [py, script, *args, "--profile", str(trace), "--profile-memory"]
     else:
@@ -316,6 +322,26 @@ def run_workload(
             art.logdir = str(logdir)
         except Exception as exc:  # the report still runs without the TensorBoard run
             art.notes.append(f"TensorBoard run not written: {exc}")
+    return art
+
+
+def _run_watched(py: str, script: str, args: list[str], out: Path, art: Artefacts, log) -> Artefacts:
+    """``run_workload(watch=True)``: ``nbprof watch`` on the script; the trace is its first captured window."""
+    import json
+
+    run = out / "watch"
+    argv = [py, "-m", "nbprof", "watch", "-o", str(run), script, *args]
+    log("watching: " + " ".join(argv))
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
+        raise ReportError(f"the workload failed (exit {r.returncode}): {' '.join(argv)}\n{tail}")
+    caps = json.loads((run / "summary.json").read_text(encoding="utf-8")).get("captures", [])
+    if not caps:
+        raise ReportError(f"the watch flagged no slow step that a profiled window captured (run folder {run}):\n"
+                          + r.stdout.strip())
+    art.trace = str(run / caps[0]["path"])
+    art.notes.append(f"step watch run folder: {run} (flagged steps {caps[0]['flagged_steps']} are in this trace)")
     return art
 
 

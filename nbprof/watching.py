@@ -60,8 +60,9 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         One row per flagged step inside a kept window: ``step`` (watch step), ``profiler_step`` (its
         ``ProfilerStep#N`` in the trace), ``trace`` (path), ``step_ns`` / ``median_ns`` (watch, int64 ns),
         ``grew`` (the watch's phase that grew most, :func:`nbprof.analysis.watch.what_grew`), ``bound``,
-        ``bound_ns``, ``bound_ratio``, ``trace_step_ns`` (the verdict of that step alone in the trace) and
-        ``contributors`` (event names of the bound, largest first). Empty when nothing was captured.
+        ``bound_ns``, ``bound_ratio``, ``trace_step_ns`` (the verdict of that step alone in the trace),
+        ``contributors`` (event names of the bound, largest first) and ``findings`` (the advisor's rules on the
+        whole captured window, ranked). Empty when nothing was captured.
 
     Raises
     ------
@@ -69,6 +70,7 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         When the folder is not a watch run (from :func:`nbprof.sources.watch_run.read_run`).
     """
     from .analysis import steps as st
+    from .analysis.advisor import advise
     from .analysis.verdict import verdict
     from .analysis.watch import what_grew
     from .sources import load
@@ -81,6 +83,7 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         path = r.path / cap["path"]
         tr = load(str(path))
         bd = st.step_breakdown(tr)
+        rules = [f.rule for f in advise(tr)]  # the window's findings, ranked (the advisor's definition)
         for s in cap.get("flagged_steps", []):
             n = cap["profiler_steps"].get(str(s), cap["profiler_steps"].get(s))
             one = bd[bd["step"] == n]
@@ -90,9 +93,10 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
                          "median_ns": int(rec["median_ns"]),
                          "grew": grew.loc[s, "grew"] if s in grew.index else "",
                          "bound": v.bound, "bound_ns": v.bound_ns, "bound_ratio": v.bound_ratio,
-                         "trace_step_ns": v.step_ns, "contributors": [c.name for c in v.contributors]})
+                         "trace_step_ns": v.step_ns, "contributors": [c.name for c in v.contributors],
+                         "findings": rules})
     cols = ["step", "profiler_step", "trace", "step_ns", "median_ns", "grew", "bound", "bound_ns", "bound_ratio",
-            "trace_step_ns", "contributors"]
+            "trace_step_ns", "contributors", "findings"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -102,10 +106,20 @@ class _WatchEntry:
     step = staticmethod(step)
     captured = staticmethod(captured)
 
-    def __call__(self, run_dir: str | os.PathLike[str] | None = None, **kwargs: Any) -> Watch:
-        """A :class:`nbprof.capture.watch.Watch` on ``run_dir`` (default :func:`default_run_dir`); keywords go to
-        :class:`Watch` (``k``, ``window``, ``warmup``, ``min_excess_ns``, ``predicate``, ``capture_steps``, ...)."""
-        return Watch(default_run_dir() if run_dir is None else run_dir, **kwargs)
+    def __call__(self, run_dir: str | os.PathLike[str] | None = None, *, live: bool = False,
+                 **kwargs: Any) -> Watch:
+        """A :class:`nbprof.capture.watch.Watch` on ``run_dir`` (default :func:`default_run_dir`); ``live=True``
+        displays the live chart (:func:`nbprof.viz.watch.watch_view`) now, in the notebook; other keywords go
+        to :class:`Watch` (``k``, ``window``, ``warmup``, ``min_excess_ns``, ``predicate``, ``capture_steps``, ...)."""
+        w = Watch(default_run_dir() if run_dir is None else run_dir, **kwargs)
+        if live:
+            from IPython.display import display
+
+            from .viz.watch import watch_view
+
+            w.view = watch_view(w)
+            display(w.view)
+        return w
 
     def __repr__(self) -> str:
         return "nbprof.watch(run_dir=None, *, live=False, k=3.0, ...): the always-on step watch"

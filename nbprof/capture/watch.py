@@ -7,8 +7,7 @@ microseconds per step (``benchmarks/bench_watch.py`` measures the ratio against 
 ``step_ns``         wall time between two step boundaries (``time.perf_counter_ns``)
 ``data_wait_ns``    time inside ``DataLoader`` iterators' ``__next__`` (``nbprof.capture.step_hooks``)
 ``forward_ns``      outermost ``nn.Module`` forward calls (global module forward pre/post hooks)
-``backward_ns``     from the first gradient reaching the forward output (a tensor hook) to the end of the
-                    autograd pass (``Variable._execution_engine.queue_callback``)
+``backward_ns``     ``torch.autograd.backward`` calls (``Tensor.backward`` goes through it; a wrapper)
 ``optimizer_ns``    ``Optimizer.step`` (global optimizer step pre/post hooks)
 ``gc_ns``           CPython garbage-collection pauses (``gc.callbacks`` start/stop)
 ``blocked_ns``      the main thread off the CPU outside the DataLoader: wall minus thread CPU time
@@ -67,20 +66,6 @@ def active_watch() -> Watch | None:
     return _ACTIVE[-1] if _ACTIVE else None
 
 
-def _first_grad_tensor(out: Any, depth: int = 0) -> Any:
-    """The first tensor requiring grad in a module's output (tensor, tuple/list, mapping such as HF ModelOutput)."""
-    if getattr(out, "requires_grad", False) and hasattr(out, "register_hook"):
-        return out
-    if depth > 2:
-        return None
-    vals: Any = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else ()
-    for v in vals:
-        t = _first_grad_tensor(v, depth + 1)
-        if t is not None:
-            return t
-    return None
-
-
 class Watch:
     """Per-step monitor and trigger (a context manager); see the module docstring for every field.
 
@@ -110,6 +95,13 @@ class Watch:
         ``torch.profiler`` activities (``cuda`` only when available).
     listener : callable, optional
         ``listener(record: dict)`` after every step (the live view); its errors are recorded like a hook's.
+    with_stack : bool, default True
+        Profiled windows record Python frames (``torch.profiler``'s ``with_stack``: the Python tracer), so a
+        stall in the user's own code (a write, a checkpoint, a print) is named in the captured trace; it makes
+        the profiled steps slower, never the watched ones.
+    manual : bool, default False
+        Only :meth:`step` calls end steps from the start (a trainer callback that knows its steps); otherwise
+        the optimizer/DataLoader boundaries count until the first :meth:`step` call.
 
     Attributes
     ----------
@@ -124,21 +116,30 @@ class Watch:
                  min_excess_ns: int = 2_000_000, predicate: Callable[[dict[str, Any]], bool] | None = None,
                  capture_steps: int = 20, max_captures: int = 2, max_profiled_steps: int = 200,
                  activities: tuple[str, ...] = ("cpu", "cuda"),
-                 listener: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 listener: Callable[[dict[str, Any]], None] | None = None, manual: bool = False,
+                 with_stack: bool = True) -> None:
         if k <= 1:
             raise ValueError(f"k={k}: a slow step is k x the median with k > 1")
         self.log = RunLog(Path(run_dir))
         self.run_dir = self.log.run_dir
         self.k, self.window, self.warmup, self.min_excess_ns = float(k), int(window), int(warmup), int(min_excess_ns)
-        self.predicate, self.listener = predicate, listener
+        self.predicate = predicate
+        self._listeners: list[Callable[[dict[str, Any]], None]] = [listener] if listener is not None else []
+        #: ``fn(watch)`` called once the run folder is written (the live view's last refresh); errors are kept in
+        #: :attr:`close_errors`, never raised
+        self.on_close: list[Callable[[Watch], None]] = []
+        self.close_errors: list[str] = []
+        self.view: Any = None  # the live chart, when nbprof.watch(..., live=True) made one
         self.capture_steps, self.max_captures, self.max_profiled_steps = capture_steps, max_captures, max_profiled_steps
         self.activities = activities
+        self.with_stack = bool(with_stack)
         self.records: list[dict[str, Any]] = []
         self.captures: list[dict[str, Any]] = []
         self._median: list[int] = []  # sorted window
         self._fifo: deque[int] = deque()
-        self._mode = ""  # "", "dataloader", "optimizer", "manual"
+        self._mode = "manual" if manual else ""  # "", "dataloader", "optimizer", "manual"
         self._handles: list[Any] = []
+        self._patched: tuple[Any, str, Any] | None = None
         self._hooks: Any = None  # the StepHooks (optimizer post-hook and DataLoader boundaries, data wait)
         self._opt_t0 = 0
         self._torch: Any = None
@@ -150,8 +151,6 @@ class Watch:
         self._profiled = 0
         self._fwd_depth = 0
         self._fwd_t0 = 0
-        self._bwd_t0 = 0
-        self._bwd_armed = False
         self._gc_t0 = 0
 
     # ---------------------------------------------------------------------------------------- step accounting
@@ -163,7 +162,7 @@ class Watch:
         self._t0, self._cpu0 = t, cpu
         self._data0, self._data_cpu0 = self._data_totals()
         self._fwd = self._bwd = self._opt = self._gc = 0
-        self._bwd_armed = False
+        self._fwd_depth = 0  # a forward that raised (and was caught) never ran its post-hook
         self._errors: list[str] = []
 
     def _error(self, where: str, exc: BaseException) -> None:
@@ -190,9 +189,9 @@ class Watch:
             rec["errors"] = (rec["errors"] + "; " if rec["errors"] else "") + f"predicate: {type(exc).__name__}: {exc}"
         self.records.append(rec)
         self._profile_boundary(rec)
-        if self.listener is not None:
+        for fn in self._listeners:
             try:
-                self.listener(rec)
+                fn(rec)
             except Exception as exc:
                 rec["errors"] = (rec["errors"] + "; " if rec["errors"] else "") + f"listener: {type(exc).__name__}: {exc}"
         t1 = _NS()
@@ -246,7 +245,7 @@ class Watch:
         acts, _ = resolve_activities([a for a in self.activities if a != "cuda" or torch.cuda.is_available()])
         # a schedule that always records: step() then writes ProfilerStep#N ranges (torch records steps only
         # when a schedule is given: torch/profiler/profiler.py, profile.__init__)
-        prof = torch.profiler.profile(activities=acts, schedule=_always_record)
+        prof = torch.profiler.profile(activities=acts, schedule=_always_record, with_stack=self.with_stack)
         with quiet_profiler():
             prof.start()
         if torch.cuda.is_available():
@@ -319,29 +318,21 @@ class Watch:
 
     def _fwd_post(self, module: Any, args: Any, out: Any) -> None:
         self._fwd_depth -= 1
-        if self._fwd_depth:
-            return
-        self._fwd += _NS() - self._fwd_t0
-        if self._bwd_armed or not self._torch.is_grad_enabled():
-            return
-        try:
-            t = _first_grad_tensor(out)
-            if t is not None:
-                t.register_hook(self._bwd_start)
-                self._bwd_armed = True
-        except Exception as exc:
-            self._error("backward hook", exc)
+        if not self._fwd_depth:
+            self._fwd += _NS() - self._fwd_t0
 
-    def _bwd_start(self, grad: Any) -> None:
-        self._bwd_armed = False
-        self._bwd_t0 = _NS()
-        try:
-            self._torch.autograd.Variable._execution_engine.queue_callback(self._bwd_end)
-        except Exception as exc:
-            self._error("backward", exc)
+    def _on_backward(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        watch = self
 
-    def _bwd_end(self) -> None:
-        self._bwd += _NS() - self._bwd_t0
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            t0 = _NS()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                watch._bwd += _NS() - t0
+
+        backward.__wrapped__ = orig  # type: ignore[attr-defined]
+        return backward
 
     def _gc_cb(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -388,6 +379,9 @@ class Watch:
         ]
         self._hooks = StepHooks(self._guard("step", self._on_step_end))
         self._hooks.__enter__()
+        orig = torch.autograd.backward  # Tensor.backward calls torch.autograd.backward (torch/_tensor.py)
+        torch.autograd.backward = self._on_backward(orig)
+        self._patched = (torch.autograd, "backward", orig)
         self._reset_step(_NS(), _CPU())
 
     def uninstall(self) -> None:
@@ -396,6 +390,11 @@ class Watch:
             self._handles.pop().remove()
         if self._hooks is not None:
             self._hooks.__exit__(None, None, None)
+            self._hooks = None
+        if self._patched is not None:
+            obj, name, orig = self._patched
+            setattr(obj, name, orig)
+            self._patched = None
         if self._gc_cb in gc.callbacks:
             gc.callbacks.remove(self._gc_cb)
 
@@ -417,6 +416,15 @@ class Watch:
             if self in _ACTIVE:
                 _ACTIVE.remove(self)
             self.log.write(self.records, self.captures)
+            for fn in self.on_close:
+                try:
+                    fn(self)
+                except Exception as exc:
+                    self.close_errors.append(f"{type(exc).__name__}: {exc}")
+
+    def add_listener(self, fn: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``fn(record)`` after every step, as the ``listener`` argument (errors go to the step's record)."""
+        self._listeners.append(fn)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.records)

@@ -2,7 +2,7 @@
 
 The issue-32 workload: a small MLP (a few ms per step on CPU), a ``DataLoader`` with one worker process whose
 ``__getitem__`` sleeps ``stall_ms`` on about one batch in ``every`` (chosen at random, seeded), and at step
-``io_step`` the main thread blocks in a real ``os.read`` on a pipe that a thread writes to ``stall_ms`` later.
+``io_step`` the main thread blocks in a real write into a full pipe that a thread drains ``stall_ms`` later.
 
 ``python tests/workloads/watch_stalls.py --steps 500`` runs it bare (``python -m nbprof watch`` watches it);
 :func:`run` runs it inside an ``nbprof`` watch and returns what the test needs.
@@ -43,17 +43,29 @@ class Batches(Dataset):
         return i  # a plain int crosses the worker queue without shared-memory tensors (cheap on a busy machine)
 
 
-def slow_read(delay_s: float) -> bytes:
-    """A real blocking read: ``os.read`` on a pipe whose writer thread writes after ``delay_s``."""
+def slow_write(delay_s: float) -> int:
+    """A real blocking write: ``FileIO.write`` into a full pipe that a reader thread drains after ``delay_s``."""
     r, w = os.pipe()
-    t = threading.Timer(delay_s, os.write, (w, b"x"))
+    os.set_blocking(w, False)
+    try:  # fill the pipe's buffer
+        while True:
+            os.write(w, b"\0" * 65536)
+    except BlockingIOError:
+        pass
+    os.set_blocking(w, True)
+
+    def drain() -> None:
+        time.sleep(delay_s)
+        while os.read(r, 65536):
+            pass
+
+    t = threading.Thread(target=drain, daemon=True)
     t.start()
-    try:
-        return os.read(r, 1)
-    finally:
-        t.join()
-        os.close(r)
-        os.close(w)
+    with os.fdopen(w, "wb", buffering=0) as f:
+        n = f.write(b"x" * 4096)  # blocks until the reader has made room
+    t.join()
+    os.close(r)
+    return int(n or 0)
 
 
 def train(steps: int = 500, every: int = 40, stall_ms: float = 200.0, io_step: int | None = None,
@@ -76,7 +88,7 @@ def train(steps: int = 500, every: int = 40, stall_ms: float = 200.0, io_step: i
         opt.zero_grad()
         loss.backward()
         if i == io_step:
-            slow_read(stall_ms / 1000)
+            slow_write(stall_ms / 1000)
         opt.step()
     return stall, io_step
 
