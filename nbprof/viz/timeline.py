@@ -242,19 +242,26 @@ class TimelineModel(TimelineLayout):
 
 
 #: brings the live timeline's plot into the window once per request (:meth:`TimelineView.scroll_into_view`): the
-#: request is a counter in the figure's ``tags``, read when the figure renders (a dashboard re-renders the timeline
-#: tab) and when the tag changes; the figure's view (``Bokeh.index``) is scrolled to when it is on the page
+#: request is a counter in the figure's ``tags``, read when the figure renders or is laid out (a dashboard
+#: re-renders the timeline tab) and when the tag changes; the figure's view (``Bokeh.index``) is scrolled to when it is on the page
 _SCROLL_JS = """
 const tag = (fig.tags || []).find((t) => t != null && typeof t === "object" && t.nbprof_scroll);
 if (!tag) { return; }
 const n = tag.nbprof_scroll;
 const seen = window.__nbprof_scrolled = window.__nbprof_scrolled || {};
 let tries = 0;
+function box(el) {  // a view's host element may be laid out as contents: its nearest ancestor with a box
+  for (let e = el; e != null; e = e.parentElement || (e.getRootNode && e.getRootNode().host) || null) {
+    if (e.isConnected && e.getBoundingClientRect().height > 0) { return e; }
+  }
+  return null;
+}
 function go() {
   if (seen[fig.id] === n) { return; }
   let el = null;
   for (const v of (window.Bokeh && Bokeh.index ? Bokeh.index.find(fig) : [])) {
-    if (v.el && v.el.isConnected && v.el.getBoundingClientRect().height > 0) { el = v.el; }
+    const b = v.el ? box(v.el) : null;
+    if (b) { el = b; }
   }
   if (el) {
     seen[fig.id] = n;
@@ -303,6 +310,7 @@ class TimelineView(NbprofView):
         model._attach_js(p, lay, theme)
         scroll = CustomJS(args={"fig": p}, code=_SCROLL_JS)
         p.js_on_event("document_ready", scroll)
+        p.js_on_change("inner_width", scroll)  # the first layout of each render (as theme.on_render)
         p.js_on_change("tags", scroll)
         self._scroll_requests = 0
         p.on_event(RangesUpdate, self._on_range)
