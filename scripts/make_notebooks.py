@@ -30,6 +30,7 @@ import os
 import re
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -149,6 +150,36 @@ def check(out_dir: str = OUT, src_dir: str = SRC) -> list[str]:
     return stale
 
 
+def _cells(data: bytes) -> list[tuple[str, str]] | None:
+    """(cell type, source) of each cell of a notebook file's bytes; None when it is not a readable notebook."""
+    try:
+        nb = json.loads(data)
+        return [(c.get("cell_type", ""), "".join(c.get("source", ""))) for c in nb.get("cells", [])]
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+def explain(name: str, committed: bytes | None, fresh: bytes) -> str:
+    """Why ``notebooks/<name>.ipynb`` differs from what its source builds, and the exact command that restores it.
+
+    A notebook whose cells are its source's but that was *run and saved* (outputs, execution counts: JupyterLab
+    autosaves an open notebook) is restored with ``git checkout``; a notebook whose code was edited is rebuilt
+    from ``notebooks/src`` (the source is the file to edit).
+    """
+    base = name[:-len(".ipynb")] if name.endswith(".ipynb") else name
+    nb_path, src_path = f"notebooks/{base}.ipynb", f"notebooks/src/{base}.py"
+    if committed is None:
+        return f"{nb_path} is missing: run python scripts/make_notebooks.py"
+    if _cells(committed) == _cells(fresh):
+        return (f"{nb_path} was run and saved (its outputs, execution counts or metadata differ from {src_path}'s; "
+                f"JupyterLab autosaves an open notebook): restore it with `git checkout -- {nb_path}` (close it in "
+                "JupyterLab first, or its autosave writes it again; to keep a run, File > Save Notebook As a copy "
+                "outside notebooks/)")
+    return (f"{nb_path}'s cells differ from {src_path}: edit {src_path} (the notebook is built from it) and run "
+            f"`python scripts/make_notebooks.py`, which rewrites {nb_path} (its own edits are lost; "
+            f"`git diff {nb_path}` shows them)")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=OUT, help="folder for the .ipynb files (default notebooks/)")
@@ -156,8 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.check:
         stale = check(a.out)
-        for name in stale:
-            print(f"{name} differs from notebooks/src (run python scripts/make_notebooks.py)", file=sys.stderr)
+        if stale:
+            with tempfile.TemporaryDirectory() as tmp:
+                build(tmp, quiet=True)
+                for name in stale:
+                    committed = os.path.join(a.out, name)
+                    old = Path(committed).read_bytes() if os.path.exists(committed) else None
+                    print(explain(name, old, Path(tmp, name).read_bytes()), file=sys.stderr)
         return 1 if stale else 0
     build(a.out)
     return 0

@@ -27,9 +27,34 @@ def test_committed_notebook_equals_its_source(name, tmp_path):
     MN.build(str(tmp_path), quiet=True)
     fresh = (tmp_path / f"{name}.ipynb").read_bytes()
     committed = (ROOT / "notebooks" / f"{name}.ipynb").read_bytes()
-    assert fresh == committed, (
-        f"notebooks/{name}.ipynb differs from notebooks/src/{name}.py: run python scripts/make_notebooks.py"
-    )
+    assert fresh == committed, MN.explain(name, committed, fresh)
+
+
+def test_a_run_notebook_is_told_apart_from_an_edited_one(tmp_path):
+    """A notebook JupyterLab ran and autosaved is restored with git checkout; an edited one is rebuilt from its
+    source; `make_notebooks.py --check` prints the command for each (issue 38)."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    name = "case_study_dataloader"
+    MN.build(str(tmp_path), quiet=True)
+    path = tmp_path / f"{name}.ipynb"
+    fresh = path.read_bytes()
+    nb = nbformat.reads(fresh.decode(), as_version=4)
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.execution_count = 1
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+    nbformat.write(nb, str(path))
+    ran = MN.explain(name, path.read_bytes(), fresh)
+    assert f"`git checkout -- notebooks/{name}.ipynb`" in ran and "was run and saved" in ran
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_notebooks.py"), "--check", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.strip() == ran
+    code.source += "\nx = 1"
+    edited = MN.explain(name, nbformat.writes(nb).encode(), fresh)
+    assert f"edit notebooks/src/{name}.py" in edited and "`python scripts/make_notebooks.py`" in edited
 
 
 def test_every_source_is_built():

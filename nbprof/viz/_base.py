@@ -13,6 +13,18 @@ from ._bokehjs import load_bokehjs, loader_widget
 __all__ = ["NbprofView", "load_bokehjs", "fmt_ns", "fmt_bytes"]
 
 
+def fit_width(layout) -> None:
+    """Let a live view fit the notebook panel: every box of ``layout`` with a fixed width (plots, tables, text)
+    stretches to the width the output area gives it, at most its own ``width`` px (a 1100 px view in a panel
+    narrowed by JupyterLab's file browser otherwise runs past its right edge, cut off)."""
+    from bokeh.models import LayoutDOM
+
+    for m in layout.select({"type": LayoutDOM}):
+        w = getattr(m, "width", None)
+        if w and m.sizing_mode in (None, "fixed"):
+            m.update(sizing_mode="stretch_width", max_width=int(w))
+
+
 class NbprofView(widgets.VBox):
     """An ipywidgets ``VBox`` holding one Bokeh layout through ``jupyter_bokeh.BokehModel``.
 
@@ -31,6 +43,7 @@ class NbprofView(widgets.VBox):
         from jupyter_bokeh import BokehModel
 
         load_bokehjs()
+        fit_width(bokeh_layout)
         self.bokeh_layout = bokeh_layout
         self.text = text
         self.kind = kind

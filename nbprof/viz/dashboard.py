@@ -152,6 +152,8 @@ class Dashboard(widgets.VBox):
         view = self._view("timeline")
         if view is not None and hasattr(view, "set_range"):
             view.set_range(window[0] / 1e6, window[1] / 1e6)
+            if hasattr(view, "scroll_into_view"):
+                view.scroll_into_view()  # the zoomed plot comes into the window (it may lie below it)
             # jupyter_bokeh sends range/data patches only to a BokehView that exists; the tab's view is (re)made
             # from ``render_bundle`` when shown, so that bundle must hold the new window
             view.bokeh_widget.update_from_model(view.bokeh_layout)

@@ -86,6 +86,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
                y_axis_label="MiB", tools="xpan,xwheel_zoom,box_zoom,reset,save", active_scroll="xwheel_zoom",
                name="nbprof_mem_plot")
     notes = []
+    ymax = 0.0  # MiB: the highest point drawn (curves and peak markers)
     if curve is None or curve.empty:
         notes.append("No memory events in this trace (profile with profile_memory=True).")
     else:
@@ -99,6 +100,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
                 if not ok.any():
                     continue
                 x, y = decimate_minmax(g["ts_ns"].to_numpy(np.float64)[ok] / 1e6, v[ok] / 2**20)
+                ymax = max(ymax, float(np.max(y)) if len(y) else 0.0)
                 src = ColumnDataSource({"x": x, "y": y}, name=f"nbprof_mem_{label}_{series}")
                 p.step(x="x", y="y", source=src, mode="after", line_color=col, line_dash=dash, line_width=2,
                        legend_label=f"{label} {series.replace('total_', '')}")
@@ -118,6 +120,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
                                    name="nbprof_mem_peak")
             r = p.scatter(x="x", y="y", source=src, size=12, marker="inverted_triangle", color="#d62728",
                           legend_label="peak")
+            ymax = max(ymax, float(np.max(src.data["y"])))
             p.add_tools(HoverTool(renderers=[r], tooltips=[("peak", "@y{0,0.00} MiB"), ("at", "@x{0.000} ms"),
                                                            ("op", "@op")]))
             parts = []
@@ -136,6 +139,10 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
         peak_div_text = "; ".join(parts)
     if tables["missing"]:
         notes.append("Not available in this build of nbprof.analysis: " + ", ".join(tables["missing"]) + ".")
+    if ymax > 0:  # room above the highest point: a 12 px peak marker sits whole inside the frame
+        from bokeh.models import Range1d
+
+        p.y_range = Range1d(-0.04 * ymax, ymax * 1.15)  # and below the lowest: a CPU peak near 0 MiB
     apply_theme([p], "dark" if theme == "dark" else "light")
     if curve is None or curve.empty:  # no blank "Device memory" plot: the note says why there is none
         lay = column(Div(text=" ".join(notes), render_as_text=True, width=width, name="nbprof_mem_note"),

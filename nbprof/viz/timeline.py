@@ -241,6 +241,39 @@ class TimelineModel(TimelineLayout):
         on_render(lay, [p], theme, document_ready=True)
 
 
+#: brings the live timeline's plot into the window once per request (:meth:`TimelineView.scroll_into_view`): the
+#: request is a counter in the figure's ``tags``, read when the figure renders or is laid out (a dashboard
+#: re-renders the timeline tab) and when the tag changes; the figure's view (``Bokeh.index``) is scrolled to when it is on the page
+_SCROLL_JS = """
+const tag = (fig.tags || []).find((t) => t != null && typeof t === "object" && t.nbprof_scroll);
+if (!tag) { return; }
+const n = tag.nbprof_scroll;
+const seen = window.__nbprof_scrolled = window.__nbprof_scrolled || {};
+let tries = 0;
+function box(el) {  // a view's host element may be laid out as contents: its nearest ancestor with a box
+  for (let e = el; e != null; e = e.parentElement || (e.getRootNode && e.getRootNode().host) || null) {
+    if (e.isConnected && e.getBoundingClientRect().height > 0) { return e; }
+  }
+  return null;
+}
+function go() {
+  if (seen[fig.id] === n) { return; }
+  let el = null;
+  for (const v of (window.Bokeh && Bokeh.index ? Bokeh.index.find(fig) : [])) {
+    const b = v.el ? box(v.el) : null;
+    if (b) { el = b; }
+  }
+  if (el) {
+    seen[fig.id] = n;
+    el.scrollIntoView({block: "start"});
+  } else if (tries++ < 100) {
+    setTimeout(go, 100);
+  }
+}
+setTimeout(go, 50);
+"""
+
+
 class TimelineView(NbprofView):
     """The live timeline widget (see :func:`timeline`).
 
@@ -259,7 +292,7 @@ class TimelineView(NbprofView):
                  max_quads: int):
         from bokeh.events import RangesUpdate
         from bokeh.layouts import column
-        from bokeh.models import ColumnDataSource, Div
+        from bokeh.models import ColumnDataSource, CustomJS, Div
 
         self.model = model
         self.width_px = width
@@ -275,6 +308,11 @@ class TimelineView(NbprofView):
         self.figure = p
         lay = column(p, self.info, name="nbprof_timeline")
         model._attach_js(p, lay, theme)
+        scroll = CustomJS(args={"fig": p}, code=_SCROLL_JS)
+        p.js_on_event("document_ready", scroll)
+        p.js_on_change("inner_width", scroll)  # the first layout of each render (as theme.on_render)
+        p.js_on_change("tags", scroll)
+        self._scroll_requests = 0
         p.on_event(RangesUpdate, self._on_range)
         if model.focus_ns is not None:
             self.set_range(model.focus_ns[0] / 1e6, model.focus_ns[1] / 1e6)
@@ -302,6 +340,15 @@ class TimelineView(NbprofView):
         """Show ``[x0_ms, x1_ms]`` (ms from the trace origin): moves the x-range and re-aggregates."""
         self.figure.x_range.update(start=float(x0_ms), end=float(x1_ms))
         self.refresh(x0_ms, x1_ms)
+
+    def scroll_into_view(self) -> None:
+        """Ask the browser to bring the plot into the window (once: now if it is shown, else when it next renders).
+
+        A dashboard's "show on the timeline" button calls it: the zoom alone left the plot below the window.
+        """
+        self._scroll_requests += 1
+        keep = [t for t in self.figure.tags if not (isinstance(t, dict) and "nbprof_scroll" in t)]
+        self.figure.tags = [*keep, {"nbprof_scroll": self._scroll_requests}]
 
     def refresh(self, x0_ms: float, x1_ms: float) -> None:
         """Re-aggregate for the window ``[x0_ms, x1_ms]`` and send the new rectangles to the browser."""
