@@ -43,8 +43,9 @@ def test_every_pair_names_a_bound_and_the_fix(rows):
     # the bound is the part the fix shrinks where the fix is the input pipeline
     for n in ("dataloader", "slow_collate", "h200_cnn_workers"):
         assert by[n]["bound"] == "dataloader", by[n]
-    for n in ("print_tensor", "checkpoint"):
-        assert by[n]["bound"] == "python", by[n]  # host work in Python (torch.save, print), not "idle"
+    # host work in Python (torch.save), not "idle"; print(tensor) formats with aten ops too, so host or Python
+    assert by["checkpoint"]["bound"] == "python", by["checkpoint"]
+    assert by["print_tensor"]["bound"] in ("python", "host"), by["print_tensor"]
 
 
 def test_gpu_pairs_predictions(rows):
