@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsys_support import agents_running, nsys_or_skip
+from nsys_support import agents_running, assert_no_new_agent, nsys_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
 #: synthetic CPU cost per sample (ms) and batch size: the main thread preprocesses 64 x 0.2 ms = 12.8 ms a step
@@ -25,7 +25,7 @@ def capture_pair(out: Path) -> tuple[str, str]:
         art = run_workload(str(ROOT / "examples" / "train_cnn.py"),
                            ["--num-workers", "0", "--preprocess-ms", str(PREPROCESS_MS), "--batch-size", str(BATCH)],
                            out / f"try{attempt}", steps=STEPS, tensorboard=False, log=lambda *_: None)
-        assert set(agents_running()) <= before, "an nsys agent of this run survived"
+        assert_no_new_agent(before)
         if art.nsys_report:
             break
     assert art.nsys_report and art.trace, art.notes

@@ -83,3 +83,26 @@ def assert_matches(ours: pd.DataFrame, theirs: pd.DataFrame, pairs: list[tuple[s
             xs = ["None" if v is None or (isinstance(v, float) and pd.isna(v)) else str(v) for v in x]
             ys = ["None" if v is None or v == "" or (isinstance(v, float) and pd.isna(v)) else str(v) for v in y]
             assert xs == ys, f"{o} vs {t}: {xs} != {ys}"
+
+
+def assert_no_new_agent(before: set[str], grace_s: float = 20.0) -> None:
+    """No ``nsys --start-agent`` started since ``before`` (:func:`agents_running`) outlives ``grace_s`` -- except
+    agents whose ``nsys profile`` (the ``-<pid>`` of their ``--session-name``) still runs: another session's run
+    in progress on a shared machine, not a leftover of ours."""
+    import re
+    import time
+
+    def leftovers() -> set[str]:
+        out = set()
+        for cmd in set(agents_running()) - before:
+            m = re.search(r"--session-name=profile-\S*-(\d+)\b", cmd)
+            if m and os.path.exists(f"/proc/{m.group(1)}"):
+                continue
+            out.add(cmd)
+        return out
+
+    deadline = time.monotonic() + grace_s
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = leftovers()
+    assert not left, f"an nsys agent of this run survived: {sorted(left)}"

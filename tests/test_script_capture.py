@@ -108,7 +108,7 @@ def test_no_step_boundary_says_so(monkeypatch, tmp_path, capfd):
 def test_report_script_under_nsys_merges_on_step_ranges(script, tmp_path, monkeypatch):
     """``nbprof report --script`` on an unmodified script under real nsys: the NVTX step ranges pair with
     Kineto's ProfilerStep#N and the clocks align within 50 µs (the merge's own residual)."""
-    from nsys_support import agents_running, nsys_or_skip
+    from nsys_support import agents_running, assert_no_new_agent, nsys_or_skip
 
     nsys_or_skip()
     from nbprof.report import run_workload
@@ -124,7 +124,7 @@ def test_report_script_under_nsys_merges_on_step_ranges(script, tmp_path, monkey
         # nsys 2022.4 once failed here in its ProcessWaiter (sem_open ENOENT): that attempt is repeated too
         art = run_workload(script, ["--steps", "11"], tmp_path / f"try{attempt}", use_nsys=True, tensorboard=False,
                            log=lambda _m: None)
-        assert set(agents_running()) <= before, "an nsys agent of this run survived"
+        assert_no_new_agent(before)
         if not art.nsys_report:
             continue
         kin, ns = load(art.trace), load(art.nsys_report)
