@@ -55,6 +55,14 @@ def test_lm_steps_from_the_optimizer_hook(monkeypatch, tmp_path):
     assert ov is not None and ov.profiled_steps == (3, 4, 5) and ov.unprofiled_steps == (1, 6, 7, 8)
     assert ov.step_source == "optimizer" and ov.ratio > 0
     assert "Profiler overhead: profiled steps took" in overhead_sentence(ov)
+    # the advisor's profiler_overhead finding is the same quantity (one definition), listed apart (no saving)
+    from nbprof.analysis import advisor
+
+    found = [f for f in advisor.advise(tr) if f.rule == "profiler_overhead"]
+    assert len(found) == int(ov.distorted)
+    if found:
+        assert found[0].evidence["ratio"] == ov.ratio and not found[0].quantified
+        assert found[0].evidence["profiled_step_ns"] == ov.profiled_median_ns
 
 
 def test_cnn_slow_dataset_data_wait(monkeypatch, tmp_path):

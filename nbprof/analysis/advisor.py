@@ -110,7 +110,6 @@ THRESHOLDS: dict[str, float] = {
     "unattributed_ratio": 0.10,
     "tiny_op_ns": 30_000,
     "tiny_ops_per_step": 20,
-    "profiler_overhead_ratio": 0.10,
 }
 
 

@@ -31,9 +31,9 @@ Each rule takes :class:`nbprof.analysis.findings.RuleInputs` and returns at most
                        collectives scaled to their transfer share (:func:`~nbprof.analysis.distributed.wait_transfer`:
                        no wait for the straggler); on the straggler itself not quantified (the saving is the
                        others').
-``profiler_overhead``  the capture recorded the unprofiled step time (``trace.meta.extra["unprofiled_step_ns"]``)
-                       and the profiled step is >= ``profiler_overhead_ratio`` longer. Not quantified: the
-                       profiler's cost is not the job's.
+``profiler_overhead``  the capture recorded the unprofiled steps' wall times and
+                       :func:`nbprof.analysis.overhead.profiler_overhead` says the shares are distorted. Not
+                       quantified: the profiler's cost is not the job's.
 =====================  ======================================================================================
 """
 
@@ -351,19 +351,21 @@ def rule_straggler(inp: RuleInputs) -> list[Finding]:
 
 
 def rule_profiler_overhead(inp: RuleInputs) -> list[Finding]:
-    """The profiler's own cost, where the capture recorded the unprofiled step time."""
-    un = inp.trace.meta.extra.get("unprofiled_step_ns") if isinstance(inp.trace.meta.extra, dict) else None
-    if not un or inp.steps.empty:
-        return []
-    prof = float(inp.steps["step_ns"].mean())
-    ratio = prof / float(un) - 1
-    if ratio < inp.th("profiler_overhead_ratio"):
+    """The profiler's own cost, where the capture recorded the unprofiled steps' wall times: the one definition is
+    :func:`nbprof.analysis.overhead.profiler_overhead` (median profiled / median unprofiled step); a finding when
+    it is ``distorted`` (ratio above ``DISTORTION_RATIO``)."""
+    from .overhead import profiler_overhead
+
+    ov = profiler_overhead(inp.trace)
+    if ov is None or not ov.distorted:
         return []
     return [Finding(
-        "profiler_overhead", "medium" if ratio < 1 else "high",
-        f"the profiler makes each step {ratio:.0%} longer ({ms(prof)} profiled vs {ms(float(un))} unprofiled): host "
-        "shares are inflated",
-        {"profiled_step_ns": prof, "unprofiled_step_ns": float(un), "ratio": float(ratio)},
+        "profiler_overhead", "high" if ov.ratio >= 2 else "medium",
+        f"the profiler made each step {ov.ratio:.2f}x as long ({ms(ov.profiled_median_ns)} profiled vs "
+        f"{ms(ov.unprofiled_median_ns)} unprofiled, medians): host shares are inflated",
+        {"profiled_step_ns": ov.profiled_median_ns, "unprofiled_step_ns": ov.unprofiled_median_ns,
+         "ratio": float(ov.ratio), "profiled_steps": list(ov.profiled_steps),
+         "unprofiled_steps": list(ov.unprofiled_steps)},
         steps_where(inp.steps),
         "Read host shares with this in mind; record fewer things (record_shapes/with_stack/profile_memory off) "
         "for a closer picture of the unprofiled run.",
