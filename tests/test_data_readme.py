@@ -10,7 +10,7 @@ import pytest
 from conftest import DATA
 
 import nbprof
-from nbprof.analysis.regression import step_times
+from nbprof.analysis.steps import step_times
 
 
 @pytest.mark.parametrize("name", ["cnn_nw0_prep", "cnn_nw4_prep"])
