@@ -72,3 +72,54 @@ def test_v100_stripped_critical_path_and_advisor_match_the_profiler_steps(tmp_pa
     assert fo[0].rule == ft[0].rule == "dataloader"
     assert ft[0].predicted_saving_ns == pytest.approx(fo[0].predicted_saving_ns, rel=0.10)
     assert "over 6 steps" in ft[0].saving_reason
+
+
+class _SlowFirstBatch:
+    """A map-style dataset whose first item takes 60 ms to load and the others 8 ms (a cold first read)."""
+
+    def __len__(self):
+        return 7
+
+    def __getitem__(self, i):
+        import time
+
+        import torch
+
+        time.sleep(0.060 if i == 0 else 0.008)
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(64, generator=g), torch.randn(8, generator=g)
+
+
+def test_advisor_averages_the_steady_steps_the_verdict_averages(tmp_path):
+    """A real loop with a DataLoader whose first batch is slow: the first step is warm-up (skipped by
+    ``steps.steady_state``); the advisor's DataLoader finding averages the same steady steps as the verdict."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    from nbprof.analysis import verdict
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = torch.utils.data.DataLoader(_SlowFirstBatch(), batch_size=1, num_workers=0)
+    out = tmp_path / "dl.pt.trace.json"
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for x, y in loader:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+    prof.export_chrome_trace(str(out))
+    tr = nbprof.load(out)
+    assert tr.steps == list(range(7))
+    ss = steps.steady_state(tr)
+    if not ss["skipped"].iloc[0]:  # a disturbed machine made a later step as slow as the cold first one
+        pytest.skip(f"first step not warm-up here: steps {ss['step_ns'].tolist()} ns")
+    steady = steps.steady_breakdown(tr)
+    assert len(steady) < len(steps.step_breakdown(tr))
+    dl = [f for f in advisor.advise(tr, quantify=False) if f.rule == "dataloader"]
+    assert len(dl) == 1
+    ev = dl[0].evidence
+    assert ev["steps"] == len(steady)
+    assert ev["avg_step_ns"] == pytest.approx(float(steady["step_ns"].mean()))
+    v = verdict.verdict(tr)
+    assert (v.steps, v.step_ns) == (len(steady), pytest.approx(ev["avg_step_ns"]))
