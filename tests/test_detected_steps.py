@@ -35,7 +35,7 @@ def test_cpu_loop_without_profiler_step_has_per_event_steps_and_per_step_critica
     n = 6
     tr = _cpu_loop(tmp_path, n)
     assert iterations.step_source(tr).source == "optimizer_step"
-    assert tr.steps == list(range(n))
+    assert tr.steps == list(range(n)) and tr.meta.extra["steps_detected"] == "optimizer_step"
     ev = tr.events
     # every forward matmul belongs to the iteration whose window holds it: two aten::addmm per step
     mm = ev[ev["name"] == "aten::addmm"]
@@ -63,6 +63,7 @@ def test_v100_stripped_critical_path_and_advisor_match_the_profiler_steps(tmp_pa
     orig = nbprof.load(path)
     tr = nbprof.load(_without_profiler_steps(path, tmp_path))
     assert orig.steps == [5, 6, 7, 8, 9, 10] and tr.steps == [0, 1, 2, 3, 4, 5]
+    assert "steps_detected" not in orig.meta.extra and tr.meta.extra["steps_detected"] == "optimizer_step"
     counts = tr.events["step"].value_counts()
     assert counts.drop(-1, errors="ignore").nunique() == 1  # every iteration holds the same number of events
     lo = np.array([critical_path.critical_path(orig, step=s).length_ns for s in orig.steps], dtype=np.float64)

@@ -58,6 +58,7 @@ class Trace(Protocol):
 
     events: pd.DataFrame
     memory: pd.DataFrame
+    meta: Any
     report: Any
 
 #: The sources, in order of preference.
@@ -415,6 +416,8 @@ def assign_detected_steps(trace: Trace) -> None:
 
     Changes nothing when an event already has a step (>= 0: the source's ``ProfilerStep#N``/NVTX step ranges),
     when nothing repeats, or when the events frame lacks a column of ``nbprof.trace.schema.EVENT_COLUMNS``.
+    When it assigns, ``trace.meta.extra["steps_detected"]`` is the source's name (:data:`SOURCES`): the steps are
+    not the source's own step ranges.
     """
     ev = trace.events
     if not isinstance(ev, pd.DataFrame) or not len(ev) or not set(schema.EVENT_COLUMNS) <= set(ev.columns):
@@ -426,7 +429,11 @@ def assign_detected_steps(trace: Trace) -> None:
         return
     mem = trace.memory if isinstance(trace.memory, pd.DataFrame) and "ts_ns" in trace.memory.columns else None
     dev = ev["device"].to_numpy() >= 0
-    if step_source(trace).side == "device":
+    src = step_source(trace)
+    if src.side == "device":
         assign_steps(ev, r, memory=mem, timed=dev, correlated=~dev)
     else:
         assign_steps(ev, r, memory=mem)
+    extra = getattr(trace.meta, "extra", None)
+    if isinstance(extra, dict):
+        extra["steps_detected"] = src.source
