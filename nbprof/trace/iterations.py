@@ -30,6 +30,10 @@ Start-anchored sources (DataLoader, module forward, graph launch, kernel sequenc
 the last event of that thread (or device) starting before the last marker plus the median period: a long tail
 after the loop is not counted in it.
 
+When the source gave no step (every ``step`` -1), ``Trace`` construction makes the iterations the events' steps
+(:func:`assign_detected_steps`), so per-step analyses that read the ``step`` column (critical path of one step,
+advisor rules, what-if plans) see the same steps as :func:`nbprof.analysis.steps.step_windows`.
+
 Every boundary is a row of ``trace.events`` and an edge of it (its start ``ts_ns`` or its end ``ts_ns + dur_ns``),
 so the same iterations can be placed on other event times (a what-if replay moves events, not boundaries' rows).
 """
