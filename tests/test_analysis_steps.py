@@ -154,7 +154,7 @@ def test_trace_without_steps_is_one_window_extended_to_device_work():
     (``[param|...|warmup|forward]``, ``[param|...|measure|forward]``), the same 39-kernel sequence twice."""
     path = corpus_path(ALEXNET)
     t = _load(path)
-    assert t.steps == []
+    assert t.steps == [0, 1]  # the detected (device) iterations are the events' steps
     src = iterations.step_source(t)
     assert (src.source, src.steps, src.side) == ("kernel_sequence", 2, "device")
     detected = steps.step_breakdown(t)

@@ -20,6 +20,7 @@ import pytest
 from conftest import CORPUS, corpus_path
 
 import nbprof
+from nbprof.trace import iterations
 
 FLOW_CATS = {"ac2g": "ac2g", "async": "ac2g", "async_cpu_to_gpu": "ac2g", "fwdbwd": "fwdbwd"}
 OLD = {"Operator": "cpu_op", "Kernel": "kernel", "Runtime": "cuda_runtime", "Memcpy": "gpu_memcpy",
@@ -111,12 +112,16 @@ def test_corpus_trace(row):
 
     # steps: the ProfilerStep#N numbers in the file
     steps = sorted({int(n) for n in re.findall(rb'"name":\s*"ProfilerStep\s*#\s*(\d+)"', _raw_bytes(p))})
-    assert tr.steps == steps
     if steps:
+        assert tr.steps == steps
         k = tr.events[tr.events["device"] >= 0]
         assert (k["step"] >= 0).mean() > 0.5 if len(k) else True
-    else:
+    else:  # without ProfilerStep the detected iterations (if any) are the steps, said in the report
         assert tr.report.get("no_steps") is not None
+        src = iterations.step_source(tr)
+        detected = src.source != "whole_trace"
+        assert tr.steps == (list(range(src.steps)) if detected else [])
+        assert src.source in tr.report.get("steps_detected").message
 
     # times: int64 ns from the first event, durations never negative
     assert tr.events["ts_ns"].min() == 0 and tr.events["dur_ns"].min() >= 0

@@ -374,7 +374,7 @@ def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict
     ValueError
         For an unknown rule or threshold name.
     """
-    from .steps import step_breakdown
+    from .steps import steady_breakdown
     from .utilization import gpu_utilization, idle_breakdown
 
     th = dict(THRESHOLDS)
@@ -386,7 +386,7 @@ def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict
     for r in names:
         if r not in RULES:
             raise ValueError(f"unknown rule {r!r}; known: {', '.join(RULES)}")
-    inp = RuleInputs(trace, th, step_breakdown(trace), gpu_utilization(trace), idle_breakdown(trace),
+    inp = RuleInputs(trace, th, steady_breakdown(trace), gpu_utilization(trace), idle_breakdown(trace),
                      tuple(ranks) if ranks is not None and len(ranks) > 1 else ())
     found: list[Finding] = []
     for r in names:

@@ -133,7 +133,7 @@ class RuleInputs:
     thresholds : dict of str to float
         ``advisor.THRESHOLDS`` with the caller's overrides.
     steps : pandas.DataFrame
-        :func:`nbprof.analysis.steps.step_breakdown` (int64 ns per step).
+        :func:`nbprof.analysis.steps.steady_breakdown` (int64 ns per step: the steady steps).
     util : pandas.DataFrame
         :func:`nbprof.analysis.utilization.gpu_utilization`.
     idle : pandas.DataFrame

@@ -44,6 +44,8 @@ class NsysResult:
         if nv is None:
             return pd.DataFrame()
         ev = self.trace.events
+        if self.trace.meta.extra.get("steps_detected"):  # steps found from what repeats: no NVTX step range
+            return pd.DataFrame()
         m = (ev["cat"].astype(str) == "nvtx") & (ev["step"] >= 0)
         return ev.loc[m, ["step", "name", "ts_ns", "dur_ns", "pid", "tid"]].reset_index(drop=True)
 

@@ -30,6 +30,10 @@ Start-anchored sources (DataLoader, module forward, graph launch, kernel sequenc
 the last event of that thread (or device) starting before the last marker plus the median period: a long tail
 after the loop is not counted in it.
 
+When the source gave no step (every ``step`` -1), ``Trace`` construction makes the iterations the events' steps
+(:func:`assign_detected_steps`), so per-step analyses that read the ``step`` column (critical path of one step,
+advisor rules, what-if plans) see the same steps as :func:`nbprof.analysis.steps.step_windows`.
+
 Every boundary is a row of ``trace.events`` and an edge of it (its start ``ts_ns`` or its end ``ts_ns + dur_ns``),
 so the same iterations can be placed on other event times (a what-if replay moves events, not boundaries' rows).
 """
@@ -39,16 +43,27 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from . import predicates as pred
 from . import schema
-from .model import Trace
+from .steps import assign_steps
 
-__all__ = ["SOURCES", "CONFIDENCE", "StepSource", "detect_iterations", "step_source", "BOUNDARY_COLUMNS"]
+__all__ = ["SOURCES", "CONFIDENCE", "StepSource", "detect_iterations", "step_source", "BOUNDARY_COLUMNS",
+           "iteration_ranges", "assign_detected_steps"]
+
+
+class Trace(Protocol):
+    """What this module reads of a :class:`nbprof.Trace` (not imported: ``Trace`` construction calls
+    :func:`assign_detected_steps`, so the model imports this module)."""
+
+    events: pd.DataFrame
+    memory: pd.DataFrame
+    meta: Any
+    report: Any
 
 #: The sources, in order of preference.
 SOURCES = ("profiler_step", "optimizer_step", "user_range", "dataloader", "module_forward", "cuda_graph",
@@ -367,3 +382,62 @@ def detect_iterations(trace: Trace) -> tuple[pd.DataFrame, StepSource]:
 def step_source(trace: Trace) -> StepSource:
     """The :class:`StepSource` of ``trace`` (which source defined its steps, with what confidence)."""
     return detect_iterations(trace)[1]
+
+
+def iteration_ranges(trace: Trace) -> pd.DataFrame:
+    """The detected iterations of ``trace`` as a :mod:`nbprof.trace.steps` ranges frame.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``step`` (int32: 0, 1, ...), ``start_ns``, ``end_ns`` (int64 ns, end exclusive): each iteration's
+        boundaries (:func:`detect_iterations`; host times, or device times when the source's ``side`` is
+        ``"device"``), before any extension to device work. Empty for ``profiler_step`` and ``whole_trace``.
+    """
+    b, _ = detect_iterations(trace)
+    ev = trace.events
+    if not len(b):
+        return pd.DataFrame({"step": np.zeros(0, np.int32), "start_ns": np.zeros(0, np.int64),
+                             "end_ns": np.zeros(0, np.int64)})
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    end = ts + ev["dur_ns"].to_numpy(np.int64)
+    sr, er = b["start_row"].to_numpy(np.int64), b["end_row"].to_numpy(np.int64)
+    return pd.DataFrame({"step": b["step"].to_numpy(np.int32),
+                         "start_ns": np.where(b["start_at_end"].to_numpy(bool), end[sr], ts[sr]),
+                         "end_ns": np.where(b["end_at_end"].to_numpy(bool), end[er], ts[er])})
+
+
+def assign_detected_steps(trace: Trace) -> None:
+    """Make the detected iterations the step of each event when no source set one (called once, by ``Trace``
+    construction): the ``step`` column of ``trace.events`` (and ``trace.memory``) then says which iteration of
+    :func:`iteration_ranges` an event belongs to, as it says which ``ProfilerStep#N`` it belongs to otherwise,
+    so every per-step analysis (critical path, advisor rules, what-if) sees the same steps as
+    :func:`nbprof.analysis.steps.step_windows`.
+
+    Host iterations are assigned as ``ProfilerStep`` ranges are (:func:`nbprof.trace.steps.assign_steps`: rows by
+    time, device rows by the correlation id of their launch); device iterations (``kernel_sequence``) the other
+    way round: device rows by time, host rows by the correlation id of the device row they launched.
+
+    Changes nothing when an event already has a step (>= 0: the source's ``ProfilerStep#N``/NVTX step ranges),
+    when nothing repeats, or when the events frame lacks a column of ``nbprof.trace.schema.EVENT_COLUMNS``.
+    When it assigns, ``trace.meta.extra["steps_detected"]`` is the source's name (:data:`SOURCES`): the steps are
+    not the source's own step ranges.
+    """
+    ev = trace.events
+    if not isinstance(ev, pd.DataFrame) or not len(ev) or not set(schema.EVENT_COLUMNS) <= set(ev.columns):
+        return
+    if (ev["step"].to_numpy() >= 0).any():
+        return
+    r = iteration_ranges(trace)
+    if not len(r):
+        return
+    mem = trace.memory if isinstance(trace.memory, pd.DataFrame) and "ts_ns" in trace.memory.columns else None
+    dev = ev["device"].to_numpy() >= 0
+    src = step_source(trace)
+    if src.side == "device":
+        assign_steps(ev, r, memory=mem, timed=dev, correlated=~dev)
+    else:
+        assign_steps(ev, r, memory=mem)
+    extra = getattr(trace.meta, "extra", None)
+    if isinstance(extra, dict):
+        extra["steps_detected"] = src.source

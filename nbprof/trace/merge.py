@@ -536,6 +536,9 @@ def merge(nsys: Trace, kineto: Trace, *, window: str = "kineto") -> Trace:
     kr = step_ranges(k_ev, host_k)
     if len(kr):
         assign_steps(n_ev, kr, timed=n_ev["device"].to_numpy() < 0)
+    else:  # no ProfilerStep: each side's detected iterations are dropped; the merged Trace detects its own
+        n_ev["step"] = np.int32(-1)
+        k_ev["step"] = np.int32(-1)
     n_ev["rank"] = np.int32(kineto.meta.rank)
     dup_n = np.zeros(len(ne), bool)
     dup_n[xrows] = True

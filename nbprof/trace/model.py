@@ -187,6 +187,14 @@ class Trace:
     report: LoadReport
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Without step ranges from the source (every ``step`` -1: no ``ProfilerStep#N``, no NVTX step
+        ranges), the iterations found from what repeats become the events' steps
+        (:func:`nbprof.trace.iterations.assign_detected_steps`, noted as ``steps_detected`` in the report)."""
+        from .iterations import assign_detected_steps
+
+        assign_detected_steps(self)
+
     # ----------------------------------------------------------------- basics
     @property
     def duration_ns(self) -> int:
@@ -208,7 +216,8 @@ class Trace:
 
     @property
     def steps(self) -> list[int]:
-        """ProfilerStep numbers present, ascending."""
+        """Step numbers present in the ``step`` column, ascending: the ``N`` of ``ProfilerStep#N`` (or of the
+        source's NVTX step ranges), else the detected iterations 0, 1, ... (``nbprof.trace.iterations``)."""
         s = self.events["step"]
         return sorted(int(x) for x in pd.unique(s[s >= 0]))
 

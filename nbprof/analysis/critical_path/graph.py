@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace import schema
+from ...trace.iterations import iteration_ranges
 from ...trace.model import Trace
 from ...trace.predicates import is_communication, is_step_row, step_number
 from ...trace.predicates import name_mask as _name_mask
@@ -94,6 +95,12 @@ def _marker_sequence(tkey: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple
 
 def _window(trace: Trace, step: int | None, annotation: str | None, instance: int | tuple[int, int],
             window: tuple[int, int] | None) -> tuple[int, int]:
+    """The (start_ns, end_ns) host window the graph is clipped to: HTA 0.5.0's definition (``critical_path``'s
+    ``ProfilerStep#N`` host range, its annotation instances, or the whole trace), kept on purpose apart from
+    :func:`nbprof.analysis.steps.step_windows`, THE step window elsewhere (host steps extended to the end of
+    the device work they launched), so that the critical path reproduces HTA's. Without ``ProfilerStep#N``, step
+    N is the host range of detected iteration N (:func:`nbprof.trace.iterations.iteration_ranges`, the
+    ranges the events' ``step`` column comes from)."""
     ev = trace.events
     ts = ev["ts_ns"].to_numpy(np.int64)
     end = ts + ev["dur_ns"].to_numpy(np.int64)
@@ -104,6 +111,10 @@ def _window(trace: Trace, step: int | None, annotation: str | None, instance: in
         mask = is_step_row(ev) & _name_mask(names, lambda n: step_number(n) == int(step))
         idx = np.flatnonzero(mask)
         if idx.size == 0:
+            it = iteration_ranges(trace) if not is_step_row(ev).any() else None
+            if it is not None and (it["step"] == int(step)).any():
+                r = it[it["step"] == int(step)].iloc[0]
+                return int(r["start_ns"]), int(r["end_ns"])
             raise ValueError(f"no ProfilerStep#{step} in the trace (steps: {trace.steps})")
         return int(ts[idx].min()), int(end[idx].max())
     if annotation:

@@ -13,6 +13,7 @@ import pandas as pd
 from ...trace import predicates as pred
 from ...trace.model import Trace
 from .. import _intervals as iv
+from ..steps import step_times, step_windows
 from ..utilization import _before_last_step
 from .comms import _as_list, collectives
 
@@ -112,15 +113,14 @@ def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        One row per rank and step: ``rank, step, step_ns`` (the ProfilerStep's duration), ``compute_ns,
-        overlapped_comm_ns, exposed_comm_ns, idle_ns`` (int64 ns; they sum to ``step_ns``), ``basis``
-        ("gpu_kernels" or "cpu_ops"). Traces without ``ProfilerStep`` ranges give no rows (empty, with these
-        columns).
+        One row per rank and step: ``rank, step, step_ns`` (the step window,
+        :func:`nbprof.analysis.steps.step_windows`), ``compute_ns, overlapped_comm_ns, exposed_comm_ns,
+        idle_ns`` (int64 ns; they sum to ``step_ns``), ``basis`` ("gpu_kernels" or "cpu_ops"). Traces without
+        host events give no rows (empty, with these columns).
     """
     rows = []
     for t in _as_list(traces):
-        ev = t.events
-        steps = ev[pred.is_step_row(ev)]
+        steps = step_windows(t)
         if steps.empty:
             continue
         c = collectives(t)
@@ -129,8 +129,8 @@ def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
         comp = _compute_intervals(t, comm_tids)
         both = iv.intersect(comm, comp)
         basis = "gpu_kernels" if t.has_device else "cpu_ops"
-        s0 = steps["ts_ns"].to_numpy(np.int64)
-        s1 = s0 + steps["dur_ns"].to_numpy(np.int64)
+        s0 = steps["start_ns"].to_numpy(np.int64)
+        s1 = steps["end_ns"].to_numpy(np.int64)
         c_in = iv.overlap_with_windows(comm, s0, s1)
         p_in = iv.overlap_with_windows(comp, s0, s1)
         b_in = iv.overlap_with_windows(both, s0, s1)
@@ -204,7 +204,7 @@ def skew(traces: Sequence[Trace], *, recurrence: float = 0.5) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        ``rank, steps, step_mean_ns`` (ProfilerStep durations), ``step_mean_skew_ns`` (its mean step
+        ``rank, steps, step_mean_ns`` (:func:`nbprof.analysis.steps.step_times`), ``step_mean_skew_ns`` (its mean step
         minus the fastest rank's), ``comm_ns, exposed_comm_ns`` (from :func:`overlap`),
         ``matched_collectives``, ``last_arrival_count``, ``last_arrival_ratio``, ``mean_lag_ns``
         (mean arrival lag behind the first rank, see :func:`collective_skew`), ``caused_wait_ns`` (the
@@ -220,14 +220,13 @@ def skew(traces: Sequence[Trace], *, recurrence: float = 0.5) -> pd.DataFrame:
     sg = stragglers(wt, recurrence=recurrence).set_index("rank")
     rows = []
     for t in traces:
-        ev = t.events
-        st = ev[pred.is_step_row(ev)]
+        st = step_times(t)
         r = t.meta.rank
         lagcol = f"lag_ns_r{r}"
         nmatch = len(cs) if lagcol in cs else 0
         last = int((cs["last_rank"] == r).sum()) if nmatch else 0
         rows.append(dict(
-            rank=r, steps=len(st), step_mean_ns=float(st["dur_ns"].mean()) if len(st) else float("nan"),
+            rank=r, steps=len(st), step_mean_ns=float(st.mean()) if len(st) else float("nan"),
             comm_ns=int(ov.loc[r, "comm_ns"]) if r in ov.index else 0,
             exposed_comm_ns=int(ov.loc[r, "exposed_comm_ns"]) if r in ov.index else 0,
             matched_collectives=nmatch, last_arrival_count=last,

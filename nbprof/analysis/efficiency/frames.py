@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...trace import predicates as pred
 from ...trace.model import Trace
 from ..kernels import kernel_summary
 from ..operators import operator_summary
+from ..steps import step_windows
 from .device_peaks import Peaks, peaks
 from .work_models import kernel_work, op_work
 
@@ -143,7 +143,7 @@ def kernel_efficiency(trace: Trace, *, peaks_: Peaks | None = None, modelled_onl
 
 
 def step_mfu(trace: Trace, *, peaks_: Peaks | None = None, dtype: str | None = None) -> pd.DataFrame:
-    """Model and hardware FLOPs utilisation per ``ProfilerStep``.
+    """Model and hardware FLOPs utilisation per step (:func:`nbprof.analysis.steps.step_windows`).
 
     ``model_flops`` counts the matrix work (GEMM, convolution, attention: the FLOPs of the model's
     layers, forward and backward, as PaLM's MFU does, Chowdhery et al. 2022 App. B);
@@ -153,7 +153,7 @@ def step_mfu(trace: Trace, *, peaks_: Peaks | None = None, dtype: str | None = N
     Returns
     -------
     pandas.DataFrame
-        One row per step: ``step``, ``step_ns`` (the ``ProfilerStep#N`` duration), ``model_flops``,
+        One row per step: ``step``, ``step_ns`` (:func:`nbprof.analysis.steps.step_times`), ``model_flops``,
         ``hardware_flops`` (FLOP), ``dtype`` (the peak column: ``dtype`` if given, else the dtype of
         most matrix FLOPs), ``peak_tflops_per_s``, ``mfu`` (model_flops / (step_ns·1e-9 · peak)),
         ``hfu`` (hardware_flops / (step_ns·1e-9 · peak)). NaN ratios when the peaks are unknown; NaN FLOPs
@@ -161,13 +161,12 @@ def step_mfu(trace: Trace, *, peaks_: Peaks | None = None, dtype: str | None = N
         the work is unknown, not zero).
     """
     pk = peaks_ if peaks_ is not None else peaks(trace)
-    ev = trace.events
-    srow = np.flatnonzero(pred.is_step_row(ev))
+    win = step_windows(trace)
     cols = ["step", "step_ns", "model_flops", "hardware_flops", "dtype", "peak_tflops_per_s", "mfu", "hfu"]
-    if not len(srow):
+    if not len(win):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    snum = np.array([pred.step_number(str(x)) for x in ev["name"].astype(object).to_numpy()[srow]])
-    sdur = ev["dur_ns"].to_numpy()[srow]
+    snum = win["step"].to_numpy(np.int64)
+    sdur = (win["end_ns"] - win["start_ns"]).to_numpy(np.int64)
     w = op_work(trace)
     w = w[w["counted"].astype(bool)] if len(w) else w
     matrix = w["kind"].isin(["gemm", "conv", "attention"]) if len(w) else pd.Series(dtype=bool)

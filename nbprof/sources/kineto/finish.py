@@ -261,7 +261,8 @@ def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> No
     """``step`` from the host ``ProfilerStep#N`` ranges (``nbprof.trace.steps``): host rows by time,
     device rows via the correlation id of their launch, else by time; memory rows by time.
 
-    A trace without ``ProfilerStep#N`` keeps step -1 everywhere, noted in the report.
+    A trace without ``ProfilerStep#N`` keeps step -1 here, noted in the report; ``Trace`` construction then
+    assigns the detected iterations, if any (``nbprof.trace.iterations.assign_detected_steps``).
     """
     if events.empty:
         return
@@ -277,7 +278,8 @@ def _steps(events: pd.DataFrame, memory: pd.DataFrame, report: LoadReport) -> No
     ranges = steps.step_ranges(events)
     if not len(ranges):
         report.add("no_steps", "assumed", 0,
-                   "no ProfilerStep#N events (profiler used without schedule/step()): step is -1 for every event")
+                   "no ProfilerStep#N events (profiler used without schedule/step()): steps are the iterations "
+                   "detected from what repeats (steps_detected), else -1 for every event")
         return
     host_ranges = steps.step_ranges(events, host)
     if len(host_ranges):
