@@ -100,8 +100,8 @@ class ReportError(NbprofError, RuntimeError):
 
 
 class ReportInputError(ReportError):
-    """Raised before anything runs when a given input is not a trace nbprof can read (a folder, a missing file,
-    an unknown format): a bad input (``nbprof report`` exits 2), not a failed run (exit 3)."""
+    """Raised when a given input is not a trace nbprof can read (a folder, a missing file, an unknown format),
+    before anything runs: a bad input (``nbprof report`` exits 2), not a failed run (exit 3)."""
 
 
 @dataclass

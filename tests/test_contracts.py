@@ -210,6 +210,7 @@ EXAMPLES = {
         "/data/run.pt.trace.json.gz", 1234, "invalid character", table="StringIds", event_index=17
     ),
     "nbprof.report.ReportError": lambda c: c("02_operators_pytorch.ipynb failed", notebook="/tmp/out/02.ipynb"),
+    "nbprof.report.ReportInputError": lambda c: c("--trace runs/: a folder, not a trace"),
     "nbprof.tensorboard.launch.TensorBoardStartError": lambda c: c(
         "tensorboard exited early", port=6123, stderr="E0101 address in use\nbye"
     ),
@@ -342,6 +343,13 @@ def analysis_inputs():
         "link_peaks": (),
         "step_waterfall": (compare(tr, tr),),
         "step_windows_at": (tr, tr.events["ts_ns"].to_numpy(), tr.events["dur_ns"].to_numpy()),
+        # a watch step log: step 3's data wait grew by 200 ms (the columns nbprof.capture.watch writes)
+        "what_grew": (pd.DataFrame({
+            "step": range(6), "step_ns": [10_000_000] * 3 + [210_000_000] + [10_000_000] * 2,
+            "flagged": [False] * 3 + [True] + [False] * 2, "profiled": [False] * 6,
+            "data_wait_ns": [1_000_000] * 3 + [201_000_000] + [1_000_000] * 2, "forward_ns": [3_000_000] * 6,
+            "backward_ns": [4_000_000] * 6, "optimizer_ns": [1_000_000] * 6, "gc_ns": [0] * 6,
+            "blocked_ns": [0] * 6}),),
     }
 
 
