@@ -74,10 +74,8 @@ def device_ops(trace: Trace, *, until_last_step: bool = False) -> pd.DataFrame:
     d["end_ns"] = d["ts_ns"] + d["dur_ns"]
     is_kernel = pred.is_kernel(ev)[mask]
     is_comm = is_kernel & pred.is_communication(ev, where="device")[mask]
-    # MTIA's DMA transfers run as device ops named ``dma*``: memory, as HTA classes them
-    # (``MemoryKernelGroupingPattern`` / ``MTIAMemoryKernelGroupingPattern``, hta/common/types.py)
-    is_dma = pred.name_mask(ev.loc[mask, "name"], lambda n: n.startswith("dma"))
-    d["kind"] = np.where(~is_kernel | is_dma, "memory", np.where(is_comm, "communication", "compute"))
+    # (MTIA's ``dma*`` transfers are memory copies from the load on: the Kineto loader files them as gpu_memcpy)
+    d["kind"] = np.where(~is_kernel, "memory", np.where(is_comm, "communication", "compute"))
     rt_mask = pred.is_runtime(ev) & (ev["correlation"].to_numpy() >= 0)
     rt = ev.loc[rt_mask, ["correlation", "ts_ns", "dur_ns", "name"]]
     rt = rt.drop_duplicates("correlation", keep="last")
