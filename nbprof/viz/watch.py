@@ -89,7 +89,9 @@ class WatchView(NbprofView):
         self._captures: list[dict[str, Any]] = []
         self.source = ColumnDataSource(_rows([]))
         self.flags = ColumnDataSource({"step": [], "step_ms": []})
-        p = figure(height=300, width=width, title="step time (ms) per step, parts stacked; band: running median "
+        # min_width: the chart is laid out while the cell still runs (its output area may not have its width yet);
+        # fit_width (viz._base) then stretches it from there up to ``width``
+        p = figure(height=300, width=width, min_width=min(width, 600), title="step time (ms) per step, parts stacked; band: running median "
                    f"to {self.k:g}x it; triangles: flagged", x_axis_label="step", y_axis_label="ms",
                    tools="xpan,xwheel_zoom,box_zoom,reset,save")
         p.vbar_stack(list(PARTS), x="step", width=0.9, source=self.source, color=[c for _, c in PARTS.values()],
