@@ -198,9 +198,12 @@ def test_cli_report_html_is_clean(tmp_path):
     assert seen.strip(), "no Bokeh document found in the report"
     assert not leaks(seen), leaks(seen)
     # the first section: the bound of this trace, as the verdict states it
+    from nbprof.analysis import advisor
     from nbprof.analysis.verdict import verdict
     from nbprof.results.verdict import verdict_sentence
 
-    first = verdict_sentence(verdict(nbprof.load(GPU)))
+    tr = nbprof.load(GPU)
+    fs = advisor.advise(tr)
+    first = verdict_sentence(verdict(tr, findings=fs), fs)
     assert _html.unescape(first) in text.replace("\n", "")
     assert [p.name for p in tmp_path.iterdir()] == ["lm.html"]  # nothing else left next to it
