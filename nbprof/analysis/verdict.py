@@ -25,7 +25,7 @@ The **bound** is the part that the first finding's fix shrinks (``findings[0].pa
 ranking: the largest predicted saving) when that saving is at least :data:`MIN_SAVING_RATIO` of the step and the
 part holds at least half of it; otherwise the largest part. :attr:`Verdict.bound_reason` says why when the two differ. A part within
 :data:`CLOSE_RATIO` of the bound's share is :attr:`Verdict.co_bound` (both are shown instead of a flip at a
-threshold). A trace too short to judge (step time < :data:`MIN_STEP_NS`, or only the profiler's own events)
+threshold). A trace too short to judge (its steps together < :data:`MIN_PROFILED_NS`, or only the profiler's own events)
 gets bound ``too_short``; one step gets :attr:`Verdict.caveat`. With several ranks, the straggler
 (:func:`nbprof.analysis.distributed.stragglers`) is :attr:`Verdict.straggler`.
 """
@@ -46,7 +46,7 @@ from . import steps as st
 from .findings import Finding
 from .utilization import gpu_utilization
 
-__all__ = ["BOUNDS", "PARTS", "CLOSE_RATIO", "MIN_SAVING_RATIO", "MIN_STEP_NS", "Verdict", "Contributor",
+__all__ = ["BOUNDS", "PARTS", "CLOSE_RATIO", "MIN_SAVING_RATIO", "MIN_PROFILED_NS", "Verdict", "Contributor",
            "Straggler", "verdict"]
 
 #: part -> the step-breakdown columns it sums (``sync_wait`` and ``python`` are carved out of ``host`` and
@@ -67,8 +67,9 @@ BOUNDS = (*PARTS, "too_short", "none")
 CLOSE_RATIO = 0.8
 #: the first finding names the bound when its predicted saving is at least this share of the step
 MIN_SAVING_RATIO = 0.05
-#: a mean step shorter than this is too short to judge (timer resolution, profiler overhead per op)
-MIN_STEP_NS = 1_000_000
+#: profiled steps that together last less than this are too short to judge (timer resolution, profiler overhead
+#: per op); many short steps (a tiny batch, decode steps) together are not
+MIN_PROFILED_NS = 1_000_000
 #: host events of the profiler itself (a trace of only these has nothing of the job)
 _PROFILER_NAMES = ("ProfilerStep#", "[memory]", "Activity Buffer Request", "cudaDeviceSynchronize", "[pgo]",
                    "Iteration Start", "Record Window End")
@@ -200,9 +201,24 @@ def _contributors(trace: Trace, mask: np.ndarray, windows: pd.DataFrame, top: in
     dur = np.clip(np.minimum(end[m], hi) - np.maximum(ts[m], lo), 0, None)
     sub = pd.DataFrame({"name": ev["name"].astype(object).to_numpy()[m], "dur": dur, "row": ev.index.to_numpy()[m]})
     g = sub.groupby("name", sort=False)["dur"].agg(["sum", "count"]).sort_values("sum", ascending=False)
-    # a range that spans the steps themselves (a user annotation of the whole step) names nothing inside them
+    # a range that spans the steps themselves and holds the other contributors (a user annotation of the whole
+    # step) names nothing inside them; a leaf that fills the step (a 200 ms DataLoader stall) is the answer
     span = float((windows["end_ns"] - windows["start_ns"]).sum())
-    g = g[~((g["sum"] >= 0.9 * span) & (g["count"] <= len(windows)))].head(top)
+    wide = g.index[(g["sum"] >= 0.9 * span) & (g["count"] <= len(windows))]
+    if len(wide):
+        names_m = sub["name"].to_numpy()
+        ts_m = ts[m]
+        end_m = end[m]
+        drop = []
+        for name in wide:
+            inst = names_m == name
+            others = np.sort(ts_m[~inst])
+            a = np.searchsorted(others, ts_m[inst], side="right")
+            b = np.searchsorted(others, end_m[inst], side="left")
+            if (b > a).any():  # another contributor starts inside it: an enclosing range
+                drop.append(name)
+        g = g.drop(index=drop)
+    g = g.head(top)
     out = []
     for name, r in g.iterrows():
         rows = sub[sub["name"] == name].nlargest(5, "dur")["row"]
@@ -238,10 +254,11 @@ def _carve(trace: Trace, bd: pd.DataFrame) -> tuple[float, float, tuple[str, ...
     return iv.total_ns(sync_iv) / n, iv.total_ns(py_iv) / n, names, frame
 
 
-def _too_short(trace: Trace, step_ns: float) -> str:
+def _too_short(trace: Trace, step_ns: float, steps: int) -> str:
     """Why the trace is too short to judge, ``""`` when it is not."""
-    if step_ns < MIN_STEP_NS:
-        return f"the mean step is {step_ns / 1e3:.0f} µs, under 1 ms: too short to judge"
+    if step_ns * max(steps, 1) < MIN_PROFILED_NS:
+        return (f"{steps} step{'s' if steps != 1 else ''} of {step_ns / 1e3:.0f} µs, under 1 ms in all: too short "
+                "to judge")
     ev = trace.events
     host = pred.is_host_op(ev)
     own = pred.name_mask(ev["name"], lambda n: n.startswith(_PROFILER_NAMES))
@@ -307,7 +324,7 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
     parts["idle"] -= py_ns
     parts["python"] = py_ns
     strag = _straggler(ranks)
-    short = _too_short(trace, step_ns)
+    short = _too_short(trace, step_ns, int(len(bd)))
     caveat = "one step only: profile more steps for a stable answer" if len(bd) == 1 and not short else ""
     if short:
         return Verdict("too_short", 0.0, float("nan"), step_ns, int(len(bd)), parts, busy, has_device, (), ws,
