@@ -7,6 +7,7 @@ with ``executable_path``, never ``playwright install``.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -76,3 +77,15 @@ def open_notebook(page, lab: dict, nb, *, run_all: bool = True, workspace: str |
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=120_000)
     if run_all:
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+
+
+def sized_canvas(canvas, what: str):
+    """``canvas`` (a Playwright locator of a visible canvas) once Bokeh has laid it out (over 100 x 50 px): a
+    canvas drawn before its output area has a width stays tiny; the test fails naming ``what`` and its box."""
+    box = None
+    for _ in range(100):
+        box = canvas.bounding_box()
+        if box and box["width"] > 100 and box["height"] > 50:
+            return canvas
+        time.sleep(0.1)
+    pytest.fail(f"{what}: canvas never got a size ({box})")

@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from browser_support import open_notebook
+from browser_support import open_notebook, sized_canvas
 from conftest import ROOT
 from test_browser import _errors_collector, _luminance, _shot_dir, lab  # noqa: F401 - fixtures
 
@@ -92,12 +92,7 @@ def _wait_canvas(cell, what: str, errors: list[str], shots: Path):
     except Exception:  # report what the cell shows instead
         cell.screenshot(path=str(shots / f"FAILED_{what}.png"))
         pytest.fail(f"{what}: no visible canvas; cell text: {cell.inner_text()[:1500]!r}; errors: {errors}")
-    for _ in range(100):
-        box = canvas.bounding_box()
-        if box and box["width"] > 100 and box["height"] > 50:
-            return canvas
-        time.sleep(0.1)
-    pytest.fail(f"{what}: canvas never got a size ({box})")
+    return sized_canvas(canvas, what)
 
 
 def _shoot_views(page, cell, theme: str, shots: Path, errors: list[str]) -> list[str]:

@@ -6,10 +6,9 @@ chart draws again from the kernel's widget state, with no console error."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
-from browser_support import collect_errors, open_notebook
+from browser_support import collect_errors, open_notebook, sized_canvas
 from test_browser import BENIGN, lab  # noqa: F401 - the JupyterLab server fixture (Chromium: conftest)
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -32,12 +31,7 @@ CELLS = [
 def _sized_canvas(loc, what: str):
     canvas = loc.locator("canvas").first
     canvas.wait_for(state="visible", timeout=90_000)
-    for _ in range(100):
-        box = canvas.bounding_box()
-        if box and box["width"] > 100 and box["height"] > 50:
-            return canvas
-        time.sleep(0.1)
-    pytest.fail(f"{what}: canvas never got a size ({box})")
+    return sized_canvas(canvas, what)
 
 
 def test_watch_chart_flag_click_dashboard_and_reload(lab, browser, tmp_path):  # noqa: F811
