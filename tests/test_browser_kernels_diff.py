@@ -45,7 +45,7 @@ def test_kernels_view_static_page(browser, tmp_path):
     assert box and box["width"] > 300 and box["height"] > 100
     assert page.get_by_text(re.compile(r"GPU 0: GPU utilization \d+\.\d\d %, est\. SM efficiency")).count() == 1
     assert page.get_by_text(re.compile(r"Kernels by launching operator: showing \d+ of \d+ rows")).count() == 1
-    # the tables hold formatted durations (results.format), e.g. "1.23 µs" or "4.567 ms"
+    # the tables hold formatted durations (nbprof.units), e.g. "1.23 µs" or "4.567 ms"
     cells = page.locator(".slick-cell").all_inner_texts()
     assert any(re.fullmatch(r"\d+(\.\d+)? (ns|µs|ms|s)", c) for c in cells), cells[:20]
     assert any(c.startswith("aten::") for c in cells)

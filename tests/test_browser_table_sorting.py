@@ -45,7 +45,7 @@ def test_kernel_table_sorts_by_total_duration_numerically(browser, tmp_path):
     import nbprof
     from nbprof import viz
     from nbprof.analysis import kernels
-    from nbprof.results.format import fmt_ns
+    from nbprof.units import fmt_ns
 
     tr = nbprof.load(GPU)
     kt = kernels.kernel_table(tr)

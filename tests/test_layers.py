@@ -13,6 +13,7 @@ TensorBoard writer present them; ``nbprof.magics``, ``nbprof.cli`` and ``nbprof.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -171,7 +172,6 @@ def test_layer_rule(rule):
     assert not bad, f"{rule}:\n  " + "\n  ".join(bad)
 
 
-FORMATTERS = ("nbprof.viz", "nbprof.result", "nbprof.results", "nbprof.tensorboard.write")
 DISPLAY_LIBS = ("bokeh", "ipywidgets", "jupyter_bokeh", "matplotlib", "IPython.display")
 
 
@@ -182,12 +182,31 @@ def _defs(name: str) -> Iterator[tuple[str, int]]:
             yield node.name, node.lineno
 
 
-def test_unit_formatting_helpers_live_in_the_formatting_modules():
-    """Only results/ and viz/ (and the TensorBoard renderer) format for people: ``fmt_*`` helpers live there."""
+# a formatter by its name: fmt_*, ms, pct, their _private and _suffixed forms (_ms, _pct, _ms_pair), gbps, human_*
+_FORMATTER_NAME = re.compile(r"_*(fmt_\w*|ms|pct|ms_\w+|pct_\w+|gbps|human\w*)")
+
+
+def _str_functions(name: str) -> Iterator[tuple[str, int]]:
+    """(name, line) of every function of ``name`` annotated ``-> str`` (a parser named ``_pct`` returns a float)."""
+    for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None \
+                and ast.unparse(node.returns).strip("'\"") == "str":
+            yield node.name, node.lineno
+
+
+def test_unit_formatters_live_only_in_units():
+    """Human units (durations from ns, bytes, percentages, rates) have one home, ``nbprof/units.py``: a function
+    named like a formatter (``fmt_*``, ``_ms``, ``_pct``, ...) that returns text is defined nowhere else."""
     bad = [f"{MODULES[m].relative_to(PKG.parent)}:{line} defines {fn}"
-           for m in MODULES if not _in(m, FORMATTERS)
-           for fn, line in _defs(m) if fn.lstrip("_").startswith("fmt_")]
-    assert not bad, "formatting helpers outside results/viz:\n  " + "\n  ".join(sorted(bad))
+           for m in MODULES if m != "nbprof.units"
+           for fn, line in _str_functions(m) if _FORMATTER_NAME.fullmatch(fn)]
+    assert not bad, "unit formatters outside nbprof/units.py:\n  " + "\n  ".join(sorted(bad))
+    assert {fn for fn, _ in _str_functions("nbprof.units")} >= {"fmt_ns", "fmt_ms_text", "fmt_pct", "fmt_rate"}
+
+
+def test_units_is_the_ground_floor():
+    """``nbprof.units`` imports nothing of nbprof, so every layer (analysis's finding titles included) may use it."""
+    assert not GRAPH["nbprof.units"], sorted(GRAPH["nbprof.units"])
 
 
 def test_model_analysis_and_readers_define_no_rich_display():

@@ -8,8 +8,8 @@ import math
 import pytest
 
 import nbprof
+from nbprof import units as fmt
 from nbprof.capture.options import ProfileOptions, argparse_arguments, option_specs
-from nbprof.results import format as fmt
 from nbprof.results.render import render, renderer_for
 
 

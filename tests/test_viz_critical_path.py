@@ -13,7 +13,7 @@ import nbprof
 from nbprof import viz
 from nbprof.analysis import advisor
 from nbprof.analysis.critical_path import BREAKDOWN_KINDS, critical_path
-from nbprof.results.format import fmt_ns
+from nbprof.units import fmt_ns
 from nbprof.viz import registry
 from nbprof.viz.critical_path import highlight_segments, path_rows
 from nbprof.viz.timeline import TimelineModel, static_view

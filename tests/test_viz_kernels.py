@@ -40,7 +40,7 @@ def test_kernels_view_on_v100_resnet50_shows_the_plugin_numbers():
     src = _models(lay, "nbprof_kernel_table_source")[0].data
     kt = kernels.kernel_table(t)
     assert src["name"] == kt["name"].astype(str).tolist()
-    assert src["total_ns_text"][0] == "80.756 ms" and src["calls_text"][0] == "162"  # human units (results.format)
+    assert src["total_ns_text"][0] == "80.756 ms" and src["calls_text"][0] == "162"  # human units (nbprof.units)
     assert src["total_ns"][0] == kt["total_ns"].iloc[0] and src["calls"][0] == 162  # the numbers a header sorts by
     assert all(s.endswith(" %") for s in src["mean_est_achieved_occupancy_ratio_text"])
     op = _models(lay, "nbprof_kernel_op_table_source")[0].data

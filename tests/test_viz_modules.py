@@ -10,7 +10,7 @@ from conftest import DATA
 
 import nbprof
 from nbprof.analysis import modules
-from nbprof.results.format import fmt_ns
+from nbprof.units import fmt_ns
 from nbprof.viz import dashboard, registry
 from nbprof.viz.static import to_html
 

@@ -1,7 +1,7 @@
 """The GPU Kernel and module / call-stack tables sort by numbers (issue 20), at the Bokeh model level.
 
 Each numeric column's field is the raw number (ns, bytes, count) and its cell shows the ``<field>_text`` twin
-(``results.format``) through an escaping template; the tables are sortable, the tree's name column is not. The
+(``nbprof.units``) through an escaping template; the tables are sortable, the tree's name column is not. The
 browser side (a header click orders the rows numerically) is tests/test_browser_table_sorting.py.
 """
 
@@ -12,7 +12,7 @@ from conftest import DATA
 
 import nbprof
 from nbprof.analysis import kernels, modules
-from nbprof.results.format import fmt_ns
+from nbprof.units import fmt_ns
 from nbprof.viz import registry
 
 

@@ -11,10 +11,6 @@ import pandas as pd
 __all__: list[str] = []
 
 
-def ms(ns: float) -> str:
-    return f"{float(ns) / 1e6:.3f} ms"
-
-
 def py(v: Any) -> Any:
     if isinstance(v, (np.integer,)):
         return int(v)

@@ -79,12 +79,13 @@ import numpy as np
 
 from ..trace import predicates as pred
 from ..trace.model import Trace
+from ..units import fmt_ms_text as ms
 from . import evidence as evi
 from . import rules_device as rd
 from . import rules_host as rh
 from . import whatif
 from ._memo import per_trace
-from ._rule_util import exact, ms, steps_where
+from ._rule_util import exact, steps_where
 from .findings import Finding, RuleInputs, Scenario, findings_frame, quantify, rank
 from .steps import _is_dataloader
 

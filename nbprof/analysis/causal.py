@@ -29,6 +29,7 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace.model import Trace
+from ..units import fmt_ms_text as _ms
 from . import _intervals as iv
 from .steps import _is_dataloader
 
@@ -210,10 +211,6 @@ def data_wait_chains(trace: Trace) -> pd.DataFrame:
             "os_rows": [int(r) for r in os_rows[np.argsort(-os_key, kind="stable")]],
         })
     return pd.DataFrame(rows, columns=list(CHAIN_COLUMNS))
-
-
-def _ms(ns: float) -> str:
-    return f"{float(ns) / 1e6:.3f} ms"
 
 
 def chain_finding_parts(trace: Trace, ratio_threshold: float) -> dict[str, Any] | None:

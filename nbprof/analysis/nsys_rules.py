@@ -40,6 +40,7 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace.model import Trace
+from ..units import fmt_ms_text as _ms
 from . import evidence as evi
 from . import whatif
 from ._rule_util import exact
@@ -249,10 +250,6 @@ def async_memcpy_pageable(trace: Trace) -> pd.DataFrame:
                         "dst_kind": j["dst_kind"], "bytes": j["bytes"], "pid": j["pid"], "device": j["device"],
                         "api_name": j["api_name"]})
     return out.sort_values(["duration_ns", "start_ns"], ascending=[False, True]).reset_index(drop=True)
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms"
 
 
 #: Why an nsys rule's findings carry no predicted saving.

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from ..trace import predicates as pred
+from ..units import fmt_ms_text as ms
 from . import evidence as evi
 from . import whatif
-from ._rule_util import exact, ms, py, steps_where
+from ._rule_util import exact, py, steps_where
 from .findings import Finding, RuleInputs, Scenario
 
 __all__ = ["TC_PATTERNS", "SYNC_MEMCPY"]

@@ -44,9 +44,10 @@ import re
 import numpy as np
 
 from ..trace import predicates as pred
+from ..units import fmt_ms_text as ms
 from . import evidence as evi
 from . import pyframes, whatif
-from ._rule_util import exact, ms, steps_where
+from ._rule_util import exact, steps_where
 from .findings import Finding, RuleInputs, Scenario
 
 __all__ = ["SYNC_NAMES", "IO_FRAME_RE", "OPTIMIZER_OPS"]

@@ -1,12 +1,11 @@
-"""Plain result objects and their renderers: the only place that formats numbers for people.
+"""Plain result objects and their renderers (numbers for people through :mod:`nbprof.units`, the one formatter).
 
-- ``format``: human units (ns/ms/s, KiB/MiB/GiB, FLOPs), used by every output of nbprof;
 - ``profile``: :class:`ProfileResult` (what ``%%torchprof`` / ``nbprof.profile`` give back);
 - ``nsys``: :class:`NsysResult` (what ``%nsys`` gives back);
 - ``render``: the renderer contract, ``render(result, fmt)`` with ``fmt`` in ``"text"``, ``"html"``;
 - ``tensorboard``: the Markdown of nbprof's TensorBoard text tags.
 
-Submodules are imported on first use (PEP 562), so ``nbprof.results.format`` costs nothing else.
+Submodules are imported on first use (PEP 562), so importing one costs nothing else.
 """
 
 from __future__ import annotations

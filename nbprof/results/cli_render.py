@@ -1,6 +1,6 @@
 """What the ``nbprof`` command prints for people: the summary text, ``stats`` tables with ``nsys stats``
 headers, and the ``check`` summary (Markdown). Machine formats (JSON, CSV, Parquet) keep the analyses'
-int64 ns / bytes values; only the text forms here use human units (:mod:`nbprof.results.format`).
+int64 ns / bytes values; only the text forms here use human units (:mod:`nbprof.units`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .format import fmt_bytes, fmt_devices, fmt_ns, is_missing
+from ..units import fmt_bytes, fmt_devices, fmt_ns, is_missing
 from .table import table
 
 __all__ = ["NSYS_HEADERS", "NSYS_ROUND1", "nsys_columns", "summary_text", "stats_text", "check_markdown",

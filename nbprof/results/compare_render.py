@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from .format import fmt_ns
+from ..units import fmt_ns
 from .table import Table, table
 
 __all__ = ["side_by_side_table", "BASELINE_NAMES", "before_after_sentence", "before_after_html"]

@@ -1,4 +1,4 @@
-"""Text and HTML renderers of :class:`~nbprof.results.nsys.NsysResult` (escaped; numbers via ``nbprof.results.format``)."""
+"""Text and HTML renderers of :class:`~nbprof.results.nsys.NsysResult` (escaped; numbers via ``nbprof.units``)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .format import fmt_ns
+from ..units import fmt_ns
 from .table import Table, table
 
 __all__ = ["HOST_OPERATOR_CATEGORIES", "DEFAULT_COLUMNS", "host_operators", "operator_table", "Clamped"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html as _html
 from typing import Any
 
-from .format import fmt_ns
+from ..units import fmt_ns
 
 __all__ = ["overhead_sentence", "overhead_html"]
 

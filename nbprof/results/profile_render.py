@@ -1,7 +1,7 @@
 """Text and HTML renderers of :class:`~nbprof.results.profile.ProfileResult`.
 
 The summary (wall time, steps, top operators, files, notes) and the operator table, formatted with
-``nbprof.results.format`` (ms, KiB/MiB/GiB, FLOPs). HTML escapes every trace-supplied string.
+``nbprof.units`` (ms, KiB/MiB/GiB, FLOPs). HTML escapes every trace-supplied string.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.operator_keys import resolve_sort_key
-from .format import fmt_bytes, fmt_flops, fmt_ms
+from ..units import fmt_bytes, fmt_flops, fmt_ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from .profile import ProfileResult

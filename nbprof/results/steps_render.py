@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from .format import fmt_ns
+from ..units import fmt_ns
 
 __all__ = ["steps_text", "steps_html"]
 

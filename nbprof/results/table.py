@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .format import fmt_bytes, fmt_flops, fmt_ms, fmt_ns, is_missing
+from ..units import fmt_bytes, fmt_flops, fmt_ms, fmt_ns, is_missing
 
 __all__ = ["Table", "table", "use_datatables", "datatables_init_html", "findings_table", "evidence_items", "column_unit", "UNITS"]
 

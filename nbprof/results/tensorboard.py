@@ -1,7 +1,7 @@
 """TensorBoard renderer: the Markdown of nbprof's text tags (TensorBoard's text plugin renders Markdown).
 
 ``nbprof.tensorboard.write`` writes these strings into ``events.out.tfevents.*``; every trace-supplied
-string goes through :func:`md_escape`, every number through ``nbprof.results.format``.
+string goes through :func:`md_escape`, every number through ``nbprof.units``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
-from .format import fmt_devices, fmt_ms
+from ..units import fmt_devices, fmt_ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace.model import Trace

@@ -14,7 +14,9 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .format import fmt_ns, is_missing
+from ..units import fmt_ns, is_missing
+from ..units import fmt_ns_of as _ms_pair
+from ..units import fmt_pct_text as _pct
 
 __all__ = ["BOUND_LABELS", "verdict_sentence", "saving_words", "listed", "verdict_html", "verdict_text", "ZOOM_SCRIPT",
            "TIMELINE_ANCHOR"]
@@ -35,17 +37,6 @@ BOUND_LABELS: dict[str, tuple[str, str]] = {
 _PART_SHORT = {"gpu_compute": "compute kernels", "communication": "communication", "memcpy": "memcpy",
                "host": "host", "sync_wait": "sync waits", "dataloader": "DataLoader", "python": "Python",
                "idle": "idle"}
-
-
-def _pct(r: float) -> str:
-    return "" if is_missing(r) else f"{100 * r:.0f}%"
-
-
-def _ms_pair(a: float, b: float) -> str:
-    """``11.7 of 18.8 ms`` (one unit chosen for both)."""
-    unit, div = ("s", 1e9) if b >= 1e9 else ("ms", 1e6) if b >= 1e6 else ("µs", 1e3)
-    digits = 1 if b / div >= 10 else 2
-    return f"{a / div:.{digits}f} of {b / div:.{digits}f} {unit}"
 
 
 def _short_name(name: str, n: int = 60) -> str:

@@ -1,6 +1,6 @@
 """Text for people about a watched run (``nbprof watch``): the step-time distribution, the flagged steps with
 what grew, and the verdict of each captured one. Numbers come from ``nbprof.sources.watch_run`` and
-``nbprof.watching.captured``; this module only formats them (``nbprof.results.format``)."""
+``nbprof.watching.captured``; this module only formats them (``nbprof.units``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .format import fmt_ns, fmt_pct
+from ..units import fmt_ns, fmt_pct
 
 __all__ = ["watch_text"]
 

@@ -1,4 +1,4 @@
-"""Shared plumbing of the live views: BokehJS loading, the widget wrapper (units: ``nbprof.results.format``)."""
+"""Shared plumbing of the live views: BokehJS loading, the widget wrapper (units: ``nbprof.units``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..results.format import fmt_bytes, fmt_ns  # re-exported (the one home of units)
 from ._bokehjs import load_bokehjs, loader_widget
 
-__all__ = ["NbprofView", "load_bokehjs", "fmt_ns", "fmt_bytes"]
+__all__ = ["NbprofView", "load_bokehjs"]
 
 
 def fit_width(layout) -> None:

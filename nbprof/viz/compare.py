@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import compare as C
-from ..results.format import fmt_delta_ns, fmt_ns
+from ..units import fmt_delta_ns, fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
 from .overview import BREAKDOWN_COLUMNS

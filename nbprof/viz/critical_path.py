@@ -3,7 +3,7 @@
 :func:`critical_path_view` shows :func:`nbprof.analysis.critical_path.critical_path`: a bar per
 breakdown kind (``host_compute``, ``kernel_launch``, ``kernel``, ``memcpy_memset``, ``sync_wait``,
 ``communication``, ``dataloader``, ``idle``; ns, drawn in ms, labelled in human units by
-:func:`nbprof.results.format.fmt_ns`) and a table of the longest events on the path (name, category,
+:func:`nbprof.units.fmt_ns`) and a table of the longest events on the path (name, category,
 start and duration). Every name comes from the trace: the table renders it as text and the header
 escapes it.
 
@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..analysis.critical_path import BREAKDOWN_KINDS, CriticalPath, critical_path
-from ..results.format import fmt_ns
 from ..trace import predicates as pred
+from ..units import fmt_ns
 from ._base import NbprofView
 from ._escape import escape_html, truncate
 from .theme import apply_theme, style_widgets

@@ -21,7 +21,7 @@ import os
 
 import ipywidgets as widgets
 
-from ..results.format import fmt_devices, fmt_ns
+from ..units import fmt_devices, fmt_ns
 from . import registry
 from ._escape import escape_html
 

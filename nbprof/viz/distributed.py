@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import distributed as D
-from ..results.format import fmt_ns
+from ..units import fmt_ns
+from ..units import fmt_rate as _gbps
 from ._base import NbprofView
 from ._escape import escape_html
 from .theme import apply_theme, on_render, style_widgets
@@ -30,10 +31,6 @@ def _traces(obj: Any) -> list:
     if hasattr(obj, "traces") and callable(obj.traces):  # MultiRankTrace
         return list(obj.traces())
     return list(obj)
-
-
-def _gbps(x: float) -> str:
-    return "" if x != x else f"{x / 1e9:,.2f} GB/s"
 
 
 def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s: float | None = None) -> dict:

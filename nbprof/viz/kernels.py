@@ -2,7 +2,7 @@
 
 Data: :func:`nbprof.analysis.kernels.gpu_metrics` (fractions 0..1) and
 :func:`nbprof.analysis.kernels.kernel_table` (int64 ns), per kernel and per kernel + launching
-operator. The tables show human units through :mod:`nbprof.results.format`; kernel and operator
+operator. The tables show human units through :mod:`nbprof.units`; kernel and operator
 names are trace text, handed to BokehJS as data (``StringFormatter`` cells and axis factors render
 text, never HTML) or escaped.
 """
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import kernels as K
-from ..results.format import fmt_bytes, fmt_ns, fmt_pct
+from ..units import fmt_bytes, fmt_ns, fmt_pct
 from ._base import NbprofView
 from ._escape import truncate
 from .theme import apply_theme, on_render, style_widgets
@@ -65,7 +65,7 @@ def _table_data(df: pd.DataFrame, with_op: bool) -> dict:
     Each numeric column is a pair: the raw number under the frame's name (``calls``, ``total_ns``, ``mean_ns``,
     ``max_ns``, ``min_ns`` in ns; ``shared_mem_bytes`` in bytes; ``registers``; ``mean_blocks_per_sm``;
     ``mean_est_achieved_occupancy_ratio`` 0..1; -1 where the trace has no value), which a header click sorts by,
-    and its text in human units (``results.format``) under ``<name>_text``, which the cell shows.
+    and its text in human units (``nbprof.units``) under ``<name>_text``, which the cell shows.
     """
     d = df.head(MAX_ROWS)
     data: dict = {"name": d["name"].astype(str).tolist()}
@@ -93,7 +93,7 @@ def _table_data(df: pd.DataFrame, with_op: bool) -> dict:
 
 def _num_column(field: str, title: str, width: int):
     """A sortable column of the raw number ``field`` showing its ``<field>_text`` twin, right-aligned (the twin is
-    text made by ``results.format``, escaped again by the template's ``<%- %>``)."""
+    text made by ``nbprof.units``, escaped again by the template's ``<%- %>``)."""
     from bokeh.models import HTMLTemplateFormatter, TableColumn
 
     fmt = HTMLTemplateFormatter(template=f'<div style="text-align:right"><%- {field}_text %></div>')

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import memory as mem
-from ..results.format import fmt_bytes, fmt_ns
+from ..units import fmt_bytes, fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
 from .theme import apply_theme, on_render, style_widgets

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis import memory_snapshot as ams
-from ..results.format import fmt_bytes, fmt_ns
+from ..units import fmt_bytes, fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
 

@@ -1,7 +1,7 @@
 """Module view (the nn.Module tree) and call-stack view (the Python call tree): expandable tree tables.
 
 The numbers come from :func:`nbprof.analysis.modules.module_tree` (torch-tb-profiler 0.4.3's Module view)
-and :func:`nbprof.analysis.modules.call_stack`; durations are formatted by ``nbprof.results.format``. A click
+and :func:`nbprof.analysis.modules.call_stack`; durations are formatted by ``nbprof.units``. A click
 on a row opens or closes its children, and the expand/collapse buttons open or close every node; all of it is
 ``CustomJS``, so the static HTML page behaves as the live widget. Frame and module names come from the trace:
 they reach BokehJS as data-source text (``StringFormatter`` renders text, never HTML) and are truncated. On a
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..results.format import fmt_ns
+from ..units import fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
 from .theme import style_widgets
@@ -122,7 +122,7 @@ def _tree_table(df: pd.DataFrame, *, kind: str, base: str, extra_cols: list[tupl
     full = ColumnDataSource(data, name=f"nbprof_{kind}_full")
     shown = ColumnDataSource({**{k: [] for k in data}, "label": []}, name=f"nbprof_{kind}_shown")
     # the tree's order is its own (parents first): the name column does not sort; a numeric header click orders the
-    # open rows by that number (ns / count), the cells showing the number's text twin (``results.format``)
+    # open rows by that number (ns / count), the cells showing the number's text twin (``nbprof.units``)
     cols = [TableColumn(field="label", title="name", width=380, formatter=StringFormatter(), sortable=False)]
     for field, title, w in extra_cols:
         numeric = not isinstance(data[field], list)

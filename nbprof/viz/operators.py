@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..results.format import fmt_ns
+from ..units import fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
 from .theme import apply_theme, on_render, style_widgets

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis import advisor, steps, utilization
-from ..results.format import fmt_ns
 from ..results.table import evidence_items
+from ..units import fmt_ns
 from ._base import NbprofView
 from ._escape import escape_html, truncate
 from .theme import apply_theme, on_render, style_widgets

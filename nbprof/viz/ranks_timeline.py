@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import distributed as D
-from ..results.format import fmt_ns
+from ..units import fmt_ns
 from .distributed import _traces
 from .timeline import TimelineModel, TimelineView
 from .timeline_lod import Lane, TimelineLayout

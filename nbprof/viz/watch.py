@@ -23,7 +23,7 @@ import ipywidgets as widgets
 import numpy as np
 import pandas as pd
 
-from ..results.format import fmt_ns
+from ..units import fmt_ns
 from ._base import NbprofView
 from ._escape import escape_html
 from .theme import apply_theme, on_render

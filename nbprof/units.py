@@ -1,8 +1,13 @@
-"""Human units, in one place: durations (ns -> ns/µs/ms/s), milliseconds, sizes (bytes -> KiB/MiB/GiB), FLOPs.
+"""Human units, in one place: durations (ns -> ns/µs/ms/s), milliseconds, sizes (bytes -> KiB/MiB/GiB), FLOPs,
+percentages and rates.
 
-Every text, HTML, TensorBoard and viewer output of nbprof formats numbers through these functions, so
-a duration or a size reads the same in the operator table, the dashboard and TensorBoard. Missing
-values (``None``, NaN) format as ``""``.
+The ground floor: imports nothing from nbprof, so every layer may use it. Analyses still return int64 ns and
+bytes; they format only the text of a finding (title, evidence) and reprs, and they do it here. Every text,
+HTML, TensorBoard and viewer output of nbprof formats numbers through these functions, so a duration or a size
+reads the same in the operator table, the dashboard, a finding and TensorBoard; ``tests/test_layers.py`` fails
+on a formatter defined anywhere else. Two forms where two are needed: a table cell (``fmt_ms``: the number, the
+unit in the column header; ``fmt_pct``: ``55.51 %``) and a sentence (``fmt_ms_text``: ``12.345 ms``;
+``fmt_pct_text``: ``87%``, Python's ``:.0%``). Missing values (``None``, NaN) format as ``""``.
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["is_missing", "fmt_devices", "fmt_epoch_digits", "fmt_ns", "fmt_ms", "fmt_bytes", "fmt_flops", "fmt_pct", "fmt_delta_ns"]
+__all__ = ["is_missing", "fmt_devices", "fmt_epoch_digits", "fmt_ns", "fmt_ms", "fmt_ms_text", "fmt_ns_of", "fmt_bytes",
+           "fmt_flops", "fmt_pct", "fmt_pct_text", "fmt_delta_ns", "fmt_rate"]
 
 
 def is_missing(v: Any) -> bool:
@@ -45,6 +51,29 @@ def fmt_ms(ns: float, digits: int = 3) -> str:
     return f"{float(ns) / 1e6:,.{int(digits)}f}"
 
 
+def fmt_ms_text(ns: float, digits: int = 3) -> str:
+    """A duration in ns as milliseconds with the unit, for a sentence (a finding's title, a repr), not grouped.
+
+    >>> fmt_ms_text(3_346_152_000), fmt_ms_text(1_500), fmt_ms_text(float("nan"))
+    ('3346.152 ms', '0.002 ms', '')
+    """
+    if is_missing(ns):
+        return ""
+    return f"{float(ns) / 1e6:.{int(digits)}f} ms"
+
+
+def fmt_ns_of(part_ns: float, whole_ns: float) -> str:
+    """A part of a duration and the whole in the whole's unit (s, ms or µs), 1 decimal from 10 up, else 2.
+
+    >>> fmt_ns_of(11_700_000, 18_800_000), fmt_ns_of(900, 2_500)
+    ('11.7 of 18.8 ms', '0.90 of 2.50 µs')
+    """
+    b = float(whole_ns)
+    unit, div = ("s", 1e9) if b >= 1e9 else ("ms", 1e6) if b >= 1e6 else ("µs", 1e3)
+    digits = 1 if b / div >= 10 else 2
+    return f"{float(part_ns) / div:.{digits}f} of {b / div:.{digits}f} {unit}"
+
+
 def fmt_bytes(b: float) -> str:
     """Human size in binary units: ``512 B``, ``1.50 KiB``, ``2.00 MiB``, ``1.50 GiB`` (thousands grouped)."""
     if is_missing(b):
@@ -74,6 +103,28 @@ def fmt_pct(ratio: float, digits: int = 2) -> str:
     if is_missing(ratio):
         return ""
     return f"{float(ratio) * 100:.{int(digits)}f} %"
+
+
+def fmt_pct_text(ratio: float, digits: int = 0) -> str:
+    """A fraction (0..1) as a percentage for a sentence, no space (Python's ``:.0%``): ``0.871`` -> ``87%``.
+
+    >>> fmt_pct_text(0.871), fmt_pct_text(0.0059, 1), fmt_pct_text(None)
+    ('87%', '0.6%', '')
+    """
+    if is_missing(ratio):
+        return ""
+    return f"{float(ratio) * 100:.{int(digits)}f}%"
+
+
+def fmt_rate(bytes_per_s: float) -> str:
+    """A rate in bytes/s with a decimal prefix, as bandwidths are quoted (NCCL's busbw, a link's spec): ``GB/s``.
+
+    >>> fmt_rate(25e9), fmt_rate(float("nan"))
+    ('25.00 GB/s', '')
+    """
+    if is_missing(bytes_per_s):
+        return ""
+    return f"{float(bytes_per_s) / 1e9:,.2f} GB/s"
 
 
 def fmt_delta_ns(ns: float) -> str:
