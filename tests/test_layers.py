@@ -43,7 +43,9 @@ def _resolve(module: str, level: int, current: str) -> str:
 
 
 def _imports(name: str) -> Iterator[tuple[str, int, str]]:
-    """(imported nbprof module, line, imported name or '') for every import in module ``name``."""
+    """(imported nbprof module, line, imported name or '') for every import in module ``name``: ``import`` and
+    ``from`` statements, and string imports: a string constant that is a module path under ``nbprof`` or a
+    ``"nbprof.module:attr"`` target (registries, hooks, ``importlib.import_module("nbprof.x")``)."""
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"), filename=str(MODULES[name]))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -58,13 +60,29 @@ def _imports(name: str) -> Iterator[tuple[str, int, str]]:
                 sub = f"{target}.{a.name}"
                 # `from . import steps` imports the module nbprof.analysis.steps; `from .x import f` imports x
                 yield (sub if sub in MODULES else target), node.lineno, a.name
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            # a string import: a registry's ``"nbprof.x:y"`` target or ``import_module("nbprof.x")``
+            m = _STRING_IMPORT.fullmatch(node.value)
+            if m:
+                yield _owner(m.group(1)), node.lineno, m.group(2) or ""
+
+
+_STRING_IMPORT = re.compile(r"(nbprof(?:\.\w+)+)(?::([\w.]+))?")
+
+
+def _owner(dotted: str) -> str:
+    """The module a dotted name lives in (``nbprof.export.saved`` -> itself; ``nbprof.x.f`` -> ``nbprof.x``)."""
+    while dotted not in MODULES and "." in dotted:
+        dotted = dotted.rsplit(".", 1)[0]
+    return dotted
 
 
 GRAPH: dict[str, set[str]] = {m: set() for m in MODULES}
 EDGES: list[tuple[str, str, int, str]] = []
 for _m in MODULES:
     for _t, _line, _what in _imports(_m):
-        if _t in MODULES and _t != _m:
+        # a package its own submodule imports is already imported (as house_check counts it)
+        if _t in MODULES and _t != _m and not _m.startswith(_t + "."):
             GRAPH[_m].add(_t)
             EDGES.append((_m, _t, _line, _what))
 
@@ -84,6 +102,18 @@ def _violations(src: tuple[str, ...], forbidden: tuple[str, ...], names: tuple[s
 def test_modules_found():
     assert {"nbprof.trace.model", "nbprof.analysis.steps", "nbprof.sources", "nbprof.capture.nsys"} <= set(MODULES)
     assert ("nbprof.analysis.steps", "nbprof.trace.predicates") in {(m, t) for m, t, _, _ in EDGES}
+
+
+def test_string_imports_are_edges():
+    """Registry targets and hooks are imports the layer rules and the cycle check see: the model's writers and
+    viewer are the façade's arrows (``nbprof/__init__.py``), not the model's; a result's renderer is its package's."""
+    edges = {(m, t) for m, t, _, _ in EDGES}
+    for writer in ("nbprof.export.saved", "nbprof.export.chrome", "nbprof.export.perfetto", "nbprof.export.sql",
+                   "nbprof.viz.dashboard"):
+        assert ("nbprof", writer) in edges
+        assert not any(m.startswith("nbprof.trace") and t == writer for m, t in edges)
+    assert ("nbprof.results", "nbprof.results.profile_render") in edges
+    assert ("nbprof.sources", "nbprof.sources.kineto") in edges
 
 
 def _cycles() -> list[list[str]]:

@@ -17,6 +17,12 @@ __all__ = ["ProfileResult", "NsysResult", "render"]
 
 _LAZY = {"ProfileResult": "profile", "NsysResult": "nsys", "render": "render"}
 
+from .render import register as _register  # noqa: E402  (strings only: no result or renderer module is imported)
+
+_register("ProfileResult", "nbprof.results.profile_render:ProfileRenderer")
+_register("NsysResult", "nbprof.results.nsys_render:NsysRenderer")
+_register("LoadReport", "nbprof.results.load_report:LoadReportRenderer")
+
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:

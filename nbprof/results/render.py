@@ -2,16 +2,18 @@
 
 A renderer is a class with ``text(result) -> str`` and ``html(result) -> str`` (escaped HTML; every
 name from a trace is untrusted). Renderers are registered by result class name as
-``"module:Class"`` strings, imported on first use, so a result module never imports its renderer.
+``"module:Class"`` strings (:data:`RENDERERS`, a :class:`nbprof.registry.Registry`), imported on first use,
+so a result module never imports its renderer.
 TensorBoard output (Markdown text tags) is ``nbprof.results.tensorboard``.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Protocol
 
-__all__ = ["Renderer", "register", "renderer_for", "render", "mimebundle", "FORMATS"]
+from ..registry import Registry
+
+__all__ = ["Renderer", "RENDERERS", "register", "renderer_for", "render", "mimebundle", "FORMATS"]
 
 #: formats ``render`` accepts
 FORMATS = ("text", "html")
@@ -27,16 +29,14 @@ class Renderer(Protocol):
         """The ``text/html`` form (escaped)."""
 
 
-_BY_CLASS: dict[str, str] = {
-    "ProfileResult": "nbprof.results.profile_render:ProfileRenderer",
-    "NsysResult": "nbprof.results.nsys_render:NsysRenderer",
-    "LoadReport": "nbprof.results.load_report:LoadReportRenderer",
-}
+#: result class name -> ``"module:Class"`` of its renderer; nbprof's own are registered by the package
+#: (``nbprof/results/__init__.py``), so a result module, which calls :func:`render`, names no renderer
+RENDERERS = Registry("renderer", error=TypeError)
 
 
 def register(class_name: str, target: str) -> None:
     """Render instances of the class named ``class_name`` with ``target`` (``"module:Class"``)."""
-    _BY_CLASS[class_name] = target
+    RENDERERS.register(class_name, target)
 
 
 def renderer_for(result: Any) -> Any:
@@ -48,10 +48,8 @@ def renderer_for(result: Any) -> Any:
         When no renderer is registered for it.
     """
     for cls in type(result).__mro__:
-        target = _BY_CLASS.get(cls.__name__)
-        if target:
-            mod, name = target.split(":")
-            return getattr(importlib.import_module(mod), name)()
+        if cls.__name__ in RENDERERS:
+            return RENDERERS.resolve(cls.__name__)()
     msg = f"no nbprof renderer for {type(result).__name__}"
     raise TypeError(msg)
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from . import schema
-from .viewer import viewer
+from . import hooks, schema
 
 
 @dataclass
@@ -263,7 +261,7 @@ class Trace:
         schema.validate(self.counters, schema.COUNTER_COLUMNS, "counters")
 
     def show(self, view: str | None = None, **kwargs: Any) -> Any:
-        """The interactive viewer of this trace (the one ``nbprof.trace.viewer`` names: ``nbprof.viz``'s dashboard).
+        """The interactive viewer of this trace (the ``viewer`` hook of ``nbprof.trace.hooks``: ``nbprof.viz``'s dashboard).
 
         Parameters
         ----------
@@ -277,9 +275,9 @@ class Trace:
         ipywidgets.Widget
             Display it (it is also the cell's value when last in a cell).
         """
-        return viewer()(self, view, **kwargs)
+        return hooks.viewer()(self, view, **kwargs)
 
-    # ----------------------------------------------------------------- export (nbprof.export, imported on use)
+    # ----------------------------------------------------------------- export (the writer hooks: nbprof.export)
     def to_chrome_trace(self, path: str | os.PathLike[str]) -> Any:
         """Write this trace as Chrome Trace Event Format JSON (``.json`` or gzip ``.json.gz``).
 
@@ -292,8 +290,7 @@ class Trace:
         nbprof.export.ExportReport
             What was written (slices, tracks, overflow lanes, flows, counters, memory).
         """
-        mod = importlib.import_module("nbprof.export.chrome")
-        return mod.write_chrome_trace(self, path)
+        return hooks.call("chrome", self, path)
 
     def to_perfetto(self, path: str | os.PathLike[str]) -> Any:
         """Write this trace as a Perfetto protobuf trace (``TrackEvent``s; :mod:`nbprof.export.perfetto`).
@@ -307,8 +304,7 @@ class Trace:
         nbprof.errors.MissingDependencyError
             Without the ``perfetto`` package (``pip install 'nbprof[perfetto]'``).
         """
-        mod = importlib.import_module("nbprof.export.perfetto")
-        return mod.write_perfetto(self, path)
+        return hooks.call("perfetto", self, path)
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Save this trace losslessly to a ``.nbprof`` file (Parquet parts in one ZIP; :mod:`nbprof.export.saved`).
@@ -325,8 +321,7 @@ class Trace:
         nbprof.errors.SchemaError
             When metadata or a side table holds something that is not plain data.
         """
-        mod = importlib.import_module("nbprof.export.saved")
-        written: str = mod.save(self, path)
+        written: str = hooks.call("save", self, path)
         return written
 
     def sql(self, query: str, tables: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -341,6 +336,5 @@ class Trace:
         nbprof.errors.MissingDependencyError
             Without the ``duckdb`` package (``pip install 'nbprof[sql]'``).
         """
-        mod = importlib.import_module("nbprof.export.sql")
-        out: pd.DataFrame = mod.sql(self, query, tables=tables)
+        out: pd.DataFrame = hooks.call("sql", self, query, tables=tables)
         return out
