@@ -29,7 +29,11 @@ read once and the result written once):
   ``computeFlops`` counts ``aten::mul``/``add`` as the numel of the *first* argument (a broadcast first
   argument is undercounted, by 9,000× on the Qwen trace's RoPE ``mul``): kept as ``torch_flops``.
   ``copy_(dst, src)``/``fill_``/dropout: 0 FLOPs; ``copy_`` reads ``src`` and writes ``dst`` (each in its
-  own dtype; the destination is not read), ``fill_`` writes only.
+  own dtype; the destination is not read), ``fill_`` writes only. Integer dtypes: arithmetic on them
+  counts like floating point (one operation per output element; torch's ``computeFlops`` ignores the
+  dtype too), and a cast (a ``copy_`` between dtypes, a ``long int`` source included) is a copy, 0 FLOPs
+  (``torch.utils.flop_counter`` has no ``copy_`` formula; Nsight Compute's roofline counts only
+  ``fadd``/``fmul``/``ffma`` instructions, not the ``I2F``/``F2F`` conversions).
 - reductions (sum, mean, amax, ...): numel of the input; bytes: the input read, the result written (its
   size from the recorded ``dim`` concrete input; one element without one).
 - softmax / log_softmax (forward and backward): 5·numel (max, sub, exp, sum, div per element:
