@@ -3,7 +3,7 @@
 Pure functions over one or several :class:`~nbprof.trace.model.Trace` (one per rank). The cross-rank
 analyses (:func:`wait_transfer`, :func:`stragglers`, :func:`collective_skew`, :func:`skew`, :func:`overlap`,
 :func:`step_breakdown`, :func:`collective_summary`, :func:`busbw_vs_link`, :func:`memory_per_rank`,
-:func:`ranks_clock`, :func:`distributed_report`) compute from the per-rank reductions of
+:func:`ranks_clock`, :func:`ranks_overview`, :func:`distributed_report`) compute from the per-rank reductions of
 :mod:`~nbprof.analysis.distributed.reductions` (:func:`reduce_rank`): give them the traces, or the job's
 concatenated reduction tables (a dataset read) when the full traces do not fit in one process.
 
@@ -60,12 +60,14 @@ from .overlap_skew import (
     skew,
     step_breakdown,
     zero_stage_pattern,
+    zero_stages,
 )
 from .pipeline import (
     FsdpPattern,
     fsdp_pattern,
     pipeline_bubbles,
     ranks_clock,
+    ranks_overview,
     ranks_timeline,
 )
 from .reductions import (
@@ -98,6 +100,7 @@ __all__ = [
     "skew",
     "collective_skew",
     "zero_stage_pattern",
+    "zero_stages",
     "memory_per_rank",
     "wait_transfer",
     "wait_transfer_summary",
@@ -108,6 +111,7 @@ __all__ = [
     "fsdp_pattern",
     "ranks_clock",
     "ranks_timeline",
+    "ranks_overview",
     "DistributedReport",
     "distributed_report",
 ]

@@ -11,17 +11,12 @@ import pandas as pd
 from ...trace.model import Trace
 from .. import _intervals as iv
 from .comms import collectives
-from .reductions import by_rank, job_reductions
+from .reductions import comm_compute, job_reductions, rank_arrays
 from .waits import stragglers, wait_transfer
 
 _OVERLAP_COLUMNS = ["rank", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns", "comm_comp_overlap_ratio",
                     "exposed_comm_ratio", "span_ns", "basis"]
 
-
-def _intervals_of(frame: pd.DataFrame | None, start: str, end: str) -> iv.Intervals:
-    if frame is None or frame.empty:
-        return iv.empty()
-    return iv.merge(frame[start].to_numpy(np.int64), frame[end].to_numpy(np.int64))
 
 def overlap(traces: Any, *, until_last_step: bool = False) -> pd.DataFrame:
     """Compute/communication overlap and exposed communication per rank.
@@ -46,19 +41,11 @@ def overlap(traces: Any, *, until_last_step: bool = False) -> pd.DataFrame:
         the trace span), ``span_ns``, ``basis`` ("gpu_kernels" or "cpu_ops").
     """
     red = job_reductions(traces, ("rank_info", "collectives", "compute"))
-    colls = by_rank(red["collectives"].assign(end_ns=red["collectives"]["ts_ns"] + red["collectives"]["dur_ns"]))
-    comps = by_rank(red["compute"])
+    sets = comm_compute(red, until_last_step=until_last_step)
     rows = []
     for info in red["rank_info"].itertuples(index=False):
         r = int(info.rank)
-        c, comp_rows = colls.get(r), comps.get(r)
-        hta = until_last_step and info.last_profiler_step_ns >= 0
-        if hta and c is not None:
-            c = c[c["before_last_step"]]
-        if comp_rows is not None:
-            comp_rows = comp_rows[comp_rows["until_last_step"] == hta]
-        comm = _intervals_of(c, "ts_ns", "end_ns")
-        comp = _intervals_of(comp_rows, "start_ns", "end_ns")
+        comm, comp = sets[r]
         ov = iv.total_ns(iv.intersect(comm, comp))
         cn = iv.total_ns(comm)
         span = int(info.span_ns)
@@ -99,33 +86,32 @@ def step_breakdown(traces: Any) -> pd.DataFrame:
         host events give no rows (empty, with these columns).
     """
     red = job_reductions(traces, ("rank_info", "steps", "collectives", "compute"))
-    colls = by_rank(red["collectives"].assign(end_ns=red["collectives"]["ts_ns"] + red["collectives"]["dur_ns"]))
-    comps = by_rank(red["compute"][~red["compute"]["until_last_step"]])
-    steps_of = by_rank(red["steps"])
-    rows = []
+    sets = comm_compute(red)
+    steps_of = rank_arrays(red["steps"], ("step", "start_ns", "end_ns"))
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in _STEP_BREAKDOWN_COLUMNS}
     for info in red["rank_info"].itertuples(index=False):
         r = int(info.rank)
         steps = steps_of.get(r)
         if steps is None:
             continue
-        comm = _intervals_of(colls.get(r), "ts_ns", "end_ns")
-        comp = _intervals_of(comps.get(r), "start_ns", "end_ns")
+        comm, comp = sets[r]
         both = iv.intersect(comm, comp)
         basis = "gpu_kernels" if info.has_device else "cpu_ops"
-        s0 = steps["start_ns"].to_numpy(np.int64)
-        s1 = steps["end_ns"].to_numpy(np.int64)
-        c_in = iv.overlap_with_windows(comm, s0, s1)
-        p_in = iv.overlap_with_windows(comp, s0, s1)
-        b_in = iv.overlap_with_windows(both, s0, s1)
-        for i, st in enumerate(steps["step"].to_numpy(np.int64)):
-            n = int(s1[i] - s0[i])
-            cn, pn, bn = int(c_in[i]), int(p_in[i]), int(b_in[i])
-            rows.append(dict(rank=r, step=int(st), step_ns=n, compute_ns=pn - bn, overlapped_comm_ns=bn,
-                             exposed_comm_ns=cn - bn, idle_ns=n - (cn + pn - bn), basis=basis))
-    out = pd.DataFrame(rows, columns=_STEP_BREAKDOWN_COLUMNS)
-    for k in _STEP_BREAKDOWN_COLUMNS[:-1]:
-        out[k] = out[k].astype(np.int64)
-    return out
+        s0 = steps["start_ns"].astype(np.int64)
+        s1 = steps["end_ns"].astype(np.int64)
+        cn = iv.overlap_with_windows(comm, s0, s1)
+        pn = iv.overlap_with_windows(comp, s0, s1)
+        bn = iv.overlap_with_windows(both, s0, s1)
+        n = s1 - s0
+        for k, v in (("rank", np.full(len(n), r, dtype=np.int64)), ("step", steps["step"].astype(np.int64)),
+                     ("step_ns", n), ("compute_ns", pn - bn), ("overlapped_comm_ns", bn),
+                     ("exposed_comm_ns", cn - bn), ("idle_ns", n - (cn + pn - bn))):
+            cols[k].append(v)
+        cols["basis"].append(np.full(len(n), basis, dtype=object))
+    if not cols["rank"]:
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "basis" else "int64") for c in _STEP_BREAKDOWN_COLUMNS})
+    out = pd.DataFrame({k: np.concatenate(v) for k, v in cols.items()})
+    return out.astype({k: np.int64 for k in _STEP_BREAKDOWN_COLUMNS[:-1]})
 
 
 def collective_skew(traces: Any) -> pd.DataFrame:
@@ -204,22 +190,24 @@ def skew(traces: Any, *, recurrence: float = 0.5) -> pd.DataFrame:
     cs = collective_skew(wt)
     sg = stragglers(wt, recurrence=recurrence).set_index("rank")
     st = red["steps"].groupby("rank")["step_ns"].agg(["size", "mean"])
-    lasts = cs["last_rank"].value_counts() if len(cs) else pd.Series(dtype=np.int64)
+    n_steps, step_mean = st["size"].to_dict(), st["mean"].to_dict()
+    lasts = cs["last_rank"].value_counts().to_dict() if len(cs) else {}
+    lag_mean = cs.filter(like="lag_ns_r").mean().to_dict() if len(cs) else {}
+    comm, exposed = ov["comm_ns"].to_dict(), ov["exposed_comm_ns"].to_dict()
+    caused, strag = sg["caused_wait_ns"].to_dict(), sg["straggler"].to_dict()
     rows = []
     for r in red["rank_info"]["rank"].astype(int).tolist():
         lagcol = f"lag_ns_r{r}"
-        nmatch = len(cs) if lagcol in cs else 0
+        nmatch = len(cs) if lagcol in lag_mean else 0
         last = int(lasts.get(r, 0)) if nmatch else 0
-        n_steps = int(st.loc[r, "size"]) if r in st.index else 0
+        ns = int(n_steps.get(r, 0))
         rows.append(dict(
-            rank=r, steps=n_steps, step_mean_ns=float(st.loc[r, "mean"]) if n_steps else float("nan"),
-            comm_ns=int(ov.loc[r, "comm_ns"]) if r in ov.index else 0,
-            exposed_comm_ns=int(ov.loc[r, "exposed_comm_ns"]) if r in ov.index else 0,
+            rank=r, steps=ns, step_mean_ns=float(step_mean[r]) if ns else float("nan"),
+            comm_ns=int(comm.get(r, 0)), exposed_comm_ns=int(exposed.get(r, 0)),
             matched_collectives=nmatch, last_arrival_count=last,
             last_arrival_ratio=last / nmatch if nmatch else float("nan"),
-            mean_lag_ns=float(cs[lagcol].mean()) if nmatch else float("nan"),
-            caused_wait_ns=int(sg.loc[r, "caused_wait_ns"]) if r in sg.index else 0,
-            straggler=bool(sg.loc[r, "straggler"]) if r in sg.index else False,
+            mean_lag_ns=float(lag_mean[lagcol]) if nmatch else float("nan"),
+            caused_wait_ns=int(caused.get(r, 0)), straggler=bool(strag.get(r, False)),
         ))
     df = pd.DataFrame(rows, columns=["rank", "steps", "step_mean_ns", "comm_ns", "exposed_comm_ns",
                                      "matched_collectives", "last_arrival_count", "last_arrival_ratio",
@@ -269,18 +257,43 @@ def zero_stage_pattern(trace: Trace | pd.DataFrame) -> ZeroPattern:
         return ZeroPattern("unknown", pd.DataFrame(), {})
     per = c.groupby(["step", "collective"]).size().unstack(fill_value=0)
     fam = c.groupby(["step", "family"]).size().unstack(fill_value=0)
-    mean = {f: float(fam[f].mean()) if f in fam else 0.0 for f in ("all_gather", "reduce_scatter", "all_reduce")}
+    mean = {f: float(fam[f].mean()) if f in fam else 0.0 for f in _ZERO_FAMILIES}
     rs_api = any("reduce_scatter" in str(x) for x in per.columns)
+    return ZeroPattern(_zero_stage(mean, rs_api), per, dict(mean_calls_per_step=mean, reduce_scatter_called=rs_api))
+
+
+_ZERO_FAMILIES = ("all_gather", "reduce_scatter", "all_reduce")
+
+
+def _zero_stage(mean: dict[str, float], rs_api: bool) -> str:
+    """The stage rule of :func:`zero_stage_pattern` from the mean calls per step of each family."""
     ag = mean["all_gather"]
     if ag >= 2 and (rs_api or mean["reduce_scatter"] > 0):
-        stage = "zero3"
-    elif ag >= 1 and (mean["all_reduce"] > 0 or mean["reduce_scatter"] > 0):
-        stage = "zero1_or_2"
-    elif mean["all_reduce"] > 0 and ag == 0:
-        stage = "ddp_or_zero0"
-    else:
-        stage = "unknown"
-    return ZeroPattern(stage, per, dict(mean_calls_per_step=mean, reduce_scatter_called=rs_api))
+        return "zero3"
+    if ag >= 1 and (mean["all_reduce"] > 0 or mean["reduce_scatter"] > 0):
+        return "zero1_or_2"
+    if mean["all_reduce"] > 0 and ag == 0:
+        return "ddp_or_zero0"
+    return "unknown"
+
+
+def zero_stages(traces: Any) -> dict[int, str]:
+    """:func:`zero_stage_pattern`'s ``stage`` of every rank at once (rank -> stage, in the reductions' rank
+    order), from the traces or the job's reductions (``rank_info``, ``collectives``)."""
+    red = job_reductions(traces, ("rank_info", "collectives"))
+    c = red["collectives"]
+    c = c[c["step"] >= 0]
+    fam = c.groupby(["rank", "step", "family"]).size().unstack(fill_value=0)
+    mean = fam.groupby(level="rank").mean()
+    rs_api = c["collective"].astype(str).str.contains("reduce_scatter", regex=False).groupby(c["rank"]).any()
+    out = {}
+    for r in red["rank_info"]["rank"].astype(int).tolist():
+        if r not in mean.index:
+            out[r] = "unknown"
+            continue
+        m = {f: float(mean.loc[r, f]) if f in mean.columns else 0.0 for f in _ZERO_FAMILIES}
+        out[r] = _zero_stage(m, bool(rs_api.get(r, False)))
+    return out
 
 
 def memory_per_rank(traces: Any) -> pd.DataFrame:

@@ -349,10 +349,13 @@ def concat_reductions(per_rank: Iterable[tuple[int, Mapping[str, pd.DataFrame]]]
     names = list(tables) if tables is not None else [t for t in TABLES if items and t in items[0][1]]
     out = JobReductions()
     for name in names:
-        frames = [f[name].assign(rank=np.int64(r)) for r, f in items if len(f[name])]
-        cols = ["rank", *REDUCTION_SCHEMA[name]]
-        out[name] = conform(name, pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols),
-                            rank=True)
+        parts = [(r, f[name]) for r, f in items if len(f[name])]
+        if not parts:
+            out[name] = conform(name, pd.DataFrame(columns=["rank", *REDUCTION_SCHEMA[name]]), rank=True)
+            continue
+        frame = pd.concat([f for _r, f in parts], ignore_index=True)
+        frame.insert(0, "rank", np.repeat(np.array([r for r, _f in parts], dtype=np.int64), [len(f) for _r, f in parts]))
+        out[name] = conform(name, frame, rank=True)
     return out
 
 
@@ -405,6 +408,47 @@ def job_reductions(source: Any, tables: Sequence[str]) -> JobReductions:
 def ranks_of(info: pd.DataFrame) -> list[int]:
     """The ranks of a job's ``rank_info`` table, in its order."""
     return [int(r) for r in info["rank"]]
+
+
+def rank_arrays(frame: pd.DataFrame, columns: Sequence[str]) -> dict[int, dict[str, np.ndarray]]:
+    """A job table's ``columns`` as numpy arrays per rank (one sort, no per-rank scan): rank -> column -> array,
+    each rank's rows in their order. Ranks without rows are absent."""
+    if frame.empty:
+        return {}
+    r = frame["rank"].to_numpy(np.int64)
+    order = np.argsort(r, kind="stable")
+    ranks, starts = np.unique(r[order], return_index=True)
+    ends = np.append(starts[1:], len(r))
+    cols = {c: frame[c].to_numpy()[order] for c in columns}
+    return {int(k): {c: a[s:e] for c, a in cols.items()} for k, s, e in zip(ranks, starts, ends)}
+
+
+def comm_compute(red: Mapping[str, pd.DataFrame], *, until_last_step: bool = False
+                 ) -> dict[int, tuple[iv.Intervals, iv.Intervals]]:
+    """Per rank of ``red["rank_info"]``: (communication, computation) as normalised interval sets, int64 ns on
+    the rank's trace clock -- the union of its collectives' execution (``collectives`` ``ts_ns`` to ``ts_ns +
+    dur_ns``) and its ``compute`` intervals. ``until_last_step``: HTA's default window (collectives launched
+    before the last ProfilerStep and the matching ``compute`` rows) for ranks with two ProfilerSteps or more."""
+    info = red["rank_info"]
+    c = rank_arrays(red["collectives"], ("ts_ns", "dur_ns", "before_last_step"))
+    p = rank_arrays(red["compute"], ("start_ns", "end_ns", "until_last_step"))
+    none: dict[str, np.ndarray] = {}
+    out = {}
+    for r, last in zip(info["rank"].to_numpy(np.int64), info["last_profiler_step_ns"].to_numpy(np.int64)):
+        hta = until_last_step and last >= 0
+        cr, pr = c.get(int(r), none), p.get(int(r), none)
+        if cr:
+            keep = cr["before_last_step"].astype(bool) if hta else slice(None)
+            comm = iv.merge(cr["ts_ns"][keep], (cr["ts_ns"] + cr["dur_ns"])[keep])
+        else:
+            comm = iv.empty()
+        if pr:
+            keep_p = pr["until_last_step"].astype(bool) == hta
+            comp = iv.merge(pr["start_ns"][keep_p], pr["end_ns"][keep_p])
+        else:
+            comp = iv.empty()
+        out[int(r)] = (comm, comp)
+    return out
 
 
 def by_rank(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:

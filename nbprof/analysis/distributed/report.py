@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from .bandwidth import collective_summary
-from .overlap_skew import collective_skew, memory_per_rank, overlap, skew, zero_stage_pattern
-from .reductions import analysis_collectives, by_rank, job_reductions
+from .overlap_skew import collective_skew, memory_per_rank, overlap, skew, zero_stages
+from .reductions import analysis_collectives, job_reductions
 from .waits import _WT_COLUMNS, stragglers, wait_transfer, wait_transfer_summary
 
 
@@ -41,7 +41,6 @@ def distributed_report(traces: Any) -> DistributedReport:
     :func:`~nbprof.analysis.distributed.collectives`' form (``rank`` int64)."""
     red = job_reductions(traces, ("rank_info", "steps", "collectives", "compute", "memory"))
     coll = analysis_collectives(red["collectives"])
-    per_rank = by_rank(coll)
     wt = wait_transfer(red)
     return DistributedReport(
         collectives=coll,
@@ -50,7 +49,7 @@ def distributed_report(traces: Any) -> DistributedReport:
         skew=skew(red),
         collective_skew=collective_skew(wt),
         memory=memory_per_rank(red),
-        zero={int(r): zero_stage_pattern(per_rank.get(int(r), coll.iloc[0:0])).stage for r in red["rank_info"]["rank"]},
+        zero=zero_stages(red),
         wait_transfer=wt,
         wait_summary=wait_transfer_summary(wt),
         stragglers=stragglers(wt),

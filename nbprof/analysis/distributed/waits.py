@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -16,14 +17,17 @@ _WT_COLUMNS: list[str] = ["collective", "k", "rank", "step", "ranks", "arrival_a
 def _end_offsets(a: pd.DataFrame) -> dict[int, int]:
     """Per-rank clock offset from matched collectives: the median over instances of (own end - the lowest
     rank's end). A collective completes at about the same moment on every rank, whatever the arrivals."""
-    end = a.assign(end=a["start_abs_ns"] + a["dur_ns"]).pivot_table(
+    # relative to the job's first arrival, so that float64 (NaN where a rank lacks an instance) holds them exactly
+    rel = (a["start_abs_ns"].to_numpy(np.int64) - int(a["start_abs_ns"].min())) + a["dur_ns"].to_numpy(np.int64)
+    end = a.assign(end=rel).pivot_table(
         index=["collective", "pg", "k"], columns="rank", values="end", aggfunc="first")
-    ref = end.columns.min()
-    out = {}
-    for r in end.columns:
-        d = (end[r] - end[ref]).dropna()
-        out[int(r)] = int(np.median(d.to_numpy())) if len(d) else 0
-    return out
+    vals = end.to_numpy(np.float64)
+    d = vals - vals[:, [list(end.columns).index(end.columns.min())]]
+    seen = ~np.isnan(d)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a rank matched with the lowest nowhere: offset 0
+        med = np.nanmedian(d, axis=0)
+    return {int(r): int(m) if seen[:, j].any() else 0 for j, (r, m) in enumerate(zip(end.columns, med))}
 
 
 def wait_transfer(traces: Any, *, align: str = "none") -> pd.DataFrame:
