@@ -109,6 +109,9 @@ def test_concat_adds_rank(hta_pair):
     assert list(job["steps"].columns) == ["rank", *D.REDUCTION_SCHEMA["steps"]]
     with pytest.raises(KeyError, match="lack tables"):
         D.overlap({"rank_info": job["rank_info"]})
+    with pytest.warns(nbprof.errors.NbprofWarning, match=r"several traces of rank \[0\]"):
+        twice = D.overlap([hta_pair[0], hta_pair[1], hta_pair[0]])
+    assert twice["rank"].tolist() == [0, 1]  # the first trace of each rank
 
 
 def test_hta_pair_from_reductions_equals_the_full_trace_results(hta_pair):

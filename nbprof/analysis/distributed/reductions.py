@@ -59,12 +59,14 @@ changes meaning; a reader must recompute reductions of another version from the 
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ...errors import NbprofWarning
 from ...trace import predicates as pred
 from ...trace.model import Trace
 from .. import _intervals as iv
@@ -387,6 +389,11 @@ def job_reductions(source: Any, tables: Sequence[str]) -> JobReductions:
     ------
     KeyError
         A needed table (or one of its columns) is missing from a given mapping.
+
+    Warns
+    -----
+    NbprofWarning
+        Several traces of the same rank: the first of each rank is used (a rank's collectives are matched once).
     """
     if isinstance(source, Mapping):
         missing = [t for t in tables if t not in source]
@@ -402,6 +409,15 @@ def job_reductions(source: Any, tables: Sequence[str]) -> JobReductions:
             out[t] = f.sort_values(["rank", *_ORDER[t]], kind="stable").reset_index(drop=True)
         return out
     traces = [source] if isinstance(source, Trace) else list(source)
+    ranks = [int(t.meta.rank) for t in traces]
+    if len(set(ranks)) != len(ranks):
+        dup = sorted({r for r in ranks if ranks.count(r) > 1})
+        warnings.warn(f"several traces of rank {dup}: the first trace of each rank is used", NbprofWarning,
+                      stacklevel=3)
+        first: dict[int, Trace] = {}
+        for tr, r in zip(traces, ranks):
+            first.setdefault(r, tr)
+        traces = list(first.values())
     return concat_reductions(((int(t.meta.rank), reduce_rank(t, tables)) for t in traces), tables)
 
 
