@@ -114,6 +114,22 @@ def test_wait_transfer_needs_two_ranks(straggler_traces):
     assert D.stragglers(straggler_traces[:1]).empty
 
 
+def test_cross_rank_analyses_from_reductions_on_real_ddp_straggler(straggler_traces):
+    """Issue 37: the job's per-rank reductions (plain frames in any order, as a dataset read gives them) give the
+    full traces' results on the real gloo run, and the job-scale overview shows rank 0 in the collective while the
+    straggler is idle."""
+    from test_reductions import assert_same, cross_rank, plain_tables
+
+    full = cross_rank(straggler_traces)
+    assert_same(full, cross_rank(plain_tables(straggler_traces, seed=3)))
+    assert full["stragglers"].set_index("rank").loc[1, "straggler"]
+    o = full["overview"].groupby("rank")[["comm_ns", "compute_ns"]].sum()
+    ov = full["overlap"].set_index("rank")
+    assert o["comm_ns"].tolist() == ov["comm_ns"].tolist() and o["compute_ns"].tolist() == ov["compute_ns"].tolist()
+    # rank 0 waits inside the all-reduce (communication) for rank 1, which sleeps (idle): more comm on rank 0
+    assert o.loc[0, "comm_ns"] > o.loc[1, "comm_ns"] + STEPS * SLEEP_S * 1e9 * 0.5
+
+
 def test_link_table_and_busbw_fraction(tmp_path):
     from conftest import corpus_path
 

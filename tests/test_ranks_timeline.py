@@ -87,7 +87,7 @@ def test_ranks_timeline_on_real_gloo_straggler(straggler):
     seg = _check_model(m, straggler, "none")
     # the same all-reduce on both ranks: rank 1 (the straggler) arrives 50 ms (the injected sleep) later
     ar = [x1 - x0 for c, x0, x1 in zip(seg["collective"], seg["x0"], seg["x1"]) if c == "all_reduce"]
-    assert len(ar) == STEPS and ar == pytest.approx([SLEEP_S * 1e3] * STEPS, rel=0.15)
+    assert len(ar) == STEPS and min(ar) > 0.85 * SLEEP_S * 1e3
     assert all(r == 1 for c, r in zip(seg["collective"], seg["last_rank"]) if c == "all_reduce")
     # the links are found on the gloo worker thread's "gloo:all_reduce" row of each rank
     for r, lay, row0, _n, _s in m.parts:
@@ -96,6 +96,11 @@ def test_ranks_timeline_on_real_gloo_straggler(straggler):
         names = {lay.names[lay.nid[i]] for i in np.flatnonzero(np.isin(lay.row, rows) & np.isin(
             lay.ts, m.links.loc[(m.links["rank"] == r) & (m.links["collective"] == "all_reduce"), "ts_ns"]))}
         assert names == {"gloo:all_reduce"}
+    # the bound above the sleep is a time: a loaded machine delays rank 1 beyond its sleep (its own record says so)
+    late = [(b - a) / 1e6 for a, b in zip(*(t.backward_called_ns for t in straggler))]
+    if max(late) > 1.10 * SLEEP_S * 1e3:
+        pytest.skip(f"disturbed run: rank 1 called backward {late} ms after rank 0 (sleep {SLEEP_S * 1e3:.0f} ms)")
+    assert ar == pytest.approx([SLEEP_S * 1e3] * STEPS, rel=0.15)
 
 
 def test_ranks_timeline_on_corpus_nccl_pair(hta_pair):

@@ -1,6 +1,11 @@
 """Multi-rank analysis: collectives, bus bandwidth, compute/communication overlap, skew, ZeRO patterns.
 
-Pure functions over one or several :class:`~nbprof.trace.model.Trace` (one per rank).
+Pure functions over one or several :class:`~nbprof.trace.model.Trace` (one per rank). The cross-rank
+analyses (:func:`wait_transfer`, :func:`stragglers`, :func:`collective_skew`, :func:`skew`, :func:`overlap`,
+:func:`step_breakdown`, :func:`collective_summary`, :func:`busbw_vs_link`, :func:`memory_per_rank`,
+:func:`ranks_clock`, :func:`ranks_overview`, :func:`distributed_report`) compute from the per-rank reductions of
+:mod:`~nbprof.analysis.distributed.reductions` (:func:`reduce_rank`): give them the traces, or the job's
+concatenated reduction tables (a dataset read) when the full traces do not fit in one process.
 
 Where communication lives in a Kineto trace:
 
@@ -36,11 +41,13 @@ outside the communication threads that neither are nor contain a ``c10d::``/``re
 (an approximation: host time inside a wrapper that blocks on a collective cannot be told apart).
 """
 
+from .bandwidth import (
+    busbw_vs_link,
+    collective_summary,
+)
 from .comms import (
     BUSBW_FACTOR_SOURCE,
     busbw_factor,
-    busbw_vs_link,
-    collective_summary,
     collectives,
 )
 from .overlap_skew import (
@@ -53,13 +60,21 @@ from .overlap_skew import (
     skew,
     step_breakdown,
     zero_stage_pattern,
+    zero_stages,
 )
 from .pipeline import (
     FsdpPattern,
     fsdp_pattern,
     pipeline_bubbles,
     ranks_clock,
+    ranks_overview,
     ranks_timeline,
+)
+from .reductions import (
+    REDUCTION_SCHEMA,
+    REDUCTION_VERSION,
+    concat_reductions,
+    reduce_rank,
 )
 from .report import (
     DistributedReport,
@@ -72,6 +87,10 @@ from .waits import (
 )
 
 __all__ = [
+    "REDUCTION_SCHEMA",
+    "REDUCTION_VERSION",
+    "reduce_rank",
+    "concat_reductions",
     "BUSBW_FACTOR_SOURCE",
     "busbw_factor",
     "collectives",
@@ -81,6 +100,7 @@ __all__ = [
     "skew",
     "collective_skew",
     "zero_stage_pattern",
+    "zero_stages",
     "memory_per_rank",
     "wait_transfer",
     "wait_transfer_summary",
@@ -91,6 +111,7 @@ __all__ = [
     "fsdp_pattern",
     "ranks_clock",
     "ranks_timeline",
+    "ranks_overview",
     "DistributedReport",
     "distributed_report",
 ]

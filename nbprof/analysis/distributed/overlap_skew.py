@@ -2,64 +2,30 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ...trace import predicates as pred
 from ...trace.model import Trace
 from .. import _intervals as iv
-from ..steps import step_times, step_windows
-from ..utilization import _before_last_step
-from .comms import _as_list, collectives
+from .comms import collectives
+from .reductions import comm_compute, job_reductions, rank_arrays
+from .waits import stragglers, wait_transfer
 
-#: HTA's ``NCCL_COMPUTE_KERNEL_RE`` exclusion (communication, memcpy/memset, sync and MTIA ``dma*`` kernels are
-#: not compute)
-_HTA_NON_COMPUTE = re.compile(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)|(dma)")
-
-
-def _compute_intervals(trace: Trace, comm_tids: set[int], keep_corr: set[int] | None = None,
-                       before_ns: int | None = None) -> iv.Intervals:
-    ev = trace.events
-    if trace.has_device:
-        is_kernel = pred.is_kernel(ev)
-        k = ev[is_kernel & ~pred.is_communication(ev, where="device")]
-        # HTA's NCCL_COMPUTE_KERNEL_RE exclusion, kept verbatim for parity with get_comm_comp_overlap
-        memlike = pred.name_mask(k["name"], _HTA_NON_COMPUTE.match)  # once per distinct name
-        k = k[~memlike]
-        if keep_corr is not None:
-            k = k[k["correlation"].isin(keep_corr)]
-        return iv.merge(k["ts_ns"].to_numpy(), (k["ts_ns"] + k["dur_ns"]).to_numpy())
-    host = ev[pred.is_host_op(ev, annotations=False)]
-    host = host[~host["tid"].isin(comm_tids)]
-    if before_ns is not None:
-        host = host[host["ts_ns"] < before_ns]
-    is_comm = pred.name_mask(host["name"], lambda n: n.startswith("c10d::") or n == "record_param_comms")
-    comm_ops = host[is_comm]
-    cand = host[~is_comm]
-    if len(comm_ops) and len(cand):
-        cs = np.sort(comm_ops["ts_ns"].to_numpy())
-        st = cand["ts_ns"].to_numpy()
-        en = st + cand["dur_ns"].to_numpy()
-        contains = np.searchsorted(cs, en, side="left") - np.searchsorted(cs, st, side="left") > 0
-        cand = cand[~contains]
-    comp = iv.merge(cand["ts_ns"].to_numpy(), (cand["ts_ns"] + cand["dur_ns"]).to_numpy())
-    if len(comm_ops):
-        comp = iv.subtract(comp, iv.merge(comm_ops["ts_ns"].to_numpy(),
-                                          (comm_ops["ts_ns"] + comm_ops["dur_ns"]).to_numpy()))
-    return comp
+_OVERLAP_COLUMNS = ["rank", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns", "comm_comp_overlap_ratio",
+                    "exposed_comm_ratio", "span_ns", "basis"]
 
 
-def overlap(traces: Trace | Iterable[Trace], *, until_last_step: bool = False) -> pd.DataFrame:
+def overlap(traces: Any, *, until_last_step: bool = False) -> pd.DataFrame:
     """Compute/communication overlap and exposed communication per rank.
 
     Parameters
     ----------
-    traces : Trace or iterable of Trace
+    traces : Trace, iterable of Trace, or mapping of table name to frame
+        The ranks' traces or their concatenated reductions (``rank_info``, ``collectives``, ``compute``;
+        :mod:`~nbprof.analysis.distributed.reductions`).
     until_last_step : bool, default False
         Keep only what was launched before the last ``ProfilerStep`` starts -- HTA's default
         (``TraceAnalysis(include_last_profiler_step=False)``), for like-for-like comparisons with
@@ -74,32 +40,27 @@ def overlap(traces: Trace | Iterable[Trace], *, until_last_step: bool = False) -
         ``comp_comm_overlap_ratio``; NaN without communication), ``exposed_comm_ratio`` (exposed over
         the trace span), ``span_ns``, ``basis`` ("gpu_kernels" or "cpu_ops").
     """
+    red = job_reductions(traces, ("rank_info", "collectives", "compute"))
+    sets = comm_compute(red, until_last_step=until_last_step)
     rows = []
-    for t in _as_list(traces):
-        c = collectives(t)
-        last, keep = _before_last_step(t) if until_last_step else (None, None)
-        if len(c) and last is not None:
-            gpu_rows = c["device"] >= 0
-            c = c[(gpu_rows & c["correlation"].isin(keep)) | (~gpu_rows & (c["ts_ns"] < last))]
-        comm = iv.merge(c["ts_ns"].to_numpy(np.int64), (c["ts_ns"] + c["dur_ns"]).to_numpy(np.int64)) if len(c) else iv.empty()
-        comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
-        comp = _compute_intervals(t, comm_tids, keep, last)
+    for info in red["rank_info"].itertuples(index=False):
+        r = int(info.rank)
+        comm, comp = sets[r]
         ov = iv.total_ns(iv.intersect(comm, comp))
         cn = iv.total_ns(comm)
-        span = t.duration_ns
-        rows.append(dict(rank=t.meta.rank, comm_ns=cn, compute_ns=iv.total_ns(comp), overlap_ns=ov,
+        span = int(info.span_ns)
+        rows.append(dict(rank=r, comm_ns=cn, compute_ns=iv.total_ns(comp), overlap_ns=ov,
                          exposed_comm_ns=cn - ov, comm_comp_overlap_ratio=ov / cn if cn else float("nan"),
                          exposed_comm_ratio=(cn - ov) / span if span else float("nan"), span_ns=span,
-                         basis="gpu_kernels" if t.has_device else "cpu_ops"))
-    return pd.DataFrame(rows, columns=["rank", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns",
-                                       "comm_comp_overlap_ratio", "exposed_comm_ratio", "span_ns", "basis"])
+                         basis="gpu_kernels" if info.has_device else "cpu_ops"))
+    return pd.DataFrame(rows, columns=_OVERLAP_COLUMNS)
 
 
 _STEP_BREAKDOWN_COLUMNS = ["rank", "step", "step_ns", "compute_ns", "overlapped_comm_ns", "exposed_comm_ns", "idle_ns",
                            "basis"]
 
 
-def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
+def step_breakdown(traces: Any) -> pd.DataFrame:
     """Per rank and ``ProfilerStep``: computation, overlapped and exposed communication, idle.
 
     The categories of the PyTorch TensorBoard plugin's Distributed view ("Computation", "Overlapping",
@@ -110,6 +71,12 @@ def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
     ``overlapped_comm_ns = |comm ∩ comp|``, ``compute_ns = |comp| - overlapped``, ``exposed_comm_ns =
     |comm| - overlapped``, ``idle_ns`` = the rest of the window.
 
+    Parameters
+    ----------
+    traces : Trace, iterable of Trace, or mapping of table name to frame
+        The ranks' traces or their concatenated reductions (``rank_info``, ``steps``, ``collectives``,
+        ``compute``).
+
     Returns
     -------
     pandas.DataFrame
@@ -118,34 +85,36 @@ def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
         idle_ns`` (int64 ns; they sum to ``step_ns``), ``basis`` ("gpu_kernels" or "cpu_ops"). Traces without
         host events give no rows (empty, with these columns).
     """
-    rows = []
-    for t in _as_list(traces):
-        steps = step_windows(t)
-        if steps.empty:
+    red = job_reductions(traces, ("rank_info", "steps", "collectives", "compute"))
+    sets = comm_compute(red)
+    steps_of = rank_arrays(red["steps"], ("step", "start_ns", "end_ns"))
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in _STEP_BREAKDOWN_COLUMNS}
+    for info in red["rank_info"].itertuples(index=False):
+        r = int(info.rank)
+        steps = steps_of.get(r)
+        if steps is None:
             continue
-        c = collectives(t)
-        comm = iv.merge(c["ts_ns"].to_numpy(np.int64), (c["ts_ns"] + c["dur_ns"]).to_numpy(np.int64)) if len(c) else iv.empty()
-        comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
-        comp = _compute_intervals(t, comm_tids)
+        comm, comp = sets[r]
         both = iv.intersect(comm, comp)
-        basis = "gpu_kernels" if t.has_device else "cpu_ops"
-        s0 = steps["start_ns"].to_numpy(np.int64)
-        s1 = steps["end_ns"].to_numpy(np.int64)
-        c_in = iv.overlap_with_windows(comm, s0, s1)
-        p_in = iv.overlap_with_windows(comp, s0, s1)
-        b_in = iv.overlap_with_windows(both, s0, s1)
-        for i, st in enumerate(steps["step"].to_numpy(np.int64)):
-            n = int(s1[i] - s0[i])
-            cn, pn, bn = int(c_in[i]), int(p_in[i]), int(b_in[i])
-            rows.append(dict(rank=int(t.meta.rank), step=int(st), step_ns=n, compute_ns=pn - bn, overlapped_comm_ns=bn,
-                             exposed_comm_ns=cn - bn, idle_ns=n - (cn + pn - bn), basis=basis))
-    out = pd.DataFrame(rows, columns=_STEP_BREAKDOWN_COLUMNS)
-    for k in _STEP_BREAKDOWN_COLUMNS[:-1]:
-        out[k] = out[k].astype(np.int64)
-    return out
+        basis = "gpu_kernels" if info.has_device else "cpu_ops"
+        s0 = steps["start_ns"].astype(np.int64)
+        s1 = steps["end_ns"].astype(np.int64)
+        cn = iv.overlap_with_windows(comm, s0, s1)
+        pn = iv.overlap_with_windows(comp, s0, s1)
+        bn = iv.overlap_with_windows(both, s0, s1)
+        n = s1 - s0
+        for k, v in (("rank", np.full(len(n), r, dtype=np.int64)), ("step", steps["step"].astype(np.int64)),
+                     ("step_ns", n), ("compute_ns", pn - bn), ("overlapped_comm_ns", bn),
+                     ("exposed_comm_ns", cn - bn), ("idle_ns", n - (cn + pn - bn))):
+            cols[k].append(v)
+        cols["basis"].append(np.full(len(n), basis, dtype=object))
+    if not cols["rank"]:
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "basis" else "int64") for c in _STEP_BREAKDOWN_COLUMNS})
+    out = pd.DataFrame({k: np.concatenate(v) for k, v in cols.items()})
+    return out.astype({k: np.int64 for k in _STEP_BREAKDOWN_COLUMNS[:-1]})
 
 
-def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
+def collective_skew(traces: Any) -> pd.DataFrame:
     """Arrival skew of matched collectives across ranks.
 
     Instances and arrivals are :func:`nbprof.analysis.distributed.wait_transfer`'s (its one definition):
@@ -154,6 +123,11 @@ def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
     annotation's), on the absolute clock (``meta.origin_ns``, Kineto ``baseTimeNanoseconds``; clocks of
     different hosts assumed synchronised). The last rank to arrive is the one the others wait for.
 
+    Parameters
+    ----------
+    traces : sequence of Trace, or mapping of table name to frame
+        One per rank, or their concatenated reductions (``rank_info``, ``collectives``).
+
     Returns
     -------
     pandas.DataFrame
@@ -161,10 +135,8 @@ def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
         int64 ns) and one ``lag_ns_r{R}`` column per rank (arrival minus the first arrival). Only instances
         seen on every rank compared; empty when fewer than two ranks have an absolute origin.
     """
-    from .waits import wait_transfer
-
     cols = ["collective", "pg_name", "k", "ranks", "first_rank", "last_rank", "spread_ns"]
-    wt = wait_transfer(list(traces))
+    wt = traces if isinstance(traces, pd.DataFrame) else wait_transfer(traces)
     if wt.empty:
         return pd.DataFrame(columns=cols)
     piv = wt.pivot_table(index=["collective", "pg_name", "k"], columns="rank", values="arrival_abs_ns",
@@ -182,12 +154,12 @@ def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
         "last_rank": piv.columns.to_numpy()[vals.argmax(axis=1)],
         "spread_ns": (vals.max(axis=1) - first).astype(np.int64),
     })
-    for j, r in enumerate(piv.columns):
-        out[f"lag_ns_r{int(r)}"] = (vals[:, j] - first).astype(np.int64)
+    lags = pd.DataFrame((vals - first[:, None]).astype(np.int64), columns=[f"lag_ns_r{int(r)}" for r in piv.columns])
+    out = pd.concat([out, lags], axis=1)
     return out.sort_values(["collective", "pg_name", "k"]).reset_index(drop=True)
 
 
-def skew(traces: Sequence[Trace], *, recurrence: float = 0.5) -> pd.DataFrame:
+def skew(traces: Any, *, recurrence: float = 0.5) -> pd.DataFrame:
     """Per-rank skew, with the straggler verdict of :func:`nbprof.analysis.distributed.stragglers`.
 
     Who is a straggler has one definition, :func:`~nbprof.analysis.distributed.stragglers`' (the rank
@@ -196,8 +168,9 @@ def skew(traces: Sequence[Trace], *, recurrence: float = 0.5) -> pd.DataFrame:
 
     Parameters
     ----------
-    traces : sequence of Trace
-        One per rank.
+    traces : sequence of Trace, or mapping of table name to frame
+        One per rank, or their concatenated reductions (``rank_info``, ``steps``, ``collectives``,
+        ``compute``).
     recurrence : float
         Passed to :func:`~nbprof.analysis.distributed.stragglers`.
 
@@ -211,29 +184,30 @@ def skew(traces: Sequence[Trace], *, recurrence: float = 0.5) -> pd.DataFrame:
         others' wait at the instances it arrived last at, int64 ns), ``straggler`` (bool, from
         :func:`~nbprof.analysis.distributed.stragglers`).
     """
-    from .waits import stragglers, wait_transfer
-
-    traces = list(traces)
-    ov = overlap(traces).set_index("rank")
-    wt = wait_transfer(traces)
-    cs = collective_skew(traces)
+    red = job_reductions(traces, ("rank_info", "steps", "collectives", "compute"))
+    ov = overlap(red).set_index("rank")
+    wt = wait_transfer(red)
+    cs = collective_skew(wt)
     sg = stragglers(wt, recurrence=recurrence).set_index("rank")
+    st = red["steps"].groupby("rank")["step_ns"].agg(["size", "mean"])
+    n_steps, step_mean = st["size"].to_dict(), st["mean"].to_dict()
+    lasts = cs["last_rank"].value_counts().to_dict() if len(cs) else {}
+    lag_mean = cs.filter(like="lag_ns_r").mean().to_dict() if len(cs) else {}
+    comm, exposed = ov["comm_ns"].to_dict(), ov["exposed_comm_ns"].to_dict()
+    caused, strag = sg["caused_wait_ns"].to_dict(), sg["straggler"].to_dict()
     rows = []
-    for t in traces:
-        st = step_times(t)
-        r = t.meta.rank
+    for r in red["rank_info"]["rank"].astype(int).tolist():
         lagcol = f"lag_ns_r{r}"
-        nmatch = len(cs) if lagcol in cs else 0
-        last = int((cs["last_rank"] == r).sum()) if nmatch else 0
+        nmatch = len(cs) if lagcol in lag_mean else 0
+        last = int(lasts.get(r, 0)) if nmatch else 0
+        ns = int(n_steps.get(r, 0))
         rows.append(dict(
-            rank=r, steps=len(st), step_mean_ns=float(st.mean()) if len(st) else float("nan"),
-            comm_ns=int(ov.loc[r, "comm_ns"]) if r in ov.index else 0,
-            exposed_comm_ns=int(ov.loc[r, "exposed_comm_ns"]) if r in ov.index else 0,
+            rank=r, steps=ns, step_mean_ns=float(step_mean[r]) if ns else float("nan"),
+            comm_ns=int(comm.get(r, 0)), exposed_comm_ns=int(exposed.get(r, 0)),
             matched_collectives=nmatch, last_arrival_count=last,
             last_arrival_ratio=last / nmatch if nmatch else float("nan"),
-            mean_lag_ns=float(cs[lagcol].mean()) if nmatch else float("nan"),
-            caused_wait_ns=int(sg.loc[r, "caused_wait_ns"]) if r in sg.index else 0,
-            straggler=bool(sg.loc[r, "straggler"]) if r in sg.index else False,
+            mean_lag_ns=float(lag_mean[lagcol]) if nmatch else float("nan"),
+            caused_wait_ns=int(caused.get(r, 0)), straggler=bool(strag.get(r, False)),
         ))
     df = pd.DataFrame(rows, columns=["rank", "steps", "step_mean_ns", "comm_ns", "exposed_comm_ns",
                                      "matched_collectives", "last_arrival_count", "last_arrival_ratio",
@@ -264,7 +238,7 @@ class ZeroPattern:
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
-def zero_stage_pattern(trace: Trace) -> ZeroPattern:
+def zero_stage_pattern(trace: Trace | pd.DataFrame) -> ZeroPattern:
     """Guess the ZeRO stage from the collectives issued per ProfilerStep.
 
     DeepSpeed's patterns (DeepSpeed 0.19.8 on 2 ranks, the comms-logger samples in
@@ -273,29 +247,59 @@ def zero_stage_pattern(trace: Trace) -> ZeroPattern:
     stage 3 gathers parameters per module (several ``all_gather_into_tensor`` per step, forward and
     backward) and ``reduce_scatter_tensor``\\ s the gradients. Stages 1 and 2 differ in when gradients
     are reduced, not in which collectives, so they are reported together.
+
+    ``trace`` is one rank's trace or its collectives (:func:`collectives`, or the rank's rows of the
+    ``collectives`` reduction table: ``step, collective, family`` are read).
     """
-    c = collectives(trace)
+    c = trace if isinstance(trace, pd.DataFrame) else collectives(trace)
     c = c[c["step"] >= 0] if len(c) else c
     if c.empty:
         return ZeroPattern("unknown", pd.DataFrame(), {})
     per = c.groupby(["step", "collective"]).size().unstack(fill_value=0)
     fam = c.groupby(["step", "family"]).size().unstack(fill_value=0)
-    mean = {f: float(fam[f].mean()) if f in fam else 0.0 for f in ("all_gather", "reduce_scatter", "all_reduce")}
+    mean = {f: float(fam[f].mean()) if f in fam else 0.0 for f in _ZERO_FAMILIES}
     rs_api = any("reduce_scatter" in str(x) for x in per.columns)
+    return ZeroPattern(_zero_stage(mean, rs_api), per, dict(mean_calls_per_step=mean, reduce_scatter_called=rs_api))
+
+
+_ZERO_FAMILIES = ("all_gather", "reduce_scatter", "all_reduce")
+
+
+def _zero_stage(mean: dict[str, float], rs_api: bool) -> str:
+    """The stage rule of :func:`zero_stage_pattern` from the mean calls per step of each family."""
     ag = mean["all_gather"]
     if ag >= 2 and (rs_api or mean["reduce_scatter"] > 0):
-        stage = "zero3"
-    elif ag >= 1 and (mean["all_reduce"] > 0 or mean["reduce_scatter"] > 0):
-        stage = "zero1_or_2"
-    elif mean["all_reduce"] > 0 and ag == 0:
-        stage = "ddp_or_zero0"
-    else:
-        stage = "unknown"
-    return ZeroPattern(stage, per, dict(mean_calls_per_step=mean, reduce_scatter_called=rs_api))
+        return "zero3"
+    if ag >= 1 and (mean["all_reduce"] > 0 or mean["reduce_scatter"] > 0):
+        return "zero1_or_2"
+    if mean["all_reduce"] > 0 and ag == 0:
+        return "ddp_or_zero0"
+    return "unknown"
 
 
-def memory_per_rank(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
+def zero_stages(traces: Any) -> dict[int, str]:
+    """:func:`zero_stage_pattern`'s ``stage`` of every rank at once (rank -> stage, in the reductions' rank
+    order), from the traces or the job's reductions (``rank_info``, ``collectives``)."""
+    red = job_reductions(traces, ("rank_info", "collectives"))
+    c = red["collectives"]
+    c = c[c["step"] >= 0]
+    fam = c.groupby(["rank", "step", "family"]).size().unstack(fill_value=0)
+    mean = fam.groupby(level="rank").mean()
+    rs_api = c["collective"].astype(str).str.contains("reduce_scatter", regex=False).groupby(c["rank"]).any()
+    out = {}
+    for r in red["rank_info"]["rank"].astype(int).tolist():
+        if r not in mean.index:
+            out[r] = "unknown"
+            continue
+        m = {f: float(mean.loc[r, f]) if f in mean.columns else 0.0 for f in _ZERO_FAMILIES}
+        out[r] = _zero_stage(m, bool(rs_api.get(r, False)))
+    return out
+
+
+def memory_per_rank(traces: Any) -> pd.DataFrame:
     """Peak memory per rank and device from each trace's ``[memory]`` events (``profile_memory=True``).
+
+    ``traces``: the ranks' traces or their concatenated reductions (the ``memory`` table).
 
     Returns
     -------
@@ -303,13 +307,4 @@ def memory_per_rank(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
         ``rank, device_type, device, peak_allocated_bytes, peak_reserved_bytes`` (from
         :func:`nbprof.analysis.memory.memory_peak`); ranks without memory events are absent.
     """
-    from ..memory import memory_peak
-
-    rows = []
-    for t in _as_list(traces):
-        mp = memory_peak(t)
-        for _, r in mp.iterrows():
-            rows.append(dict(rank=t.meta.rank, device_type=int(r["device_type"]), device=int(r["device"]),
-                             peak_allocated_bytes=int(r["peak_allocated_bytes"]),
-                             peak_reserved_bytes=int(r["peak_reserved_bytes"])))
-    return pd.DataFrame(rows, columns=["rank", "device_type", "device", "peak_allocated_bytes", "peak_reserved_bytes"])
+    return job_reductions(traces, ("memory",))["memory"].reset_index(drop=True)

@@ -1,4 +1,5 @@
-"""Pipeline-parallel bubbles, the FSDP annotation pattern, and the ranks' aligned timeline."""
+"""Pipeline-parallel bubbles, the FSDP annotation pattern, and the ranks' aligned timeline (every event, or the
+job-scale overview from the reductions)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ...trace import predicates as pred
 from ...trace.model import Trace
 from .. import _intervals as iv
 from .comms import collectives
-from .overlap_skew import _compute_intervals
+from .reductions import comm_compute, compute_intervals, job_reductions
 from .waits import wait_transfer
 
 _PP_COLUMNS = ["rank", "step", "window_ns", "compute_ns", "bubble_ns", "p2p_wait_ns", "idle_ns", "bubble_ratio",
@@ -119,7 +120,7 @@ def pipeline_bubbles(traces: Sequence[Trace], *, microbatches: int | None = None
             comp = iv.subtract(iv.merge(ann["ts_ns"].to_numpy(np.int64),
                                         (ann["ts_ns"] + ann["dur_ns"]).to_numpy(np.int64)), blocking)
         else:
-            comp = _compute_intervals(t, set())
+            comp = compute_intervals(t, set())
         fwd = ann[ann["fwd"]]
         d: dict[int, tuple[iv.Intervals, iv.Intervals, int]] = {}
         for _, st in steps.iterrows():
@@ -232,7 +233,7 @@ def fsdp_pattern(trace: Trace) -> FsdpPattern:
     units = pd.DataFrame(list(rows.values()), columns=unit_cols)
     c = collectives(trace)
     comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
-    comp = _compute_intervals(trace, comm_tids)
+    comp = compute_intervals(trace, comm_tids)
     ov_rows = []
     for step in sorted(set(int(s) for s in c["step"]) if len(c) else []):
         cs = c[c["step"] == step]
@@ -253,7 +254,7 @@ _RT_COLUMNS = ["rank", "ts_ns", "dur_ns", "name", "cat", "tid", "device", "strea
 _LINK_COLUMNS = ["collective", "k", "rank", "ts_ns", "dur_ns", "wait_ns", "last_rank", "pg_name"]
 
 
-def ranks_clock(traces: Sequence[Trace], *, align: str = "end") -> tuple[dict[int, int], pd.DataFrame]:
+def ranks_clock(traces: Any, *, align: str = "end") -> tuple[dict[int, int], pd.DataFrame]:
     """The common time axis of several ranks: per-rank shifts and the matched collectives on that axis.
 
     A rank's event at ``ts_ns`` (relative to its own origin) is at ``ts_ns + shifts[rank]`` on the common
@@ -263,8 +264,9 @@ def ranks_clock(traces: Sequence[Trace], *, align: str = "end") -> tuple[dict[in
 
     Parameters
     ----------
-    traces : sequence of Trace
-        One per rank; those without an absolute origin are left out.
+    traces : sequence of Trace, or mapping of table name to frame
+        One per rank, or their concatenated reductions (``rank_info``, ``collectives``); ranks without an
+        absolute origin are left out.
     align : {"end", "none"}
 
     Returns
@@ -283,11 +285,13 @@ def ranks_clock(traces: Sequence[Trace], *, align: str = "end") -> tuple[dict[in
     if align not in ("none", "end"):
         msg = f"align must be 'none' or 'end', got {align!r}"
         raise ValueError(msg)
-    ts = [t for t in traces if t.meta.origin_ns is not None]
-    wt = wait_transfer(ts, align=align)
+    red = job_reductions(traces, ("rank_info", "collectives"))
+    info = red["rank_info"]
+    info = info[info["origin_ns"] >= 0]
+    wt = wait_transfer(red, align=align)
     offsets = (wt.groupby("rank")["clock_offset_ns"].first().to_dict() if len(wt) else {})
-    raw = {int(t.meta.rank): int(t.meta.origin_ns or 0) - int(offsets.get(int(t.meta.rank), 0)) for t in ts}
-    firsts = [raw[int(t.meta.rank)] + int(t.events["ts_ns"].min()) for t in ts if len(t.events)]
+    raw = {int(r): int(o) - int(offsets.get(int(r), 0)) for r, o in zip(info["rank"], info["origin_ns"])}
+    firsts = [raw[int(r)] + int(f) for r, f, n in zip(info["rank"], info["first_ts_ns"], info["events"]) if n]
     zero = min(firsts) if firsts else 0
     shifts = {r: v - zero for r, v in raw.items()}
     links = wt.assign(ts_ns=(wt["arrival_abs_ns"] - zero).astype(np.int64))[_LINK_COLUMNS] if len(wt) else \
@@ -339,3 +343,74 @@ def ranks_timeline(traces: Sequence[Trace], *, align: str = "end") -> tuple[pd.D
     events["ts_ns"] = events["ts_ns"].astype(np.int64)
     events = events.sort_values(["ts_ns", "rank"], kind="stable").reset_index(drop=True)
     return events[_RT_COLUMNS], links
+
+
+_OVERVIEW_COLUMNS = ["rank", "bin", "start_ns", "end_ns", "compute_ns", "comm_ns", "busy_ns", "idle_ns"]
+
+
+def ranks_overview(traces: Any, *, bins: int = 200, x0_ns: int | None = None, x1_ns: int | None = None,
+                   align: str = "end") -> pd.DataFrame:
+    """The all-ranks timeline at job scale: per rank and time bin, how much was computation, communication
+    and idle -- the level of detail drawn when there are too many ranks (or too little memory) for every
+    event, from the per-rank reductions only (``rank_info``, ``collectives``, ``compute``); the view loads a
+    rank's full trace only when it zooms into it.
+
+    On :func:`ranks_clock`'s common axis (ns from the job's first event), ``[x0_ns, x1_ns)`` (default: the
+    whole job) is cut into ``bins`` equal bins. In each bin, for each rank: ``compute_ns`` = time covered by
+    the rank's computation (the ``compute`` table: :func:`overlap`'s basis), ``comm_ns`` = time covered by
+    its collectives' execution, ``busy_ns`` = their union, ``idle_ns`` = the rest of the bin inside the
+    rank's trace span (first event to last; time outside it is neither busy nor idle).
+
+    Parameters
+    ----------
+    traces : sequence of Trace, or mapping of table name to frame
+        One per rank, or their concatenated reductions.
+    bins : int, default 200
+    x0_ns, x1_ns : int, optional
+        The window on the common axis (int64 ns).
+    align : {"end", "none"}
+        :func:`ranks_clock`'s clock refinement.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rank (ranks with an absolute origin, in the reductions' order) and bin: ``rank, bin,
+        start_ns, end_ns`` (the bin on the common axis), ``compute_ns, comm_ns, busy_ns, idle_ns`` (int64 ns;
+        ``busy_ns <= compute_ns + comm_ns``, ``busy_ns + idle_ns <= end_ns - start_ns``).
+
+    Raises
+    ------
+    ValueError
+        ``bins`` < 1, an empty window, or an unknown ``align``.
+    """
+    if bins < 1:
+        msg = f"bins must be >= 1, got {bins}"
+        raise ValueError(msg)
+    red = job_reductions(traces, ("rank_info", "collectives", "compute"))
+    shifts, _links = ranks_clock(red, align=align)
+    info = red["rank_info"]
+    info = info[info["rank"].isin(list(shifts))]
+    if info.empty:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in _OVERVIEW_COLUMNS})
+    sh = info["rank"].map(shifts).to_numpy(np.int64)
+    lo = int(x0_ns) if x0_ns is not None else int((info["first_ts_ns"].to_numpy(np.int64) + sh).min())
+    hi = int(x1_ns) if x1_ns is not None else int((info["last_end_ns"].to_numpy(np.int64) + sh).max())
+    if hi <= lo:
+        msg = f"empty window [{lo}, {hi}) ns"
+        raise ValueError(msg)
+    edges = lo + ((hi - lo) * np.arange(bins + 1, dtype=np.float64) / bins).round().astype(np.int64)
+    b0, b1 = edges[:-1], edges[1:]
+    sets = comm_compute(red)
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in _OVERVIEW_COLUMNS}
+    for r, s, first, last in zip(info["rank"].astype(int), sh, info["first_ts_ns"].to_numpy(np.int64),
+                                 info["last_end_ns"].to_numpy(np.int64)):
+        comm, comp = ((a + s, b + s) for a, b in sets[int(r)])
+        span = iv.merge(np.array([first + s]), np.array([last + s]))
+        busy = iv.union(comm, comp)
+        for k, v in (("rank", np.full(bins, r, dtype=np.int64)), ("bin", np.arange(bins, dtype=np.int64)),
+                     ("start_ns", b0), ("end_ns", b1), ("compute_ns", iv.overlap_with_windows(comp, b0, b1)),
+                     ("comm_ns", iv.overlap_with_windows(comm, b0, b1)),
+                     ("busy_ns", iv.overlap_with_windows(busy, b0, b1)),
+                     ("idle_ns", iv.overlap_with_windows(iv.subtract(span, busy), b0, b1))):
+            cols[k].append(v)
+    return pd.DataFrame({k: np.concatenate(v).astype(np.int64) for k, v in cols.items()})
