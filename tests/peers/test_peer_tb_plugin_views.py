@@ -5,9 +5,10 @@ Peer: pytorch/kineto ``tb_plugin/test/test_profiler.py`` at 041e7ce99f15 (the la
 ``tb_plugin/``; line numbers are that file's), the cases ``tests/peers/test_peer_tb_plugin.py`` does not
 carry. Each case's ``json_content`` is carried verbatim in ``CASES``; every value the peer asserts on a
 concept nbprof computes is asserted here on nbprof's public API with the peer's number:
-:func:`~nbprof.analysis.steps.step_breakdown` (Overview step costs), :func:`~nbprof.analysis.operators.operator_summary`
-(operator view, memory columns), :func:`~nbprof.analysis.kernels.kernel_summary` / ``kernel_table`` /
-``kernel_operators`` / ``gpu_metrics`` (GPU Kernel view, utilisation, est. SM efficiency, occupancy, Tensor
+:func:`~nbprof.analysis.steps.step_breakdown` (Overview step costs),
+:func:`~nbprof.analysis.operators.operator_summary` (operator view),
+:func:`~nbprof.analysis.operators.operator_memory` (memory view),
+:func:`~nbprof.analysis.kernels.kernel_summary` / ``kernel_table`` / ``kernel_operators`` / ``gpu_metrics`` (GPU Kernel view, utilisation, est. SM efficiency, occupancy, Tensor
 Cores), :func:`~nbprof.analysis.memory.memory_curve` (memory curve) and
 :func:`~nbprof.analysis.modules.module_tree` (module view).
 
@@ -25,9 +26,8 @@ curve's step-plot points (``patch_for_step_plot=True``) are the corners Bokeh's 
 draws from nbprof's curve (``nbprof/viz/memory.py``), so they are asserted from the curve.
 
 Not computed by nbprof (counted apart, not asserted): the plugin's 10 µs GPU-utilisation buckets and
-est.-SM-efficiency ranges (counter tracks it writes into its trace view: 56 values), the memory view's
-allocation size and allocation count per operator (nbprof reports the net increase, 52 values), the
-per-operator Tensor Core self/total ratios (6), and two internal counters (``blocks_per_sm_count``,
+est.-SM-efficiency ranges (counter tracks it writes into its trace view: 56 values), the per-operator
+Tensor Core self/total ratios (6), and two internal counters (``blocks_per_sm_count``,
 ``occupancy_count``).
 """
 
@@ -238,7 +238,7 @@ COUNTS = {
     "multiple_profilersteps_with_overlap": (20, 20, 0), "last_steps_no_kernel": (2, 2, 0), "pure_cpu": (17, 17, 0),
     "gpu_utilization": (16, 16, 56), "gpu_utilization_kernel_out_of_step": (12, 12, 2),
     "group_by_kernel_columns": (34, 34, 0), "group_by_kernel_columns_invalid_input": (56, 56, 0),
-    "tensor_core": (12, 13, 6), "memory_view": (41, 41, 52), "build_module_hierarchy": (12, 12, 0),
+    "tensor_core": (12, 13, 6), "memory_view": (93, 93, 0), "build_module_hierarchy": (12, 12, 0),
     "memory_curve_no_step_plot": (71, 71, 0), "memory_curve_step_plot": (104, 104, 0),
 }
 KNAME = "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>"
@@ -492,25 +492,28 @@ def test_tensor_core(tmp_path):
     assert (g["tensor_core_kernel_ratio"], g["tensor_core_eligible_ratio"]) == pytest.approx((15 / 25, 15 / 25))
 
 
-def test_memory_view_operator_increase(tmp_path):
-    """Lines 1238-1640: the memory view's operator table, CPU and GPU0. Its columns are self increase,
-    self allocation size, self allocation count, increase, allocation size, allocation count, calls; nbprof's
-    ``operator_summary`` has the increases (``self_host_mem_bytes``/``host_mem_bytes`` for CPU,
-    ``self_device_mem_bytes``/``device_mem_bytes`` for the GPU) and the calls: 41 of 41 equal (13 ops x 3,
-    and the two devices). Allocation sizes and counts (52 values) are not computed by nbprof."""
+def test_memory_view_operator_table(tmp_path):
+    """Lines 1238-1640: the memory view's operator table, CPU and GPU0: per op self increase, self
+    allocation size, self allocation count, increase, allocation size, allocation count, calls
+    (:func:`~nbprof.analysis.operators.operator_memory`): 93 of 93 equal (13 ops x 7, the two devices).
+    One definition: a device's increases are ``operator_summary``'s memory columns."""
     t = _load(tmp_path, CASES["memory_view"])
-    assert sorted(t.memory["device_type"].unique().tolist()) == [0, 1]  # 'CPU' and 'GPU0'
-    assert sorted(t.memory.loc[t.memory["device_type"] == 1, "device"].unique().tolist()) == [0]
+    om = O.operator_memory(t)
+    assert sorted(set(zip(om["device_type"], om["device"]))) == [(0, -1), (1, 0)]  # 'CPU' and 'GPU0'
+    gpu = {"aten::to": [104, 104, 2, 104, 204, 3, 4], "aten::nll_loss_backward": [0, 10, 1, 0, 10, 1, 1],
+           "aten::copy_": [0, 100, 1, 0, 100, 1, 1], "aten::addmm": [0, 30, 1, 0, 30, 1, 1],
+           "aten::tranas_stride": [0, 50, 1, 0, 50, 1, 1], "aten::transpose": [0, 50, 1, 0, 100, 2, 1],
+           "aten::t": [0, 100, 1, 0, 200, 3, 1], "aten::liner": [20, 130, 3, 20, 360, 7, 1]}
+    cpu = {"aten::to": [4, 4, 1, 4, 4, 1, 4], "aten::liner": [0, 100, 1, 50, 150, 2, 1],
+           "aten::tranas_stride": [50, 50, 1, 50, 50, 1, 1], "aten::transpose": [0, 0, 0, 50, 50, 1, 1],
+           "aten::t": [0, 0, 0, 50, 50, 1, 1]}
+    cols = ["self_increase_bytes", "self_alloc_bytes", "self_allocs", "increase_bytes", "alloc_bytes", "allocs", "calls"]
     ops = O.operator_summary(t).set_index("name")
-    gpu = {"aten::to": (104, 104, 4), "aten::nll_loss_backward": (0, 0, 1), "aten::copy_": (0, 0, 1),
-           "aten::addmm": (0, 0, 1), "aten::tranas_stride": (0, 0, 1), "aten::transpose": (0, 0, 1),
-           "aten::t": (0, 0, 1), "aten::liner": (20, 20, 1)}
-    cpu = {"aten::to": (4, 4, 4), "aten::liner": (0, 50, 1), "aten::tranas_stride": (50, 50, 1),
-           "aten::transpose": (0, 50, 1), "aten::t": (0, 50, 1)}
-    for exp, dev in ((gpu, "device"), (cpu, "host")):
-        got = {n: (int(ops.loc[n, f"self_{dev}_mem_bytes"]), int(ops.loc[n, f"{dev}_mem_bytes"]), int(ops.loc[n, "count"]))
-               for n in exp}
-        assert got == exp
+    for exp, dt, kind in ((gpu, 1, "device"), (cpu, 0, "host")):
+        rows = om[om["device_type"] == dt].set_index("name")
+        assert {n: [int(v) for v in rows.loc[n, cols]] for n in exp} == exp
+        assert (rows["increase_bytes"] == ops.loc[rows.index, f"{kind}_mem_bytes"]).all()
+        assert (rows["self_increase_bytes"] == ops.loc[rows.index, f"self_{kind}_mem_bytes"]).all()
 
 
 def test_module_hierarchy(tmp_path):
@@ -587,4 +590,4 @@ def test_memory_curve_step_plot(memory_curves):
 def test_counts():
     """The note's numbers: values equal / asserted over the cases of this file (views nbprof has)."""
     eq, asserted, absent = (sum(c[i] for c in COUNTS.values()) for i in range(3))
-    assert (eq, asserted, absent) == (523, 528, 116)
+    assert (eq, asserted, absent) == (575, 580, 64)
