@@ -7,7 +7,9 @@ test analyses nbprof does not have (frequent CUDA kernel sequences, aten-op kern
 annotation breakdowns, kernels with user annotations). The other 7 are here: MTIA kernel launch stats,
 temporal breakdown, kernel breakdown, queue length and idle time on ``tests/data/mtia_trace_single_rank``,
 and the queue-length checks of ``test_generate_trace_with_counters`` on
-``tests/data/negative_queue_length_values_check`` and ``rank_non_gpu``.
+``tests/data/negative_queue_length_values_check`` and ``rank_non_gpu``. Also here: ``tests/test_memory_analysis.py``
+(1 test). Not here: ``tests/test_trace_diff.py`` (7 tests) diffs one iteration of each trace; nbprof's
+``compare`` diffs whole traces (checked on the same pair in ``tests/test_analysis_compare.py``).
 
 The two MTIA/queue traces are not in ``../shared/corpus``; they are read from the HTA repository in place
 (``git cat-file`` on the mirror beside the project, ``../.mirror/facebookresearch+HolisticTraceAnalysis``,
@@ -46,8 +48,6 @@ from nbprof.analysis import utilization as u
 
 MTIA = "tests/data/mtia_trace_single_rank/mtia_rank_0.json.gz"
 NEGATIVE_QUEUE = "tests/data/negative_queue_length_values_check/rank0.json.gz"
-#: HTA tests: (covered, of test_trace_analysis.py's 24) and values (equal, asserted) in this file
-COVERED = (7, 24)
 
 
 def _hta_file(rel: str, dst: Path) -> Path:
@@ -190,3 +190,21 @@ def test_queue_length_never_negative_and_empty_without_gpu(tmp_path):
     assert len(L.queue_length_summary(t, count_running=False)) == 6
     cpu = nbprof.load(corpus_path("facebookresearch__HolisticTraceAnalysis/tests/data/rank_non_gpu/rank_non_gpu.json.gz"))
     assert L.queue_length(cpu).empty and L.queue_length_summary(cpu).empty
+
+
+@pytest.mark.corpus
+def test_memory_timeline_by_category():
+    """HTA 0.5.0 ``tests/test_memory_analysis.py`` lines 18-31 (``MemoryAnalysis._process_raw_events`` on
+    ``tests/data/memory_analysis/memory_timeline.raw.gz``): one row of 8 category sizes per timestamp, and at
+    the 745th timestamp parameter 102,440,608, optimizer state 102,228,128, input 19,395,584, temporary 0,
+    activation 2,618,160,128, gradient 58,417,152, autograd detail 41,811,968, unknown 25,494,440 bytes:
+    :func:`~nbprof.analysis.memory_snapshot.timeline_by_category`, 10 of 10 equal (the pre-existing
+    allocations' row comes first in both)."""
+    from nbprof.analysis import memory_snapshot as ms
+    from nbprof.sources.memory_snapshot import load_memory_timeline
+
+    tl = load_memory_timeline(corpus_path("facebookresearch__HolisticTraceAnalysis/tests/data/memory_analysis/memory_timeline.raw.gz"))
+    w = ms.timeline_by_category(tl)
+    cats = [c for c in w.columns if c != "total_bytes"]
+    assert len(cats) == 8 and len(w) == tl.events["ts_ns"].nunique() == 7721
+    assert w.iloc[744][cats].tolist() == [102440608, 102228128, 19395584, 0, 2618160128, 58417152, 41811968, 25494440]
