@@ -2,10 +2,11 @@
 
 Peer: facebookresearch/HolisticTraceAnalysis v0.5.0, ``tests/test_trace_analysis.py`` (24 tests; line
 numbers are that file's). 11 of them read ``tests/data/vision_transformer``, ``h100`` or
-``inference_single_rank``, which the repository stores outside git (absent from every copy here); 6 more
-test analyses nbprof does not have (frequent CUDA kernel sequences, aten-op kernels and delay, the user
-annotation breakdowns, kernels with user annotations). The other 7 are here: MTIA kernel launch stats,
-temporal breakdown, kernel breakdown, queue length and idle time on ``tests/data/mtia_trace_single_rank``,
+``inference_single_rank``, which the repository stores outside git (absent from every copy here); 5 more
+test analyses nbprof does not have (frequent CUDA kernel sequences, aten-op kernels and delay, the three
+user annotation breakdowns: per-name sums of the ranges, which HTA checks against its own groupby). The
+other 8 are here: MTIA kernel launch stats, temporal breakdown, kernel breakdown, queue length and idle
+time on ``tests/data/mtia_trace_single_rank``, kernels with user annotations on ``ns_resolution_trace``,
 and the queue-length checks of ``test_generate_trace_with_counters`` on
 ``tests/data/negative_queue_length_values_check`` and ``rank_non_gpu``. Also here: ``tests/test_memory_analysis.py``
 (1 test). Not here: ``tests/test_trace_diff.py`` (7 tests) diffs one iteration of each trace; nbprof's
@@ -208,3 +209,36 @@ def test_memory_timeline_by_category():
     cats = [c for c in w.columns if c != "total_bytes"]
     assert len(cats) == 8 and len(w) == tl.events["ts_ns"].nunique() == 7721
     assert w.iloc[744][cats].tolist() == [102440608, 102228128, 19395584, 0, 2618160128, 58417152, 41811968, 25494440]
+
+
+@pytest.mark.corpus
+def test_gpu_kernels_with_user_annotations():
+    """HTA 0.5.0 lines 378-414 (``get_gpu_kernels_with_user_annotations`` on ``ns_resolution_trace``): 4,876
+    device ops, 4 annotation values (3 ranges and none), 27 ops in ``Optimizer.step#SGD.step``, correlation
+    135139 a ``Memcpy DtoD (Device -> Device)`` in ``DistributedDataParallel.forward``, 164926 a
+    ``multi_tensor_apply_kernel`` in ``Optimizer.step#SGD.step``: 7 of 7 equal with
+    :func:`~nbprof.analysis.annotations.device_op_annotations` in HTA's window (``until_last_step``).
+
+    One deliberate difference: HTA cuts the ranges by their device start against the last step's host
+    start but the ops by their launch, so the 9 ops of the fourth ``SGD.step`` range (it starts on the GPU
+    after ``ProfilerStep#105`` starts on the host) get no range; nbprof gives them theirs (36 in all). Under
+    HTA's cut nbprof has HTA's 27; ``## backward ##`` then has 18 ops where HTA has 17: correlation 140862,
+    a 1,408 ns kernel that HTA's inward µs rounding makes empty."""
+    from nbprof.analysis.annotations import device_op_annotations
+
+    t = nbprof.load(corpus_path("facebookresearch__HolisticTraceAnalysis/tests/data/ns_resolution_trace/"
+                                "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"))
+    d = device_op_annotations(t, until_last_step=True)
+    assert len(d) == 4876 and d["annotation"].fillna("").nunique() == 4
+    by = d.set_index("correlation")
+    assert (by.loc[135139, "annotation"], by.loc[135139, "name"]) == (
+        "DistributedDataParallel.forward", "Memcpy DtoD (Device -> Device)")
+    assert by.loc[164926, "annotation"] == "Optimizer.step#SGD.step"
+    assert "multi_tensor_apply_kernel" in by.loc[164926, "name"]
+    counts = d["annotation"].value_counts()
+    assert counts["Optimizer.step#SGD.step"] == 36 and counts["## backward ##"] == 24
+    last = t.events.loc[t.events["name"].astype(str) == "ProfilerStep#105", "ts_ns"].min()
+    hta_cut = d["annotation"].where(d["annotation_ts_ns"] < last).value_counts()
+    assert (hta_cut["Optimizer.step#SGD.step"], hta_cut["DistributedDataParallel.forward"], hta_cut["## backward ##"]) == (
+        27, 1840, 18)
+    assert by.loc[140862, "dur_ns"] == 1408 and by.loc[140862, "annotation"] == "## backward ##"
