@@ -25,10 +25,8 @@ rows are compared by key (nbprof sorts them by total time, the plugin keeps inse
 curve's step-plot points (``patch_for_step_plot=True``) are the corners Bokeh's ``step(mode="after")``
 draws from nbprof's curve (``nbprof/viz/memory.py``), so they are asserted from the curve.
 
-Not computed by nbprof (counted apart, not asserted): the plugin's 10 µs GPU-utilisation buckets and
-est.-SM-efficiency ranges (counter tracks it writes into its trace view: 56 values), the per-operator
-Tensor Core self/total ratios (6), and two internal counters (``blocks_per_sm_count``,
-``occupancy_count``).
+Not computed by nbprof (counted apart, not asserted): the per-operator Tensor Core self/total ratios (6)
+and two internal counters (``blocks_per_sm_count``, ``occupancy_count``).
 """
 
 from __future__ import annotations
@@ -44,6 +42,7 @@ from nbprof.analysis import memory as M
 from nbprof.analysis import modules as MD
 from nbprof.analysis import operators as O
 from nbprof.analysis import steps as S
+from nbprof.analysis import utilization as u
 from nbprof.trace import predicates as pred
 
 CASES = {  # test name -> its json_content, verbatim (test_profiler.py lines in the tests below)
@@ -236,7 +235,7 @@ COUNTS = {
     "top_level_runtime": (3, 3, 0), "runtime_launch_multipe_kernels": (3, 3, 0), "no_profilerstep": (51, 53, 0),
     "multiple_profilersteps_no_overlap": (60, 62, 0), "self_time": (9, 9, 0),
     "multiple_profilersteps_with_overlap": (20, 20, 0), "last_steps_no_kernel": (2, 2, 0), "pure_cpu": (17, 17, 0),
-    "gpu_utilization": (16, 16, 56), "gpu_utilization_kernel_out_of_step": (12, 12, 2),
+    "gpu_utilization": (72, 72, 0), "gpu_utilization_kernel_out_of_step": (12, 12, 2),
     "group_by_kernel_columns": (34, 34, 0), "group_by_kernel_columns_invalid_input": (56, 56, 0),
     "tensor_core": (12, 13, 6), "memory_view": (93, 93, 0), "build_module_hierarchy": (12, 12, 0),
     "memory_curve_no_step_plot": (71, 71, 0), "memory_curve_step_plot": (104, 104, 0),
@@ -399,8 +398,9 @@ def _approx(got, exp):
 def test_gpu_utilization_sm_efficiency_occupancy(tmp_path):
     """Lines 935-1087: one GPU; utilisation (40 + 20) / 120; est. SM efficiency and occupancy (the plugin's
     percent: 0.55); per Kernel + Op row and per kernel the duration-weighted blocks per SM and occupancy
-    (a zero-duration call weighs nothing). 16 of 16 equal. The utilisation buckets and SM-efficiency ranges
-    (56 values) are trace-view counter tracks nbprof does not make."""
+    (a zero-duration call weighs nothing); the utilisation buckets
+    (:func:`~nbprof.analysis.utilization.utilization_timeline`, the plugin's bucket rule) and the est. SM
+    efficiency ranges (:func:`~nbprof.analysis.kernels.sm_efficiency_ranges`): 72 of 72 equal."""
     t = _load(tmp_path, CASES["gpu_utilization"])
     g = K.gpu_metrics(t)
     assert g["device"].tolist() == [1]
@@ -417,6 +417,19 @@ def test_gpu_utilization_sm_efficiency_occupancy(tmp_path):
     _approx(_kernel_means(t), {
         "void gemmSN_TN_kernel_64addr": (0.6, 0.1),
         KNAME: ((0.5 * 10 + 0.3 * 25 + 10.5 * 20) / 55, (0.6 * 10 + 1.0 * 25 + 0.3 * 20) / 55)})
+    # lines 1024-1035: 10 µs buckets from the profile's start (100 µs) and a closing (220, 0) point
+    tl = u.utilization_timeline(t)
+    got = [(100 + _us(a), r) for a, r in zip(tl["ts_ns"], tl["utilization_ratio"])] + [(100 + _us(tl["end_ns"].iloc[-1]), 0)]
+    assert got == [(100, 0), (110, 0), (120, 0), (130, 1.0), (140, 1.0), (150, 1.0), (160, 1.0),
+                   (170, 0), (180, 0), (190, 0), (200, 1.0), (210, 1.0), (220, 0)]
+    # lines 1037-1052: (start, end, value) ranges; the plugin's (170, 200, 0) range is both tools'
+    # floating-point residue of adding and removing blocks per SM (2.2e-16 here)
+    sm = K.sm_efficiency_ranges(t)
+    got = [(100 + _us(a), 100 + _us(b), v) for a, b, v in zip(sm["ts_ns"], sm["end_ns"], sm["sm_efficiency_ratio"])]
+    exp = [(130, 135, 0.5), (135, 140, 1.0), (140, 145, 0.6), (145, 150, 0.9), (150, 170, 0.3), (170, 200, 0.0),
+           (200, 220, 1.0)]
+    assert [g[:2] for g in got] == [e[:2] for e in exp]
+    assert [g[2] for g in got] == pytest.approx([e[2] for e in exp], abs=1e-9)
 
 
 def test_gpu_utilization_kernel_out_of_step(tmp_path):
@@ -590,4 +603,4 @@ def test_memory_curve_step_plot(memory_curves):
 def test_counts():
     """The note's numbers: values equal / asserted over the cases of this file (views nbprof has)."""
     eq, asserted, absent = (sum(c[i] for c in COUNTS.values()) for i in range(3))
-    assert (eq, asserted, absent) == (575, 580, 64)
+    assert (eq, asserted, absent) == (631, 636, 8)
