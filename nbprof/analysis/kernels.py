@@ -26,8 +26,8 @@ from ..trace.model import Trace
 from . import _intervals as iv
 from ._memo import per_trace
 
-__all__ = ["kernel_summary", "kernel_table", "gpu_metrics", "kernel_operators", "sm_efficiency_ranges", "NO_OPERATOR",
-           "GPU_METRIC_COLUMNS"]
+__all__ = ["kernel_summary", "kernel_table", "gpu_metrics", "kernel_operators", "sm_efficiency_ranges",
+           "operator_tensor_cores", "NO_OPERATOR", "GPU_METRIC_COLUMNS"]
 
 _BY = {"name": ["name"], "stream": ["device", "stream"], "device": ["device"]}
 _STAT_COLUMNS = ["instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns", "gpu_time_ratio"]
@@ -450,3 +450,64 @@ def _is_dataloader_name(name: str) -> bool:
     from .steps import _is_dataloader
 
     return _is_dataloader(name)
+
+
+def operator_tensor_cores(trace: Trace) -> pd.DataFrame:
+    """Per operator name: Tensor Core eligibility and the share of its kernels' time on Tensor Cores.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per operator name that launched a kernel itself or through its children (host call tree,
+        :func:`~nbprof.analysis.operators.host_call_tree`): ``tensor_core_eligible`` (the name is in
+        :data:`nbprof.trace.predicates.TENSOR_CORE_ELIGIBLE_OPS`), ``self_kernel_ns`` /
+        ``self_tensor_core_ns`` (time of the kernels it launched itself / of those using Tensor Cores,
+        ``predicates.uses_tensor_cores``; ns), ``total_kernel_ns`` / ``total_tensor_core_ns`` (its
+        children's included), ``self_tensor_core_ratio`` and ``total_tensor_core_ratio`` (0..1; 0 without
+        kernel time). Sorted by ``total_kernel_ns`` descending.
+
+    Notes
+    -----
+    torch-tb-profiler 0.4.3's operator view columns ``tc_eligible``, ``tc_self_ratio``, ``tc_total_ratio``
+    (``profiler/op_agg.py``); a kernel's operator is :func:`kernel_operators`'.
+    """
+    from .operators import host_call_tree
+
+    cols = ["name", "tensor_core_eligible", "self_kernel_ns", "self_tensor_core_ns", "total_kernel_ns",
+            "total_tensor_core_ns", "self_tensor_core_ratio", "total_tensor_core_ratio"]
+    ko = kernel_operators(trace)
+    ko = ko[ko["op_event"] >= 0]
+    tree = host_call_tree(trace)
+    row_of = pd.Series(np.arange(len(tree)), index=tree["event"].to_numpy())
+    rows = row_of.reindex(ko["op_event"].to_numpy()).to_numpy()
+    ok = ~np.isnan(rows)
+    if not ok.any():
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else ("bool" if c.endswith("eligible") else
+                                          ("float64" if c.endswith("ratio") else "int64"))) for c in cols})
+    ev = trace.events
+    k = ko["event"].to_numpy()[ok]
+    rows = rows[ok].astype(np.int64)
+    dur = ev["dur_ns"].to_numpy(np.int64)[k]
+    tc = np.asarray(pred.uses_tensor_cores(ev))[k]
+    n = len(tree)
+    last = tree["last"].to_numpy()
+    # torch's merge of a same-name single-child wrapper: the pair is one row (the wrapper's), its self time
+    # the total less the kept children's totals
+    kept = ~tree["merged"].to_numpy()
+    effp = tree["effective_parent"].to_numpy()
+    ch = np.flatnonzero(kept & (effp >= 0))
+    out = {}
+    for col, v in (("kernel_ns", dur), ("tensor_core_ns", dur * tc)):
+        cs = np.concatenate([[0.0], np.cumsum(np.bincount(rows, weights=v, minlength=n))])
+        total = cs[last + 1] - cs[np.arange(n)]
+        out["total_" + col] = total[kept]
+        out["self_" + col] = (total - np.bincount(effp[ch], weights=total[ch], minlength=n))[kept]
+    names = tree["name"].astype(str).to_numpy()[kept]
+    g = pd.DataFrame({"name": names, **out}).groupby("name", sort=True).sum()
+    g = g[g["total_kernel_ns"] > 0].astype(np.int64)
+    g["tensor_core_eligible"] = [x in pred.TENSOR_CORE_ELIGIBLE_OPS for x in g.index]
+    for p in ("self", "total"):
+        d = g[f"{p}_kernel_ns"].to_numpy()
+        g[f"{p}_tensor_core_ratio"] = np.divide(g[f"{p}_tensor_core_ns"].to_numpy(), d, out=np.zeros(len(g)), where=d > 0)
+    g = g.reset_index().sort_values(["total_kernel_ns", "name"], ascending=[False, True], kind="stable")
+    return g.reset_index(drop=True)[cols]

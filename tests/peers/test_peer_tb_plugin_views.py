@@ -25,8 +25,8 @@ rows are compared by key (nbprof sorts them by total time, the plugin keeps inse
 curve's step-plot points (``patch_for_step_plot=True``) are the corners Bokeh's ``step(mode="after")``
 draws from nbprof's curve (``nbprof/viz/memory.py``), so they are asserted from the curve.
 
-Not computed by nbprof (counted apart, not asserted): the per-operator Tensor Core self/total ratios (6)
-and two internal counters (``blocks_per_sm_count``, ``occupancy_count``).
+Not computed by nbprof (counted apart, not asserted): two internal counters of the plugin
+(``blocks_per_sm_count``, ``occupancy_count``).
 """
 
 from __future__ import annotations
@@ -237,7 +237,7 @@ COUNTS = {
     "multiple_profilersteps_with_overlap": (20, 20, 0), "last_steps_no_kernel": (2, 2, 0), "pure_cpu": (17, 17, 0),
     "gpu_utilization": (72, 72, 0), "gpu_utilization_kernel_out_of_step": (12, 12, 2),
     "group_by_kernel_columns": (34, 34, 0), "group_by_kernel_columns_invalid_input": (56, 56, 0),
-    "tensor_core": (12, 13, 6), "memory_view": (93, 93, 0), "build_module_hierarchy": (12, 12, 0),
+    "tensor_core": (18, 19, 0), "memory_view": (93, 93, 0), "build_module_hierarchy": (12, 12, 0),
     "memory_curve_no_step_plot": (71, 71, 0), "memory_curve_step_plot": (104, 104, 0),
 }
 KNAME = "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>"
@@ -485,10 +485,10 @@ def test_group_by_kernel_columns_invalid_input(tmp_path):
 
 
 def test_tensor_core(tmp_path):
-    """Lines 1933-2027: Tensor Core eligibility per op (3 values), per Kernel + Op row (op, used, op
-    eligible: 6) and the ratios 15 / (15 + 10) (2): 12 of 13 equal; the op list's length (3; nbprof 4 with
-    ``cudaLaunchKernel``) deliberately differs. The per-op ``tc_self_ratio``/``tc_total_ratio`` (6 values)
-    are not computed by nbprof."""
+    """Lines 1933-2027: Tensor Core eligibility and self / total Tensor Core ratios per op
+    (:func:`~nbprof.analysis.kernels.operator_tensor_cores`: 3 x 3), per Kernel + Op row (op, used, op
+    eligible: 6) and the ratios 15 / (15 + 10) (2): 18 of 19 equal; the op list's length (3; nbprof 4 with
+    ``cudaLaunchKernel``) deliberately differs."""
     t = _load(tmp_path, CASES["tensor_core"])
     ops = O.operator_summary(t)
     assert len(ops) == 4  # tb-plugin: 3
@@ -503,6 +503,10 @@ def test_tensor_core(tmp_path):
                        ("aten::cudnn_convolution", True, True)}
     g = K.gpu_metrics(t).iloc[0]
     assert (g["tensor_core_kernel_ratio"], g["tensor_core_eligible_ratio"]) == pytest.approx((15 / 25, 15 / 25))
+    tc = K.operator_tensor_cores(t).set_index("name")
+    assert {n: (bool(tc.loc[n, "tensor_core_eligible"]), tc.loc[n, "self_tensor_core_ratio"], tc.loc[n, "total_tensor_core_ratio"])
+            for n in tc.index} == {"aten::conv2d": (True, 0, pytest.approx(15 / (15 + 10))), "op_no_tc": (False, 0, 0),
+                                   "aten::cudnn_convolution": (True, 1.0, 1.0)}
 
 
 def test_memory_view_operator_table(tmp_path):
@@ -603,4 +607,4 @@ def test_memory_curve_step_plot(memory_curves):
 def test_counts():
     """The note's numbers: values equal / asserted over the cases of this file (views nbprof has)."""
     eq, asserted, absent = (sum(c[i] for c in COUNTS.values()) for i in range(3))
-    assert (eq, asserted, absent) == (631, 636, 8)
+    assert (eq, asserted, absent) == (637, 642, 2)
