@@ -72,3 +72,18 @@ def test_cpu_trace_has_empty_summary_and_bad_key():
     assert s.empty and list(s.columns)[:2] == ["name", "instances"]
     with pytest.raises(ValueError, match="by must be"):
         kernel_summary(tr, by="kernel")
+
+
+@pytest.mark.corpus
+def test_operator_tensor_cores_on_h100_bf16():
+    """Per-operator Tensor Core shares on the H100 bf16 Qwen trace: the operators' own kernel times add up to
+    ``gpu_metrics``' Tensor Core kernel ratio (one definition of a kernel's operator and of a Tensor Core
+    kernel), and each op's total covers its self."""
+    from nbprof.analysis import kernels as K
+
+    t = nbprof.load(corpus_path("AMD-AGI__TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"))
+    o = K.operator_tensor_cores(t)
+    assert (o["total_kernel_ns"] >= o["self_kernel_ns"]).all() and (o["total_tensor_core_ns"] >= o["self_tensor_core_ns"]).all()
+    ratio = o["self_tensor_core_ns"].sum() / o["self_kernel_ns"].sum()
+    assert ratio == pytest.approx(K.gpu_metrics(t).iloc[0]["tensor_core_kernel_ratio"], rel=1e-12) and ratio > 0
+    assert bool(o.set_index("name").loc["aten::mm", "tensor_core_eligible"])

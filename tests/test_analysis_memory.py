@@ -148,3 +148,22 @@ def test_h200_lm_profile_peak_fraction_and_steady_state():
     assert list(cuda_g["step"]) == tr.steps
     assert (cuda_g["growth_bytes"].iloc[1:] == 0).all()
     assert M.suspected_leaks(tr).empty
+
+
+def test_operator_memory_on_h100(qwen):
+    """The memory view's operator table on a real trace: a device's increases are ``operator_summary``'s
+    memory columns (one definition); allocations are at least the increase; a record inside calls on two
+    threads counts for both (torch's any-thread rule): the Python thread's ``threading.py(359): wait``
+    holds all 1,125 CUDA allocations as its own, as the ops of the main thread do together."""
+    from nbprof.analysis import operators as O
+
+    _path, tr = qwen
+    om = O.operator_memory(tr)
+    gpu = om[(om["device_type"] == 1) & (om["device"] == 0)].set_index("name")
+    ops = O.operator_summary(tr).set_index("name")
+    assert (gpu["increase_bytes"] == ops.loc[gpu.index, "device_mem_bytes"]).all()
+    assert (gpu["self_increase_bytes"] == ops.loc[gpu.index, "self_device_mem_bytes"]).all()
+    assert (gpu["alloc_bytes"] >= gpu["increase_bytes"]).all() and (gpu["allocs"] >= gpu["self_allocs"]).all()
+    n_alloc = int((tr.memory.query("device_type == 1")["bytes"] > 0).sum())
+    assert n_alloc == 1125 == int(gpu.loc["threading.py(359): wait", "self_allocs"])
+    assert int(gpu["self_allocs"].sum()) == 2 * n_alloc

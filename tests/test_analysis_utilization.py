@@ -143,3 +143,26 @@ def test_device_ops_link_runtime_calls():
     assert (linked.runtime_ts_ns <= linked.ts_ns).all()
     assert set(d.kind) == {"compute", "memory"}
     assert np.isin(d.cat.unique(), ["kernel", "gpu_memcpy", "gpu_memset"]).all()
+
+
+@pytest.mark.corpus
+def test_utilization_timeline_and_sm_efficiency_ranges_on_v100():
+    """The two over-time views on the 2021 V100 ResNet-50 sample: the buckets (the plugin's rule: 100 ms
+    over its 1.07 s, the last one 166 ms) hold the kernels' whole union, and ``gpu_metrics``' est. SM efficiency is the
+    time average of ``sm_efficiency_ranges`` over its window (one definition)."""
+    from nbprof.analysis import _intervals as iv
+    from nbprof.analysis import kernels as K
+    from nbprof.trace import predicates as pred
+
+    t = nbprof.load(corpus_path(V100_NW0))
+    tl = u.utilization_timeline(t)
+    k = t.events[pred.is_kernel(t.events)]
+    s = k["ts_ns"].to_numpy(np.int64)
+    assert int(tl["busy_ns"].sum()) == iv.union_ns(s, s + k["dur_ns"].to_numpy(np.int64))
+    assert (tl["end_ns"] - tl["ts_ns"]).tolist() == [100_000_000] * 9 + [165_723_000]
+    assert ((tl["utilization_ratio"] >= 0) & (tl["utilization_ratio"] <= 1)).all()
+    g = K.gpu_metrics(t).iloc[0]
+    r = K.sm_efficiency_ranges(t)
+    w0, w1 = int(g["window_start_ns"]), int(g["window_end_ns"])
+    ov = np.clip(np.minimum(r["end_ns"], w1) - np.maximum(r["ts_ns"], w0), 0, None)
+    assert float((r["sm_efficiency_ratio"] * ov).sum() / (w1 - w0)) == pytest.approx(g["est_sm_efficiency_ratio"], rel=1e-12)

@@ -26,7 +26,8 @@ from ..trace.model import Trace
 from . import _intervals as iv
 from ._memo import per_trace
 
-__all__ = ["kernel_summary", "kernel_table", "gpu_metrics", "kernel_operators", "NO_OPERATOR", "GPU_METRIC_COLUMNS"]
+__all__ = ["kernel_summary", "kernel_table", "gpu_metrics", "kernel_operators", "sm_efficiency_ranges",
+           "operator_tensor_cores", "NO_OPERATOR", "GPU_METRIC_COLUMNS"]
 
 _BY = {"name": ["name"], "stream": ["device", "stream"], "device": ["device"]}
 _STAT_COLUMNS = ["instances", "total_ns", "avg_ns", "med_ns", "min_ns", "max_ns", "std_ns", "gpu_time_ratio"]
@@ -294,10 +295,24 @@ def _sm_efficiency(s: np.ndarray, e: np.ndarray, bps: np.ndarray, w0: int, w1: i
     torch-tb-profiler 0.4.3 ``gpu_metrics_parser.py`` ``calculate_approximated_sm_efficiency`` with
     ``range_utils.merge_ranges_with_value``; NaN when no kernel with blocks per SM > 0 runs in the window.
     """
-    ok = bps > 0  # the plugin skips non-positive (and missing) values
-    s, e, v = s[ok], e[ok], bps[ok].astype(np.float64)
-    if s.size == 0 or w1 <= w0:
+    if w1 <= w0:
         return float("nan")
+    seg_s, seg_e, val = _sm_segments(s, e, bps)
+    ov = np.clip(np.minimum(seg_e, w1) - np.maximum(seg_s, w0), 0, None)
+    use = ov > 0
+    if not use.any():
+        return float("nan")
+    return float((val[use] * ov[use]).sum() / (w1 - w0))
+
+
+def _sm_segments(s: np.ndarray, e: np.ndarray, bps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, min(1, summed blocks per SM)) of the time segments where kernels with blocks per SM > 0
+    run (``range_utils.merge_ranges_with_value``); the plugin skips non-positive (and missing) values."""
+    ok = bps > 0
+    s, e, v = s[ok], e[ok], bps[ok].astype(np.float64)
+    if s.size == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, np.zeros(0)
     t = np.concatenate([s, e])
     d = np.concatenate([v, -v])
     kind = np.concatenate([np.zeros(s.size, np.int8), np.ones(e.size, np.int8)])  # starts before ends at a tie
@@ -305,11 +320,33 @@ def _sm_efficiency(s: np.ndarray, e: np.ndarray, bps: np.ndarray, w0: int, w1: i
     t, level = t[o], np.cumsum(d[o])
     seg_s, seg_e, val = t[:-1], t[1:], level[:-1]
     seg = (seg_e > seg_s) & (val > 0)
-    ov = np.clip(np.minimum(seg_e, w1) - np.maximum(seg_s, w0), 0, None)
-    use = seg & (ov > 0)
-    if not use.any():
-        return float("nan")
-    return float((np.minimum(val[use], 1.0) * ov[use]).sum() / (w1 - w0))
+    return seg_s[seg], seg_e[seg], np.minimum(val[seg], 1.0)
+
+
+def sm_efficiency_ranges(trace: Trace) -> pd.DataFrame:
+    """Est. SM efficiency over time: per device, the segments where kernels with blocks per SM run.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``device``, ``ts_ns``, ``end_ns`` (ns from the trace origin) and ``sm_efficiency_ratio``
+        (min(1, blocks per SM summed over the kernels running), 0..1): torch-tb-profiler 0.4.3's
+        ``approximated_sm_efficiency_ranges`` (its trace-view counter). :func:`gpu_metrics`'
+        ``est_sm_efficiency_ratio`` is their time average over its window. Empty without blocks-per-SM data.
+    """
+    cols = ["device", "ts_ns", "end_ns", "sm_efficiency_ratio"]
+    ev = trace.events
+    k = ev[pred.is_kernel(ev)]
+    frames = []
+    if "blocks_per_sm" in k:
+        for dev, g in k.groupby("device", sort=True):
+            s = g["ts_ns"].to_numpy(np.int64)
+            bps = np.nan_to_num(g["blocks_per_sm"].to_numpy(np.float64), nan=0.0)
+            a, b, v = _sm_segments(s, s + g["dur_ns"].to_numpy(np.int64), bps)
+            frames.append(pd.DataFrame({"device": int(dev), "ts_ns": a, "end_ns": b, "sm_efficiency_ratio": v}))
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="float64" if c.endswith("ratio") else "int64") for c in cols})
+    return pd.concat(frames, ignore_index=True)[cols]
 
 
 def _bottom_tc_eligible(trace: Trace, tc_launchers: np.ndarray) -> np.ndarray:
@@ -413,3 +450,64 @@ def _is_dataloader_name(name: str) -> bool:
     from .steps import _is_dataloader
 
     return _is_dataloader(name)
+
+
+def operator_tensor_cores(trace: Trace) -> pd.DataFrame:
+    """Per operator name: Tensor Core eligibility and the share of its kernels' time on Tensor Cores.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per operator name that launched a kernel itself or through its children (host call tree,
+        :func:`~nbprof.analysis.operators.host_call_tree`): ``tensor_core_eligible`` (the name is in
+        :data:`nbprof.trace.predicates.TENSOR_CORE_ELIGIBLE_OPS`), ``self_kernel_ns`` /
+        ``self_tensor_core_ns`` (time of the kernels it launched itself / of those using Tensor Cores,
+        ``predicates.uses_tensor_cores``; ns), ``total_kernel_ns`` / ``total_tensor_core_ns`` (its
+        children's included), ``self_tensor_core_ratio`` and ``total_tensor_core_ratio`` (0..1; 0 without
+        kernel time). Sorted by ``total_kernel_ns`` descending.
+
+    Notes
+    -----
+    torch-tb-profiler 0.4.3's operator view columns ``tc_eligible``, ``tc_self_ratio``, ``tc_total_ratio``
+    (``profiler/op_agg.py``); a kernel's operator is :func:`kernel_operators`'.
+    """
+    from .operators import host_call_tree
+
+    cols = ["name", "tensor_core_eligible", "self_kernel_ns", "self_tensor_core_ns", "total_kernel_ns",
+            "total_tensor_core_ns", "self_tensor_core_ratio", "total_tensor_core_ratio"]
+    ko = kernel_operators(trace)
+    ko = ko[ko["op_event"] >= 0]
+    tree = host_call_tree(trace)
+    row_of = pd.Series(np.arange(len(tree)), index=tree["event"].to_numpy())
+    rows = row_of.reindex(ko["op_event"].to_numpy()).to_numpy()
+    ok = ~np.isnan(rows)
+    if not ok.any():
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else ("bool" if c.endswith("eligible") else
+                                          ("float64" if c.endswith("ratio") else "int64"))) for c in cols})
+    ev = trace.events
+    k = ko["event"].to_numpy()[ok]
+    rows = rows[ok].astype(np.int64)
+    dur = ev["dur_ns"].to_numpy(np.int64)[k]
+    tc = np.asarray(pred.uses_tensor_cores(ev))[k]
+    n = len(tree)
+    last = tree["last"].to_numpy()
+    # torch's merge of a same-name single-child wrapper: the pair is one row (the wrapper's), its self time
+    # the total less the kept children's totals
+    kept = ~tree["merged"].to_numpy()
+    effp = tree["effective_parent"].to_numpy()
+    ch = np.flatnonzero(kept & (effp >= 0))
+    out = {}
+    for col, v in (("kernel_ns", dur), ("tensor_core_ns", dur * tc)):
+        cs = np.concatenate([[0.0], np.cumsum(np.bincount(rows, weights=v, minlength=n))])
+        total = cs[last + 1] - cs[np.arange(n)]
+        out["total_" + col] = total[kept]
+        out["self_" + col] = (total - np.bincount(effp[ch], weights=total[ch], minlength=n))[kept]
+    names = tree["name"].astype(str).to_numpy()[kept]
+    g = pd.DataFrame({"name": names, **out}).groupby("name", sort=True).sum()
+    g = g[g["total_kernel_ns"] > 0].astype(np.int64)
+    g["tensor_core_eligible"] = [x in pred.TENSOR_CORE_ELIGIBLE_OPS for x in g.index]
+    for p in ("self", "total"):
+        d = g[f"{p}_kernel_ns"].to_numpy()
+        g[f"{p}_tensor_core_ratio"] = np.divide(g[f"{p}_tensor_core_ns"].to_numpy(), d, out=np.zeros(len(g)), where=d > 0)
+    g = g.reset_index().sort_values(["total_kernel_ns", "name"], ascending=[False, True], kind="stable")
+    return g.reset_index(drop=True)[cols]

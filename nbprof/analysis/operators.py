@@ -49,7 +49,8 @@ from ..trace.model import Trace
 from ._call_tree import _pair_rank, _thread_time_order, _tree_links
 from ._memo import per_trace
 
-__all__ = ["operator_summary", "host_call_tree", "SORT_KEYS", "HOST_TREE_CATEGORIES"]
+__all__ = ["operator_summary", "operator_memory", "host_call_tree", "SORT_KEYS", "HOST_TREE_CATEGORIES",
+           "OPERATOR_MEMORY_COLUMNS"]
 
 #: Host categories that become torch ``FunctionEvent`` objects (and so rows of ``key_averages``).
 HOST_TREE_CATEGORIES = frozenset(
@@ -510,9 +511,7 @@ def operator_summary(
     ch_parent = effp[ch]
 
     def minus_children(total: np.ndarray) -> np.ndarray:
-        # bincount sums in float64: exact for |sums| < 2**53 (104 days in ns, 8 PiB)
-        sub = np.bincount(ch_parent, weights=total[ch], minlength=n)
-        return np.asarray(total - np.rint(sub).astype(total.dtype))
+        return _minus_children(total, ch, ch_parent)
 
     self_host = minus_children(dur)
     # device time: own (plus lifted from merged wrappers), totals over the subtree range
@@ -520,16 +519,9 @@ def operator_summary(
     cs = np.concatenate([[0], np.cumsum(own_dev)])
     total_dev = cs[last + 1] - cs[np.arange(n)]
     self_dev = minus_children(total_dev)
-    # memory: records with ts in [start, end], any thread (MemRecordsAcc.in_interval)
     m_ts, m_cpu, m_dev = _memory_arrays(trace)
-    lo = np.searchsorted(m_ts, ts, side="left")
-    hi = np.searchsorted(m_ts, end, side="right")
-    ccs = np.concatenate([[0], np.cumsum(m_cpu)])
-    dcs = np.concatenate([[0], np.cumsum(m_dev)])
-    host_mem = ccs[hi] - ccs[lo]
-    dev_mem = dcs[hi] - dcs[lo]
-    self_host_mem = minus_children(host_mem)
-    self_dev_mem = minus_children(dev_mem)
+    host_mem, self_host_mem = _record_sums(m_ts, m_cpu, ts, end, ch, ch_parent)
+    dev_mem, self_dev_mem = _record_sums(m_ts, m_dev, ts, end, ch, ch_parent)
     ev = trace.events
     flops = ev["flops"].to_numpy()[t["event"]] if "flops" in ev else np.full(n, np.nan)
     values = {
@@ -605,6 +597,88 @@ def operator_summary(
     out["avg_device_ns"] = out["total_device_ns"] / out["count"].clip(lower=1)
     out = out.sort_values(["total_host_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     return out[[*keys[:1], *keys[2:], "cat", *SUMMARY_COLUMNS, "avg_host_ns", "avg_device_ns"]]
+
+
+def _minus_children(total: np.ndarray, ch: np.ndarray, ch_parent: np.ndarray) -> np.ndarray:
+    """Self value: each tree row's ``total`` minus its kept children's (``ch`` rows, parents ``ch_parent``)."""
+    # bincount sums in float64: exact for |sums| < 2**53 (104 days in ns, 8 PiB)
+    sub = np.bincount(ch_parent, weights=total[ch], minlength=len(total))
+    return np.asarray(total - np.rint(sub).astype(total.dtype))
+
+
+def _record_sums(m_ts: np.ndarray, values: np.ndarray, ts: np.ndarray, end: np.ndarray, ch: np.ndarray,
+                 ch_parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(total, self) per host-tree row of one value per ``[memory]`` record (``m_ts`` sorted): total sums the
+    records with ts in the row's [start, end], any thread (torch ``MemRecordsAcc.in_interval``); self is
+    the total minus the children's totals, so a record lands on the innermost op."""
+    lo = np.searchsorted(m_ts, ts, side="left")
+    hi = np.searchsorted(m_ts, end, side="right")
+    cs = np.concatenate([[0], np.cumsum(values)])
+    total = cs[hi] - cs[lo]
+    return total, _minus_children(total, ch, ch_parent)
+
+
+#: Columns of :func:`operator_memory`, after its keys
+OPERATOR_MEMORY_COLUMNS = ("calls", "self_increase_bytes", "self_alloc_bytes", "self_allocs", "increase_bytes",
+                           "alloc_bytes", "allocs")
+
+
+def operator_memory(trace: Trace) -> pd.DataFrame:
+    """The memory view's operator table: per device and operator, what its calls allocated and freed.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (``device_type``, ``device``, ``name``) with at least one ``[memory]`` record of that
+        device inside a call (c10 ``DeviceType``: 0 CPU, 1 CUDA, ...; ``device`` -1 for CPU): ``calls``
+        (all calls of the operator), ``increase_bytes`` (allocated minus freed inside the calls, bytes;
+        summed over the devices of one kind it is ``operator_summary``'s ``host_mem_bytes`` /
+        ``device_mem_bytes``), ``alloc_bytes`` (bytes allocated, frees not subtracted), ``allocs``
+        (number of allocations), and their self versions ``self_increase_bytes``, ``self_alloc_bytes``,
+        ``self_allocs`` (the children's records left out).
+        Sorted by device then ``increase_bytes`` descending. Empty without ``[memory]`` records.
+
+    Notes
+    -----
+    torch-tb-profiler 0.4.3's Memory view (``profiler/memory_parser.py`` ``get_memory_statistics``: self
+    increase size, self allocation size / count, increase size, allocation size / count, calls), per
+    ``CPU``/``GPU<n>``; the records are attributed as in :func:`operator_summary` (torch's rule: a record
+    inside calls on two threads counts for both). Checked
+    against its ``test_memory_view`` in ``tests/peers/test_peer_tb_plugin_views.py``.
+    """
+    keys = ["device_type", "device", "name"]
+    mem = trace.memory
+    if mem is None or mem.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "name" else "int64")
+                             for c in (*keys, *OPERATOR_MEMORY_COLUMNS)})
+    t = _host_tree(trace, True)
+    kept = ~t["merged"]
+    ts, end = t["ts_ns"], t["ts_ns"] + t["dur_ns"]
+    ch = np.flatnonzero(kept & (t["effective_parent"] >= 0))
+    ch_parent = t["effective_parent"][ch]
+    m = mem.sort_values("ts_ns", kind="stable")
+    m_ts = m["ts_ns"].to_numpy()
+    b = m["bytes"].to_numpy().astype(np.int64)
+    codes, labels = t["name_codes"], t["name_labels"]
+    calls = np.bincount(codes[kept], minlength=len(labels))
+    frames = []
+    for (dt, dev), idx in m.groupby(["device_type", "device"], sort=True).indices.items():
+        on = np.zeros(len(m), dtype=np.int64)
+        on[idx] = 1
+        cols = {}
+        for col, v in (("increase_bytes", b * on), ("alloc_bytes", np.where(b > 0, b, 0) * on),
+                       ("allocs", (b > 0) * on), ("records", on)):
+            total, own = _record_sums(m_ts, v, ts, end, ch, ch_parent)
+            cols[col] = np.bincount(codes[kept], weights=total[kept], minlength=len(labels))
+            cols["self_" + col] = np.bincount(codes[kept], weights=own[kept], minlength=len(labels))
+        has = np.flatnonzero(cols["records"] > 0)
+        f = pd.DataFrame({"device_type": int(dt), "device": int(dev), "name": labels[has], "calls": calls[has]})
+        for c in OPERATOR_MEMORY_COLUMNS[1:]:
+            f[c] = np.rint(cols[c][has]).astype(np.int64)
+        frames.append(f.sort_values(["increase_bytes", "name"], ascending=[False, True], kind="stable"))
+    out = pd.concat(frames, ignore_index=True)
+    out["calls"] = out["calls"].astype(np.int64)
+    return out[[*keys, *OPERATOR_MEMORY_COLUMNS]]
 
 
 def _group_sums(key_cols: dict[str, tuple[np.ndarray, np.ndarray]], values: dict[str, np.ndarray],

@@ -242,3 +242,58 @@ def temporal_breakdown(trace: Trace, *, until_last_step: bool = False) -> pd.Dat
             row[p[:-3] + "_ratio"] = row[p] / span if span > 0 else np.nan
         rows.append(row)
     return pd.DataFrame(rows)[cols]
+
+
+def _bucket_ns(span_ns: int) -> int:
+    """torch-tb-profiler's bucket: the smallest power of 10 µs that cuts the span into at most 100 buckets."""
+    size = 1_000
+    while span_ns / size > 100:
+        size *= 10
+    return size
+
+
+def utilization_timeline(trace: Trace, *, bucket_ns: int | None = None) -> pd.DataFrame:
+    """GPU utilisation over time: the fraction of each time bucket a kernel was running, per device.
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    bucket_ns : int, optional
+        Bucket length in ns. Default: torch-tb-profiler 0.4.3's (``gpu_metrics_parser.py``
+        ``calculate_gpu_utilization.get_bucket_info``): the smallest power of 10 µs giving at most 100
+        buckets over the trace.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Per ``device`` that ran a kernel, one row per bucket from the trace's first event to its last
+        event's end: ``ts_ns``, ``end_ns`` (ns from the trace origin; the last bucket runs to the trace's
+        end, so it may be longer, as in the plugin), ``busy_ns`` (union of the device's kernels inside the
+        bucket) and ``utilization_ratio`` (busy / bucket length, 0..1). Empty without kernels.
+
+    Raises
+    ------
+    ValueError
+        For a ``bucket_ns`` that is not positive.
+    """
+    cols = ["device", "ts_ns", "end_ns", "busy_ns", "utilization_ratio"]
+    if bucket_ns is not None and bucket_ns <= 0:
+        msg = f"bucket_ns must be positive, not {bucket_ns}"
+        raise ValueError(msg)
+    ev = trace.events
+    k = ev[pred.is_kernel(ev)]
+    if k.empty:
+        return pd.DataFrame({c: pd.Series(dtype="float64" if c.endswith("ratio") else "int64") for c in cols})
+    t0 = int(ev["ts_ns"].min())
+    t1 = int((ev["ts_ns"] + ev["dur_ns"]).max())
+    size = bucket_ns or _bucket_ns(t1 - t0)
+    n = max(1, (t1 - t0) // size)
+    starts = t0 + size * np.arange(n, dtype=np.int64)
+    ends = np.append(starts[1:], t1)
+    frames = []
+    for dev, g in k.groupby("device", sort=True):
+        s = g["ts_ns"].to_numpy(np.int64)
+        busy = iv.overlap_with_windows(iv.merge(s, s + g["dur_ns"].to_numpy(np.int64)), starts, ends)
+        frames.append(pd.DataFrame({"device": int(dev), "ts_ns": starts, "end_ns": ends, "busy_ns": busy,
+                                    "utilization_ratio": busy / (ends - starts)}))
+    return pd.concat(frames, ignore_index=True)[cols]

@@ -21,7 +21,7 @@ without its ``nccl:``/``gloo:`` prefix: nbprof names the collective, tb-plugin t
 range (1), and test_all_categories' Overview, operator and kernel values (47): 171 of 242 asserted
 values; the 69 others below and 2 in :func:`test_all_categories_overview_operators_kernels`; 19 of 22 in
 :func:`test_operator_relations_and_runtime_attribution`. In all 190 of 264. The other ``TestProfiler``
-cases, ``TestMemoryCurve`` and ``TestModuleView`` are in ``test_peer_tb_plugin_views.py`` (523 of 528).
+cases, ``TestMemoryCurve`` and ``TestModuleView`` are in ``test_peer_tb_plugin_views.py`` (637 of 642).
 
 Deliberately different (asserted with nbprof's value; tb-plugin's beside it):
 

@@ -5,9 +5,10 @@ Peer: pytorch/kineto ``tb_plugin/test/test_profiler.py`` at 041e7ce99f15 (the la
 ``tb_plugin/``; line numbers are that file's), the cases ``tests/peers/test_peer_tb_plugin.py`` does not
 carry. Each case's ``json_content`` is carried verbatim in ``CASES``; every value the peer asserts on a
 concept nbprof computes is asserted here on nbprof's public API with the peer's number:
-:func:`~nbprof.analysis.steps.step_breakdown` (Overview step costs), :func:`~nbprof.analysis.operators.operator_summary`
-(operator view, memory columns), :func:`~nbprof.analysis.kernels.kernel_summary` / ``kernel_table`` /
-``kernel_operators`` / ``gpu_metrics`` (GPU Kernel view, utilisation, est. SM efficiency, occupancy, Tensor
+:func:`~nbprof.analysis.steps.step_breakdown` (Overview step costs),
+:func:`~nbprof.analysis.operators.operator_summary` (operator view),
+:func:`~nbprof.analysis.operators.operator_memory` (memory view),
+:func:`~nbprof.analysis.kernels.kernel_summary` / ``kernel_table`` / ``kernel_operators`` / ``gpu_metrics`` (GPU Kernel view, utilisation, est. SM efficiency, occupancy, Tensor
 Cores), :func:`~nbprof.analysis.memory.memory_curve` (memory curve) and
 :func:`~nbprof.analysis.modules.module_tree` (module view).
 
@@ -24,11 +25,8 @@ rows are compared by key (nbprof sorts them by total time, the plugin keeps inse
 curve's step-plot points (``patch_for_step_plot=True``) are the corners Bokeh's ``step(mode="after")``
 draws from nbprof's curve (``nbprof/viz/memory.py``), so they are asserted from the curve.
 
-Not computed by nbprof (counted apart, not asserted): the plugin's 10 µs GPU-utilisation buckets and
-est.-SM-efficiency ranges (counter tracks it writes into its trace view: 56 values), the memory view's
-allocation size and allocation count per operator (nbprof reports the net increase, 52 values), the
-per-operator Tensor Core self/total ratios (6), and two internal counters (``blocks_per_sm_count``,
-``occupancy_count``).
+Not computed by nbprof (counted apart, not asserted): two internal counters of the plugin
+(``blocks_per_sm_count``, ``occupancy_count``).
 """
 
 from __future__ import annotations
@@ -44,6 +42,7 @@ from nbprof.analysis import memory as M
 from nbprof.analysis import modules as MD
 from nbprof.analysis import operators as O
 from nbprof.analysis import steps as S
+from nbprof.analysis import utilization as u
 from nbprof.trace import predicates as pred
 
 CASES = {  # test name -> its json_content, verbatim (test_profiler.py lines in the tests below)
@@ -236,9 +235,9 @@ COUNTS = {
     "top_level_runtime": (3, 3, 0), "runtime_launch_multipe_kernels": (3, 3, 0), "no_profilerstep": (51, 53, 0),
     "multiple_profilersteps_no_overlap": (60, 62, 0), "self_time": (9, 9, 0),
     "multiple_profilersteps_with_overlap": (20, 20, 0), "last_steps_no_kernel": (2, 2, 0), "pure_cpu": (17, 17, 0),
-    "gpu_utilization": (16, 16, 56), "gpu_utilization_kernel_out_of_step": (12, 12, 2),
+    "gpu_utilization": (72, 72, 0), "gpu_utilization_kernel_out_of_step": (12, 12, 2),
     "group_by_kernel_columns": (34, 34, 0), "group_by_kernel_columns_invalid_input": (56, 56, 0),
-    "tensor_core": (12, 13, 6), "memory_view": (41, 41, 52), "build_module_hierarchy": (12, 12, 0),
+    "tensor_core": (18, 19, 0), "memory_view": (93, 93, 0), "build_module_hierarchy": (12, 12, 0),
     "memory_curve_no_step_plot": (71, 71, 0), "memory_curve_step_plot": (104, 104, 0),
 }
 KNAME = "void cunn_ClassNLLCriterion_updateGradInput_kernel<float>"
@@ -399,8 +398,9 @@ def _approx(got, exp):
 def test_gpu_utilization_sm_efficiency_occupancy(tmp_path):
     """Lines 935-1087: one GPU; utilisation (40 + 20) / 120; est. SM efficiency and occupancy (the plugin's
     percent: 0.55); per Kernel + Op row and per kernel the duration-weighted blocks per SM and occupancy
-    (a zero-duration call weighs nothing). 16 of 16 equal. The utilisation buckets and SM-efficiency ranges
-    (56 values) are trace-view counter tracks nbprof does not make."""
+    (a zero-duration call weighs nothing); the utilisation buckets
+    (:func:`~nbprof.analysis.utilization.utilization_timeline`, the plugin's bucket rule) and the est. SM
+    efficiency ranges (:func:`~nbprof.analysis.kernels.sm_efficiency_ranges`): 72 of 72 equal."""
     t = _load(tmp_path, CASES["gpu_utilization"])
     g = K.gpu_metrics(t)
     assert g["device"].tolist() == [1]
@@ -417,6 +417,19 @@ def test_gpu_utilization_sm_efficiency_occupancy(tmp_path):
     _approx(_kernel_means(t), {
         "void gemmSN_TN_kernel_64addr": (0.6, 0.1),
         KNAME: ((0.5 * 10 + 0.3 * 25 + 10.5 * 20) / 55, (0.6 * 10 + 1.0 * 25 + 0.3 * 20) / 55)})
+    # lines 1024-1035: 10 µs buckets from the profile's start (100 µs) and a closing (220, 0) point
+    tl = u.utilization_timeline(t)
+    got = [(100 + _us(a), r) for a, r in zip(tl["ts_ns"], tl["utilization_ratio"])] + [(100 + _us(tl["end_ns"].iloc[-1]), 0)]
+    assert got == [(100, 0), (110, 0), (120, 0), (130, 1.0), (140, 1.0), (150, 1.0), (160, 1.0),
+                   (170, 0), (180, 0), (190, 0), (200, 1.0), (210, 1.0), (220, 0)]
+    # lines 1037-1052: (start, end, value) ranges; the plugin's (170, 200, 0) range is both tools'
+    # floating-point residue of adding and removing blocks per SM (2.2e-16 here)
+    sm = K.sm_efficiency_ranges(t)
+    got = [(100 + _us(a), 100 + _us(b), v) for a, b, v in zip(sm["ts_ns"], sm["end_ns"], sm["sm_efficiency_ratio"])]
+    exp = [(130, 135, 0.5), (135, 140, 1.0), (140, 145, 0.6), (145, 150, 0.9), (150, 170, 0.3), (170, 200, 0.0),
+           (200, 220, 1.0)]
+    assert [g[:2] for g in got] == [e[:2] for e in exp]
+    assert [g[2] for g in got] == pytest.approx([e[2] for e in exp], abs=1e-9)
 
 
 def test_gpu_utilization_kernel_out_of_step(tmp_path):
@@ -472,10 +485,10 @@ def test_group_by_kernel_columns_invalid_input(tmp_path):
 
 
 def test_tensor_core(tmp_path):
-    """Lines 1933-2027: Tensor Core eligibility per op (3 values), per Kernel + Op row (op, used, op
-    eligible: 6) and the ratios 15 / (15 + 10) (2): 12 of 13 equal; the op list's length (3; nbprof 4 with
-    ``cudaLaunchKernel``) deliberately differs. The per-op ``tc_self_ratio``/``tc_total_ratio`` (6 values)
-    are not computed by nbprof."""
+    """Lines 1933-2027: Tensor Core eligibility and self / total Tensor Core ratios per op
+    (:func:`~nbprof.analysis.kernels.operator_tensor_cores`: 3 x 3), per Kernel + Op row (op, used, op
+    eligible: 6) and the ratios 15 / (15 + 10) (2): 18 of 19 equal; the op list's length (3; nbprof 4 with
+    ``cudaLaunchKernel``) deliberately differs."""
     t = _load(tmp_path, CASES["tensor_core"])
     ops = O.operator_summary(t)
     assert len(ops) == 4  # tb-plugin: 3
@@ -490,27 +503,34 @@ def test_tensor_core(tmp_path):
                        ("aten::cudnn_convolution", True, True)}
     g = K.gpu_metrics(t).iloc[0]
     assert (g["tensor_core_kernel_ratio"], g["tensor_core_eligible_ratio"]) == pytest.approx((15 / 25, 15 / 25))
+    tc = K.operator_tensor_cores(t).set_index("name")
+    assert {n: (bool(tc.loc[n, "tensor_core_eligible"]), tc.loc[n, "self_tensor_core_ratio"], tc.loc[n, "total_tensor_core_ratio"])
+            for n in tc.index} == {"aten::conv2d": (True, 0, pytest.approx(15 / (15 + 10))), "op_no_tc": (False, 0, 0),
+                                   "aten::cudnn_convolution": (True, 1.0, 1.0)}
 
 
-def test_memory_view_operator_increase(tmp_path):
-    """Lines 1238-1640: the memory view's operator table, CPU and GPU0. Its columns are self increase,
-    self allocation size, self allocation count, increase, allocation size, allocation count, calls; nbprof's
-    ``operator_summary`` has the increases (``self_host_mem_bytes``/``host_mem_bytes`` for CPU,
-    ``self_device_mem_bytes``/``device_mem_bytes`` for the GPU) and the calls: 41 of 41 equal (13 ops x 3,
-    and the two devices). Allocation sizes and counts (52 values) are not computed by nbprof."""
+def test_memory_view_operator_table(tmp_path):
+    """Lines 1238-1640: the memory view's operator table, CPU and GPU0: per op self increase, self
+    allocation size, self allocation count, increase, allocation size, allocation count, calls
+    (:func:`~nbprof.analysis.operators.operator_memory`): 93 of 93 equal (13 ops x 7, the two devices).
+    One definition: a device's increases are ``operator_summary``'s memory columns."""
     t = _load(tmp_path, CASES["memory_view"])
-    assert sorted(t.memory["device_type"].unique().tolist()) == [0, 1]  # 'CPU' and 'GPU0'
-    assert sorted(t.memory.loc[t.memory["device_type"] == 1, "device"].unique().tolist()) == [0]
+    om = O.operator_memory(t)
+    assert sorted(set(zip(om["device_type"], om["device"]))) == [(0, -1), (1, 0)]  # 'CPU' and 'GPU0'
+    gpu = {"aten::to": [104, 104, 2, 104, 204, 3, 4], "aten::nll_loss_backward": [0, 10, 1, 0, 10, 1, 1],
+           "aten::copy_": [0, 100, 1, 0, 100, 1, 1], "aten::addmm": [0, 30, 1, 0, 30, 1, 1],
+           "aten::tranas_stride": [0, 50, 1, 0, 50, 1, 1], "aten::transpose": [0, 50, 1, 0, 100, 2, 1],
+           "aten::t": [0, 100, 1, 0, 200, 3, 1], "aten::liner": [20, 130, 3, 20, 360, 7, 1]}
+    cpu = {"aten::to": [4, 4, 1, 4, 4, 1, 4], "aten::liner": [0, 100, 1, 50, 150, 2, 1],
+           "aten::tranas_stride": [50, 50, 1, 50, 50, 1, 1], "aten::transpose": [0, 0, 0, 50, 50, 1, 1],
+           "aten::t": [0, 0, 0, 50, 50, 1, 1]}
+    cols = ["self_increase_bytes", "self_alloc_bytes", "self_allocs", "increase_bytes", "alloc_bytes", "allocs", "calls"]
     ops = O.operator_summary(t).set_index("name")
-    gpu = {"aten::to": (104, 104, 4), "aten::nll_loss_backward": (0, 0, 1), "aten::copy_": (0, 0, 1),
-           "aten::addmm": (0, 0, 1), "aten::tranas_stride": (0, 0, 1), "aten::transpose": (0, 0, 1),
-           "aten::t": (0, 0, 1), "aten::liner": (20, 20, 1)}
-    cpu = {"aten::to": (4, 4, 4), "aten::liner": (0, 50, 1), "aten::tranas_stride": (50, 50, 1),
-           "aten::transpose": (0, 50, 1), "aten::t": (0, 50, 1)}
-    for exp, dev in ((gpu, "device"), (cpu, "host")):
-        got = {n: (int(ops.loc[n, f"self_{dev}_mem_bytes"]), int(ops.loc[n, f"{dev}_mem_bytes"]), int(ops.loc[n, "count"]))
-               for n in exp}
-        assert got == exp
+    for exp, dt, kind in ((gpu, 1, "device"), (cpu, 0, "host")):
+        rows = om[om["device_type"] == dt].set_index("name")
+        assert {n: [int(v) for v in rows.loc[n, cols]] for n in exp} == exp
+        assert (rows["increase_bytes"] == ops.loc[rows.index, f"{kind}_mem_bytes"]).all()
+        assert (rows["self_increase_bytes"] == ops.loc[rows.index, f"self_{kind}_mem_bytes"]).all()
 
 
 def test_module_hierarchy(tmp_path):
@@ -587,4 +607,4 @@ def test_memory_curve_step_plot(memory_curves):
 def test_counts():
     """The note's numbers: values equal / asserted over the cases of this file (views nbprof has)."""
     eq, asserted, absent = (sum(c[i] for c in COUNTS.values()) for i in range(3))
-    assert (eq, asserted, absent) == (523, 528, 116)
+    assert (eq, asserted, absent) == (637, 642, 2)
