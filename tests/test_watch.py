@@ -4,6 +4,7 @@ bad hooks never break the loop; run folders read by ``nbprof check`` / ``nbprof 
 from __future__ import annotations
 
 import contextlib
+import time
 import json
 import subprocess
 import sys
@@ -185,3 +186,29 @@ def test_nbprof_watch_command_runs_an_unmodified_script(tmp_path):
     assert "130 steps" in r.stdout
     assert "grew: data_wait" in r.stdout and "grew: io" in r.stdout, r.stdout  # data stalls at 64 and 106, I/O at 85
     assert len(read_run(run).steps) == 130
+
+
+def _busy(ns: int) -> None:
+    t = time.perf_counter_ns()
+    while time.perf_counter_ns() - t < ns:
+        pass
+
+
+def test_first_profiled_step_is_not_flagged(tmp_path):
+    """The first step of a profiled window carries the profiler's start-up: the k x median rule never flags it.
+    Planted: 120 ms sleeps in step 12 (flagged: arms a 5-step window 13..17), in step 13 (the window's first step:
+    not flagged) and in step 15 (inside the window: flagged, so the window is kept)."""
+    stall = {12, 13, 15}
+    lin = torch.nn.Linear(16, 16)
+    with nbprof.watch(tmp_path / "r", capture_steps=5, min_excess_ns=50_000_000, with_stack=False) as w:
+        for i in range(25):
+            _busy(2_000_000)
+            lin(torch.ones(4, 16))
+            if i in stall:
+                time.sleep(0.12)
+            nbprof.watch.step()
+    rec = {r["step"]: r for r in w.records}
+    assert rec[13]["profiled"] and rec[13]["step_ns"] > 100_000_000 and not rec[13]["flagged"]
+    assert not rec[12]["profiled"] and rec[15]["profiled"]
+    assert w.flagged == [12, 15], w.flagged
+    assert [(c["first_step"], c["flagged_steps"]) for c in w.captures] == [(13, [15])]

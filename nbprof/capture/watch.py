@@ -21,10 +21,12 @@ microseconds per step (``benchmarks/bench_watch.py`` measures the ratio against 
 Step boundaries, first that applies: :meth:`Watch.step` calls (``nbprof.watch.step()``), else those of
 :class:`nbprof.capture.step_hooks.StepHooks` (the end of the last optimizer's ``step()`` of an iteration, else
 each ``DataLoader`` batch request), the one definition shared with the script capture. The step is flagged when it takes more
-than ``k`` times the running median of the last ``window`` unflagged steps (and at least ``min_excess_ns``
-more), or when a user ``predicate(record)`` says so. A flag arms ``torch.profiler`` for the next
-``capture_steps`` steps (each a ``ProfilerStep#N`` range); a window is kept (its trace written into the run
-folder) when it holds a flagged step, otherwise dropped and the watch re-arms, up to ``max_profiled_steps``
+than ``k`` times the running median of the last ``window`` unflagged, unprofiled steps (and at least
+``min_excess_ns`` more) and is not the first step of a profiled window (that step carries the profiler's
+start-up: Kineto's and the Python tracer's first-use cost, a false alarm otherwise), or when a user
+``predicate(record)`` says so (it decides alone; ``record["profiled"]`` tells it a profiled step). A flag arms
+``torch.profiler`` for the next ``capture_steps`` steps (each a ``ProfilerStep#N`` range); a window is kept (its
+trace written into the run folder) when it holds a flagged step, otherwise dropped and the watch re-arms, up to ``max_profiled_steps``
 profiled steps in all. Under Nsight Systems the same windows are ``cudaProfilerStart/Stop`` ranges
 (``torch.cuda.profiler.start/stop``, only when CUDA is available): run ``nsys profile
 --capture-range=cudaProfilerApi --capture-range-end=repeat ...`` to record only them.
@@ -204,7 +206,11 @@ class Watch:
         if self.predicate is not None:
             rec["flagged"] = bool(self.predicate(rec))
         else:
-            rec["flagged"] = bool(n >= self.warmup and med > 0 and rec["step_ns"] > self.k * med
+            # the first step of a profiled window carries the profiler's start-up (Kineto's activity buffers, the
+            # Python tracer's first frames): never flagged by the k x median rule (a stall there is missed: one
+            # step in capture_steps)
+            starting = self._prof is not None and not self._prof_window["steps"]
+            rec["flagged"] = bool(n >= self.warmup and med > 0 and not starting and rec["step_ns"] > self.k * med
                                   and rec["step_ns"] - med >= self.min_excess_ns)
         if rec["flagged"] or rec["profiled"]:
             return

@@ -35,6 +35,7 @@ def watch_text(run_path: str, steps: pd.DataFrame, grew: pd.DataFrame, captured:
     for r in captured.itertuples(index=False):
         lines.append(f"  captured step {r.step} (ProfilerStep#{r.profiler_step} in {r.trace}): trace verdict "
                      f"{r.bound} {fmt_pct(r.bound_ratio, 0)} of {fmt_ns(r.trace_step_ns)}; watch: {r.grew}"
+                     + (f"; first fix: {r.first_rule} ({r.first_finding})" if r.first_rule else "")
                      + (f"; largest: {', '.join(r.contributors)}" if len(r.contributors) else ""))
     errs = steps.loc[steps["errors"].astype(str) != "", ["step", "errors"]]
     if len(errs):
