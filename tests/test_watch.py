@@ -4,10 +4,10 @@ bad hooks never break the loop; run folders read by ``nbprof check`` / ``nbprof 
 from __future__ import annotations
 
 import contextlib
-import time
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
