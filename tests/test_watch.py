@@ -194,21 +194,23 @@ def _busy(ns: int) -> None:
         pass
 
 
-def test_first_profiled_step_is_not_flagged(tmp_path):
-    """The first step of a profiled window carries the profiler's start-up: the k x median rule never flags it.
-    Planted: 120 ms sleeps in step 12 (flagged: arms a 5-step window 13..17), in step 13 (the window's first step:
-    not flagged) and in step 15 (inside the window: flagged, so the window is kept)."""
-    stall = {12, 13, 15}
+def test_first_profiled_step_needs_the_startup_allowance(tmp_path):
+    """The first step of a profiled window carries the profiler's start-up: it needs ``startup_allowance_ns`` more
+    excess to be flagged, and a real stall there is still flagged. Planted sleeps: 150 ms in step 12 (flagged: arms
+    the 5-step window 13..17), 30 ms in step 13 (the window's first step: not flagged, though 10x the median and
+    over min_excess), 150 ms in step 15 (flagged: the window is kept), then 150 ms in steps 30 (arms 31..35) and 31
+    (that window's first step: flagged)."""
+    stall = {12: 0.15, 13: 0.03, 15: 0.15, 30: 0.15, 31: 0.15}
     lin = torch.nn.Linear(16, 16)
-    with nbprof.watch(tmp_path / "r", capture_steps=5, min_excess_ns=50_000_000, with_stack=False) as w:
-        for i in range(25):
+    with nbprof.watch(tmp_path / "r", capture_steps=5, min_excess_ns=10_000_000, startup_allowance_ns=60_000_000,
+                      with_stack=False, max_captures=3) as w:
+        for i in range(40):
             _busy(2_000_000)
             lin(torch.ones(4, 16))
-            if i in stall:
-                time.sleep(0.12)
+            time.sleep(stall.get(i, 0))
             nbprof.watch.step()
     rec = {r["step"]: r for r in w.records}
-    assert rec[13]["profiled"] and rec[13]["step_ns"] > 100_000_000 and not rec[13]["flagged"]
-    assert not rec[12]["profiled"] and rec[15]["profiled"]
-    assert w.flagged == [12, 15], w.flagged
-    assert [(c["first_step"], c["flagged_steps"]) for c in w.captures] == [(13, [15])]
+    assert rec[13]["profiled"] and rec[13]["step_ns"] > 30_000_000 and not rec[13]["flagged"]
+    assert rec[31]["profiled"] and not rec[30]["profiled"]
+    assert {12, 15, 30, 31} <= set(w.flagged) and 13 not in w.flagged, w.flagged
+    assert [(c["first_step"], c["flagged_steps"]) for c in w.captures][:2] == [(13, [15]), (31, [31])]

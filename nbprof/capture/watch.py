@@ -22,9 +22,8 @@ Step boundaries, first that applies: :meth:`Watch.step` calls (``nbprof.watch.st
 :class:`nbprof.capture.step_hooks.StepHooks` (the end of the last optimizer's ``step()`` of an iteration, else
 each ``DataLoader`` batch request), the one definition shared with the script capture. The step is flagged when it takes more
 than ``k`` times the running median of the last ``window`` unflagged, unprofiled steps (and at least
-``min_excess_ns`` more) and is not the first step of a profiled window (that step carries the profiler's
-start-up: Kineto's and the Python tracer's first-use cost, a false alarm otherwise), or when a user
-``predicate(record)`` says so (it decides alone; ``record["profiled"]`` tells it a profiled step). A flag arms
+``min_excess_ns`` more; the first step of a profiled window ``startup_allowance_ns`` more again: it carries the
+profiler's start-up, a false alarm otherwise), or when a user ``predicate(record)`` says so (it decides alone; ``record["profiled"]`` tells it a profiled step). A flag arms
 ``torch.profiler`` for the next ``capture_steps`` steps (each a ``ProfilerStep#N`` range); a window is kept (its
 trace written into the run folder) when it holds a flagged step, otherwise dropped and the watch re-arms, up to ``max_profiled_steps``
 profiled steps in all. Under Nsight Systems the same windows are ``cudaProfilerStart/Stop`` ranges
@@ -84,6 +83,10 @@ class Watch:
     min_excess_ns : int, default 2_000_000
         A flagged step is also at least this much longer than the median (ns): scheduler noise on a
         millisecond step is not a stall.
+    startup_allowance_ns : int, default 50_000_000
+        Extra excess the first step of a profiled window needs to be flagged (ns): that step carries the
+        profiler's start-up (first-use costs after ``torch.profiler``'s start; a loaded 2-core CPU machine showed
+        over 30 ms on 3 ms steps). A real stall longer than this is still flagged there.
     predicate : callable, optional
         ``predicate(record: dict) -> bool`` replaces the k x median rule (the record has :data:`RECORD_FIELDS`
         filled so far, plus ``median_ns``).
@@ -115,7 +118,8 @@ class Watch:
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], *, k: float = 3.0, window: int = 64, warmup: int = 5,
-                 min_excess_ns: int = 2_000_000, predicate: Callable[[dict[str, Any]], bool] | None = None,
+                 min_excess_ns: int = 2_000_000, startup_allowance_ns: int = 50_000_000,
+                 predicate: Callable[[dict[str, Any]], bool] | None = None,
                  capture_steps: int = 20, max_captures: int = 2, max_profiled_steps: int = 200,
                  activities: tuple[str, ...] = ("cpu", "cuda"),
                  listener: Callable[[dict[str, Any]], None] | None = None, manual: bool = False,
@@ -125,6 +129,7 @@ class Watch:
         self.log = RunLog(Path(run_dir))
         self.run_dir = self.log.run_dir
         self.k, self.window, self.warmup, self.min_excess_ns = float(k), int(window), int(warmup), int(min_excess_ns)
+        self.startup_allowance_ns = int(startup_allowance_ns)
         self.predicate = predicate
         self._listeners: list[Callable[[dict[str, Any]], None]] = [listener] if listener is not None else []
         #: ``fn(watch)`` called once the run folder is written (the live view's last refresh); errors are kept in
@@ -206,12 +211,12 @@ class Watch:
         if self.predicate is not None:
             rec["flagged"] = bool(self.predicate(rec))
         else:
-            # the first step of a profiled window carries the profiler's start-up (Kineto's activity buffers, the
-            # Python tracer's first frames): never flagged by the k x median rule (a stall there is missed: one
-            # step in capture_steps)
+            # the first step of a profiled window carries the profiler's start-up: it needs startup_allowance_ns
+            # more excess (a 200 ms stall there is still flagged: no step of a window is blind)
             starting = self._prof is not None and not self._prof_window["steps"]
-            rec["flagged"] = bool(n >= self.warmup and med > 0 and not starting and rec["step_ns"] > self.k * med
-                                  and rec["step_ns"] - med >= self.min_excess_ns)
+            excess = self.min_excess_ns + (self.startup_allowance_ns if starting else 0)
+            rec["flagged"] = bool(n >= self.warmup and med > 0 and rec["step_ns"] > self.k * med
+                                  and rec["step_ns"] - med >= excess)
         if rec["flagged"] or rec["profiled"]:
             return
         v = rec["step_ns"]
@@ -408,7 +413,8 @@ class Watch:
         self.install()
         _ACTIVE.append(self)
         self.log.start({"k": self.k, "window": self.window, "warmup": self.warmup,
-                        "min_excess_ns": self.min_excess_ns, "capture_steps": self.capture_steps,
+                        "min_excess_ns": self.min_excess_ns,
+                        "startup_allowance_ns": self.startup_allowance_ns, "capture_steps": self.capture_steps,
                         "predicate": getattr(self.predicate, "__name__", repr(self.predicate)) if self.predicate else None})
         return self
 
