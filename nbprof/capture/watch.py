@@ -20,12 +20,13 @@ microseconds per step (``benchmarks/bench_watch.py`` measures the ratio against 
 
 Step boundaries, first that applies: :meth:`Watch.step` calls (``nbprof.watch.step()``), else those of
 :class:`nbprof.capture.step_hooks.StepHooks` (the end of the last optimizer's ``step()`` of an iteration, else
-each ``DataLoader`` batch request), the one definition shared with the script capture. The step is flagged when it takes more
-than ``k`` times the running median of the last ``window`` unflagged, unprofiled steps (and at least
-``min_excess_ns`` more; the first step of a profiled window ``startup_allowance_ns`` more again: it carries the
-profiler's start-up, a false alarm otherwise), or when a user ``predicate(record)`` says so (it decides alone; ``record["profiled"]`` tells it a profiled step). A flag arms
-``torch.profiler`` for the next ``capture_steps`` steps (each a ``ProfilerStep#N`` range); a window is kept (its
-trace written into the run folder) when it holds a flagged step, otherwise dropped and the watch re-arms, up to ``max_profiled_steps``
+each ``DataLoader`` batch request), the one definition shared with the script capture. The step is flagged when
+it takes more than ``k`` times the running median of the last ``window`` unflagged, unprofiled steps (and at
+least ``min_excess_ns`` more; the first step of a profiled window ``startup_allowance_ns`` more again: it
+carries the profiler's start-up, a false alarm otherwise), or when a user ``predicate(record)`` says so (it
+decides alone; ``record["profiled"]`` tells it a profiled step). A flag arms ``torch.profiler`` for the next
+``capture_steps`` steps (each a ``ProfilerStep#N`` range); a window is kept (its trace written into the run
+folder) when it holds a flagged step, otherwise dropped and the watch re-arms, up to ``max_profiled_steps``
 profiled steps in all. Under Nsight Systems the same windows are ``cudaProfilerStart/Stop`` ranges
 (``torch.cuda.profiler.start/stop``, only when CUDA is available): run ``nsys profile
 --capture-range=cudaProfilerApi --capture-range-end=repeat ...`` to record only them.
