@@ -214,3 +214,34 @@ def test_first_profiled_step_needs_the_startup_allowance(tmp_path):
     assert rec[31]["profiled"] and not rec[30]["profiled"]
     assert {12, 15, 30, 31} <= set(w.flagged) and 13 not in w.flagged, w.flagged
     assert [(c["first_step"], c["flagged_steps"]) for c in w.captures][:2] == [(13, [15]), (31, [31])]
+
+
+def test_host_syncs_counted_per_step_live_and_in_the_captured_window(tmp_path):
+    """``syncs`` per step from the watch's counting wrappers (no profiler) and, in the captured window, from the
+    trace (``aten::item``, counted once with the ``_local_scalar_dense`` inside it). One ``loss.item()`` per step;
+    step 12 also stalls 150 ms (flagged: arms the window 13..17) and step 15 stalls with 5 more ``.item()`` and a
+    ``.tolist()`` (the live count has both; the CPU trace has no op for ``tolist``)."""
+    from nbprof.analysis.watch import step_syncs
+
+    lin = torch.nn.Linear(16, 1)
+    with nbprof.watch(tmp_path / "r", capture_steps=5, min_excess_ns=50_000_000, with_stack=False) as w:
+        for i in range(25):
+            _busy(2_000_000)
+            loss = lin(torch.ones(4, 16)).sum()
+            loss.item()
+            if i in (12, 15):
+                time.sleep(0.15)
+            if i == 15:
+                for _ in range(5):
+                    loss.item()
+                loss.detach().tolist()
+            nbprof.watch.step()
+    assert torch.Tensor.item.__qualname__ == "TensorBase.item"  # the wrappers are gone
+    df = read_run(tmp_path / "r").steps
+    assert df.loc[15, "syncs"] == 7 and (df.drop(index=15)["syncs"] == 1).all(), df["syncs"].tolist()
+    assert (df["device_step_ns"] == -1).all()  # no CUDA here: the CUDA-event path is not taken
+    assert w.flagged == [12, 15]
+    cap = nbprof.watch.captured(tmp_path / "r").set_index("step")
+    assert cap.loc[15, "syncs"] == 6 and cap.loc[15, "median_syncs"] == 1.0, cap
+    per = step_syncs(nbprof.load(cap.loc[15, "trace"]))
+    assert per["syncs"].tolist() == [1, 1, 6, 1, 1] and (per["sync_ns"] > 0).all()

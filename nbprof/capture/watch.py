@@ -14,6 +14,13 @@ microseconds per step (``benchmarks/bench_watch.py`` measures the ratio against 
                     (``time.thread_time_ns``), i.e. blocking I/O, sleeps, locks, waits that yield the CPU
 ``other_ns``        ``step_ns`` minus the parts above that do not overlap (data wait, forward, backward,
                     optimizer), floored at 0
+``syncs``           host reads of tensor values and device syncs called in the step: ``Tensor.item`` /
+                    ``Tensor.tolist`` calls, and with CUDA ``torch.cuda.synchronize`` / ``Stream.synchronize`` /
+                    ``Event.synchronize`` (counting wrappers; implicit reads such as ``float(t)`` or ``if t:``
+                    are counted only in a profiled window, :func:`nbprof.analysis.watch.step_syncs`)
+``device_step_ns``  CUDA only: the step on the current stream, between CUDA events recorded at its two
+                    boundaries (filled once the events complete, never by waiting for them during the loop;
+                    -1 without CUDA). Untested on a GPU here: this machine has none
 ``watch_ns``        the watch's own work after the step (judging it; starting, stopping or exporting a
                     profiled window): in no step, so a profiler's start never reads as a slow step
 ==================  ===================================================================================
@@ -147,7 +154,11 @@ class Watch:
         self._fifo: deque[int] = deque()
         self._mode = "manual" if manual else ""  # "", "dataloader", "optimizer", "manual"
         self._handles: list[Any] = []
-        self._patched: tuple[Any, str, Any] | None = None
+        self._patches: list[tuple[Any, str, Any]] = []  # (object, attribute, original), restored in reverse
+        self._cuda = False  # CUDA events per step (torch.cuda.is_available() at install)
+        self._ev_last: Any = None  # the CUDA event recorded at the last boundary
+        self._ev_pending: deque[tuple[dict[str, Any], Any, Any]] = deque()  # (record, start event, end event)
+        self._syncs = 0
         self._hooks: Any = None  # the StepHooks (optimizer post-hook and DataLoader boundaries, data wait)
         self._opt_t0 = 0
         self._torch: Any = None
@@ -169,7 +180,7 @@ class Watch:
     def _reset_step(self, t: int, cpu: int) -> None:
         self._t0, self._cpu0 = t, cpu
         self._data0, self._data_cpu0 = self._data_totals()
-        self._fwd = self._bwd = self._opt = self._gc = 0
+        self._fwd = self._bwd = self._opt = self._gc = self._syncs = 0
         self._fwd_depth = 0  # a forward that raised (and was caught) never ran its post-hook
         self._errors: list[str] = []
 
@@ -187,10 +198,13 @@ class Watch:
             "step": len(self.records), "start_ns": self._t0 - self._origin, "step_ns": step_ns,
             "data_wait_ns": data, "forward_ns": self._fwd, "backward_ns": self._bwd,
             "optimizer_ns": self._opt, "gc_ns": self._gc, "blocked_ns": blocked,
-            "other_ns": max(0, step_ns - parts), "profiled": self._prof is not None,
+            "other_ns": max(0, step_ns - parts), "syncs": self._syncs, "device_step_ns": -1,
+            "profiled": self._prof is not None,
             "flagged": False, "median_ns": self._median[len(self._median) // 2] if self._median else 0,
             "capture": "", "errors": "; ".join(self._errors),
         }
+        if self._cuda:
+            self._device_boundary(rec)
         try:
             self._judge(rec)
         except Exception as exc:  # a user predicate that raises: the step is not flagged, the record says why
@@ -205,6 +219,26 @@ class Watch:
         t1 = _NS()
         rec["watch_ns"] = t1 - t
         self._reset_step(t1, _CPU())  # the watch's own bookkeeping (profiler start/stop/export) is in no step
+
+    def _device_boundary(self, rec: dict[str, Any], *, wait: bool = False) -> None:
+        """Record a CUDA event at this boundary; fill ``device_step_ns`` of the steps whose events completed
+        (``wait``: synchronize first, at the end of the watch)."""
+        try:
+            torch = self._torch
+            if not wait:
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                if self._ev_last is not None:
+                    self._ev_pending.append((rec, self._ev_last, ev))
+                self._ev_last = ev
+            else:
+                torch.cuda.synchronize()
+            while self._ev_pending and self._ev_pending[0][2].query():
+                r, a, b = self._ev_pending.popleft()
+                r["device_step_ns"] = int(a.elapsed_time(b) * 1e6)  # elapsed_time: ms (torch.cuda.Event)
+        except Exception as exc:
+            rec["errors"] = (rec["errors"] + "; " if rec["errors"] else "") + f"cuda events: {type(exc).__name__}: {exc}"
+            self._cuda = False
 
     def _judge(self, rec: dict[str, Any]) -> None:
         med = rec["median_ns"]
@@ -346,6 +380,23 @@ class Watch:
         backward.__wrapped__ = orig  # type: ignore[attr-defined]
         return backward
 
+    def _counting(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        """``orig`` counted into the step's ``syncs`` (a host read of a tensor's value, or a device sync)."""
+        watch = self
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            watch._syncs += 1
+            return orig(*args, **kwargs)
+
+        counted.__wrapped__ = orig  # type: ignore[attr-defined]
+        counted.__name__, counted.__doc__ = getattr(orig, "__name__", "counted"), getattr(orig, "__doc__", None)
+        return counted
+
+    def _patch(self, obj: Any, name: str, new: Callable[..., Any]) -> None:
+        orig = getattr(obj, name)
+        setattr(obj, name, new(orig))
+        self._patches.append((obj, name, orig))
+
     def _gc_cb(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._gc_t0 = _NS()
@@ -391,9 +442,16 @@ class Watch:
         ]
         self._hooks = StepHooks(self._guard("step", self._on_step_end))
         self._hooks.__enter__()
-        orig = torch.autograd.backward  # Tensor.backward calls torch.autograd.backward (torch/_tensor.py)
-        torch.autograd.backward = self._on_backward(orig)
-        self._patched = (torch.autograd, "backward", orig)
+        self._patch(torch.autograd, "backward", self._on_backward)  # Tensor.backward calls it (torch/_tensor.py)
+        self._patch(torch.Tensor, "item", self._counting)
+        self._patch(torch.Tensor, "tolist", self._counting)
+        self._cuda = bool(torch.cuda.is_available())
+        if self._cuda:
+            self._patch(torch.cuda, "synchronize", self._counting)
+            self._patch(torch.cuda.Stream, "synchronize", self._counting)
+            self._patch(torch.cuda.Event, "synchronize", self._counting)
+            self._ev_last = torch.cuda.Event(enable_timing=True)
+            self._ev_last.record()
         self._reset_step(_NS(), _CPU())
 
     def uninstall(self) -> None:
@@ -403,10 +461,9 @@ class Watch:
         if self._hooks is not None:
             self._hooks.__exit__(None, None, None)
             self._hooks = None
-        if self._patched is not None:
-            obj, name, orig = self._patched
+        while self._patches:
+            obj, name, orig = self._patches.pop()
             setattr(obj, name, orig)
-            self._patched = None
         if self._gc_cb in gc.callbacks:
             gc.callbacks.remove(self._gc_cb)
 
@@ -421,6 +478,8 @@ class Watch:
 
     def __exit__(self, *exc: Any) -> None:
         try:  # what follows the last boundary (loop teardown) is no step
+            if self._cuda and self._ev_pending:
+                self._device_boundary(self._ev_pending[-1][0], wait=True)
             if self._prof is not None:
                 w = self._prof_window
                 self._stop_profiler(keep=bool(w["flagged"]))
