@@ -62,9 +62,9 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         ``grew`` (the watch's phase that grew most, :func:`nbprof.analysis.watch.what_grew`), ``bound``,
         ``bound_ns``, ``bound_ratio``, ``trace_step_ns`` (the verdict of that step alone in the trace),
         ``contributors`` (event names of the bound, largest first), ``syncs`` / ``median_syncs`` (host syncs in
-        that step and the median over the window's steps: :func:`nbprof.analysis.watch.step_syncs`), ``first_rule`` / ``first_finding`` (the rule
-        and title of the verdict's first finding: the fix with the largest predicted saving on that step, ``""``
-        when none) and ``findings`` (the advisor's rules on the captured window, ranked by their saving on that
+        that step and the median over the window's steps: :func:`nbprof.analysis.watch.step_syncs`),
+        ``first_rule`` / ``first_finding`` (the rule and title of the verdict's first finding: the fix with the
+        largest predicted saving on that step, ``""`` when none) and ``findings`` (the advisor's rules on the captured window, ranked by their saving on that
         step: :func:`nbprof.analysis.findings.rank`). Empty when nothing was captured.
 
     Raises
