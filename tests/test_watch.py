@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -245,3 +246,53 @@ def test_host_syncs_counted_per_step_live_and_in_the_captured_window(tmp_path):
     assert cap.loc[15, "syncs"] == 6 and cap.loc[15, "median_syncs"] == 1.0, cap
     per = step_syncs(nbprof.load(cap.loc[15, "trace"]))
     assert per["syncs"].tolist() == [1, 1, 6, 1, 1] and (per["sync_ns"] > 0).all()
+
+
+_HOG = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+print("ready", flush=True)
+t = time.perf_counter()
+while time.perf_counter() - t < float(sys.argv[2]):
+    pass
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/thread-self/schedstat").exists() or not hasattr(os, "sched_setaffinity"),
+                    reason="needs Linux schedstat and CPU affinity")
+def test_cpu_contention_is_named_cpu_wait_not_io(tmp_path):
+    """A step slowed by other processes holding the CPU (three busy processes pinned to the loop's CPU) is
+    ``cpu_wait`` (run-queue wait from schedstat), a step that sleeps 150 ms is ``io`` (blocked off the CPU)."""
+    cpu = min(os.sched_getaffinity(0))
+    old = os.sched_getaffinity(0)
+    lin = torch.nn.Linear(16, 16)
+    hogs: list[subprocess.Popen] = []
+    try:
+        with nbprof.watch(tmp_path / "r", capture_steps=0, min_excess_ns=20_000_000) as w:
+            for i in range(30):
+                _busy(2_000_000)
+                lin(torch.ones(4, 16))
+                if i == 20:
+                    time.sleep(0.15)
+                if i == 23:  # the hogs start (the step waits for them: blocked)
+                    hogs = [subprocess.Popen([sys.executable, "-c", _HOG, str(cpu), "1.5"], stdout=subprocess.PIPE,
+                                             text=True) for _ in range(3)]
+                    for h in hogs:
+                        h.stdout.readline()
+                if i == 24:
+                    os.sched_setaffinity(0, {cpu})  # this thread on the hogs' CPU
+                    t = time.thread_time_ns()
+                    while time.thread_time_ns() - t < 40_000_000:  # 40 ms of CPU time among three busy processes
+                        pass
+                    os.sched_setaffinity(0, old)
+                nbprof.watch.step()
+    finally:
+        os.sched_setaffinity(0, old)
+        for h in hogs:
+            h.kill()
+            h.wait()
+    rec = {r["step"]: r for r in w.records}
+    assert rec[24]["runqueue_ns"] > 60_000_000 and rec[24]["blocked_ns"] < rec[24]["runqueue_ns"] / 2, rec[24]
+    assert rec[20]["blocked_ns"] > 140_000_000 and rec[20]["runqueue_ns"] < rec[20]["blocked_ns"] / 4, rec[20]
+    grew = what_grew(read_run(tmp_path / "r").steps).set_index("step")
+    assert grew.loc[20, "grew"] == "io" and grew.loc[24, "grew"] == "cpu_wait", grew

@@ -4,8 +4,9 @@ The log is ``nbprof.sources.watch_run.WatchRun.steps`` (int64 ns per phase; ``nb
 defines each). A step's **excess** in a phase is its time minus that phase's median over the unflagged,
 unprofiled steps; the phase that **grew** is the one with the largest excess among :data:`PHASES`. The main
 thread's off-CPU time outside the DataLoader (``blocked_ns``) is named ``io``: blocking I/O, sleeps and waits
-that yield the CPU. When no phase explains at least half of the step's excess, ``other`` (unattributed
-host time) is named instead.
+that yield the CPU; its wait for a CPU held by other processes (``runqueue_ns``) is ``cpu_wait``: a slow step
+from CPU contention, not from the job. When no phase explains at least half of the step's excess, ``other``
+(unattributed host time) is named instead.
 
 In a captured window (a trace), :func:`step_syncs` counts the host syncs of each step: the calls the
 ``host_sync`` rule names (:data:`nbprof.analysis.rules_host.SYNC_NAMES`: ``aten::item``,
@@ -26,7 +27,7 @@ __all__ = ["PHASES", "what_grew", "step_syncs"]
 
 #: phase name -> per-step log column
 PHASES: dict[str, str] = {"data_wait": "data_wait_ns", "forward": "forward_ns", "backward": "backward_ns",
-                          "optimizer": "optimizer_ns", "gc": "gc_ns", "io": "blocked_ns"}
+                          "optimizer": "optimizer_ns", "gc": "gc_ns", "io": "blocked_ns", "cpu_wait": "runqueue_ns"}
 
 
 def what_grew(steps: pd.DataFrame) -> pd.DataFrame:

@@ -10,8 +10,11 @@ microseconds per step (``benchmarks/bench_watch.py`` measures the ratio against 
 ``backward_ns``     ``torch.autograd.backward`` calls (``Tensor.backward`` goes through it; a wrapper)
 ``optimizer_ns``    ``Optimizer.step`` (global optimizer step pre/post hooks)
 ``gc_ns``           CPython garbage-collection pauses (``gc.callbacks`` start/stop)
-``blocked_ns``      the main thread off the CPU outside the DataLoader: wall minus thread CPU time
-                    (``time.thread_time_ns``), i.e. blocking I/O, sleeps, locks, waits that yield the CPU
+``blocked_ns``      the main thread off the CPU outside the DataLoader and not waiting for a CPU: wall minus
+                    thread CPU time (``time.thread_time_ns``) minus ``runqueue_ns``, floored at 0, i.e. blocking
+                    I/O, sleeps, locks, waits that yield the CPU
+``runqueue_ns``     the main thread runnable but waiting for a CPU (other processes hold them: CPU contention),
+                    from Linux's ``/proc/thread-self/schedstat`` (its second field, ns; 0 elsewhere)
 ``other_ns``        ``step_ns`` minus the parts above that do not overlap (data wait, forward, backward,
                     optimizer), floored at 0
 ``syncs``           host reads of tensor values and device syncs called in the step: ``Tensor.item`` /
@@ -159,6 +162,8 @@ class Watch:
         self._ev_last: Any = None  # the CUDA event recorded at the last boundary
         self._ev_pending: deque[tuple[dict[str, Any], Any, Any]] = deque()  # (record, start event, end event)
         self._syncs = 0
+        self._rq_fd: int | None = None  # /proc/thread-self/schedstat of the thread that installed the watch
+        self._rq0 = 0
         self._hooks: Any = None  # the StepHooks (optimizer post-hook and DataLoader boundaries, data wait)
         self._opt_t0 = 0
         self._torch: Any = None
@@ -177,8 +182,18 @@ class Watch:
         h = self._hooks
         return (h.data_wait_total_ns, h.data_wait_cpu_total_ns) if h is not None else (0, 0)
 
+    def _runqueue(self) -> int:
+        """The installing thread's run-queue wait so far (ns; 0 without schedstat)."""
+        if self._rq_fd is None:
+            return 0
+        try:
+            return int(os.pread(self._rq_fd, 96, 0).split()[1])
+        except (OSError, IndexError, ValueError):
+            return 0
+
     def _reset_step(self, t: int, cpu: int) -> None:
         self._t0, self._cpu0 = t, cpu
+        self._rq0 = self._runqueue()
         self._data0, self._data_cpu0 = self._data_totals()
         self._fwd = self._bwd = self._opt = self._gc = self._syncs = 0
         self._fwd_depth = 0  # a forward that raised (and was caught) never ran its post-hook
@@ -192,12 +207,13 @@ class Watch:
         step_ns = t - self._t0
         tot, tot_cpu = self._data_totals()
         data, data_cpu = tot - self._data0, tot_cpu - self._data_cpu0
-        blocked = max(0, (step_ns - data) - (cpu - self._cpu0 - data_cpu))
+        runq = max(0, self._runqueue() - self._rq0)
+        blocked = max(0, (step_ns - data) - (cpu - self._cpu0 - data_cpu) - runq)
         parts = data + self._fwd + self._bwd + self._opt
         rec: dict[str, Any] = {
             "step": len(self.records), "start_ns": self._t0 - self._origin, "step_ns": step_ns,
             "data_wait_ns": data, "forward_ns": self._fwd, "backward_ns": self._bwd,
-            "optimizer_ns": self._opt, "gc_ns": self._gc, "blocked_ns": blocked,
+            "optimizer_ns": self._opt, "gc_ns": self._gc, "blocked_ns": blocked, "runqueue_ns": runq,
             "other_ns": max(0, step_ns - parts), "syncs": self._syncs, "device_step_ns": -1,
             "profiled": self._prof is not None,
             "flagged": False, "median_ns": self._median[len(self._median) // 2] if self._median else 0,
@@ -420,6 +436,10 @@ class Watch:
     # ------------------------------------------------------------------------------------------ enter / exit
     def install(self) -> None:
         """Install the hooks (torch is imported now; without torch only :meth:`step` and GC are watched)."""
+        try:  # the run-queue wait of this thread (Linux); the fd names this thread even if read elsewhere
+            self._rq_fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            self._rq_fd = None
         self._origin = _NS()
         self._reset_step(self._origin, _CPU())
         gc.callbacks.append(self._gc_cb)
@@ -466,6 +486,9 @@ class Watch:
             setattr(obj, name, orig)
         if self._gc_cb in gc.callbacks:
             gc.callbacks.remove(self._gc_cb)
+        if self._rq_fd is not None:
+            os.close(self._rq_fd)
+            self._rq_fd = None
 
     def __enter__(self) -> Watch:
         self.install()
