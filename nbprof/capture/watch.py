@@ -191,9 +191,9 @@ class Watch:
         except (OSError, IndexError, ValueError):
             return 0
 
-    def _reset_step(self, t: int, cpu: int) -> None:
+    def _reset_step(self, t: int, cpu: int, rq: int | None = None) -> None:
         self._t0, self._cpu0 = t, cpu
-        self._rq0 = self._runqueue()
+        self._rq0 = self._runqueue() if rq is None else rq
         self._data0, self._data_cpu0 = self._data_totals()
         self._fwd = self._bwd = self._opt = self._gc = self._syncs = 0
         self._fwd_depth = 0  # a forward that raised (and was caught) never ran its post-hook
@@ -207,7 +207,8 @@ class Watch:
         step_ns = t - self._t0
         tot, tot_cpu = self._data_totals()
         data, data_cpu = tot - self._data0, tot_cpu - self._data_cpu0
-        runq = max(0, self._runqueue() - self._rq0)
+        rq = self._runqueue()
+        runq = max(0, rq - self._rq0)
         blocked = max(0, (step_ns - data) - (cpu - self._cpu0 - data_cpu) - runq)
         parts = data + self._fwd + self._bwd + self._opt
         rec: dict[str, Any] = {
@@ -234,7 +235,9 @@ class Watch:
                 rec["errors"] = (rec["errors"] + "; " if rec["errors"] else "") + f"listener: {type(exc).__name__}: {exc}"
         t1 = _NS()
         rec["watch_ns"] = t1 - t
-        self._reset_step(t1, _CPU())  # the watch's own bookkeeping (profiler start/stop/export) is in no step
+        # the watch's own bookkeeping (profiler start/stop/export) is in no step; one schedstat read per boundary
+        # (~3 us): a run-queue wait during that bookkeeping counts in the next step
+        self._reset_step(t1, _CPU(), rq)
 
     def _device_boundary(self, rec: dict[str, Any], *, wait: bool = False) -> None:
         """Record a CUDA event at this boundary; fill ``device_step_ns`` of the steps whose events completed
