@@ -63,6 +63,8 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         ``bound_ns``, ``bound_ratio``, ``trace_step_ns`` (the verdict of that step alone in the trace),
         ``contributors`` (event names of the bound, largest first), ``syncs`` / ``median_syncs`` (host syncs in
         that step and the median over the window's steps: :func:`nbprof.analysis.watch.step_syncs`),
+        ``in_window_verdict`` (the step is among the steady steps the window's own verdict averages:
+        :func:`nbprof.analysis.steps.steady_state` takes a slow *first* step of a trace for warm-up),
         ``first_rule`` / ``first_finding`` (the rule and title of the verdict's first finding: the fix with the
         largest predicted saving on that step, ``""`` when none) and ``findings`` (the advisor's rules on the
         captured window, ranked by their saving on that step: :func:`nbprof.analysis.findings.rank`). Empty when
@@ -90,6 +92,7 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         bd = st.step_breakdown(tr)
         found = advise(tr)  # the window's findings; ranked for each flagged step by what they save on it
         syncs = step_syncs(tr).set_index("step")["syncs"]
+        steady = set(st.steady_breakdown(tr)["step"].tolist())  # what the window's own verdict averages
         for s in cap.get("flagged_steps", []):
             n = cap["profiler_steps"].get(str(s), cap["profiler_steps"].get(s))
             one = bd[bd["step"] == n]
@@ -102,11 +105,11 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
                          "bound": v.bound, "bound_ns": v.bound_ns, "bound_ratio": v.bound_ratio,
                          "trace_step_ns": v.step_ns, "contributors": [c.name for c in v.contributors],
                          "syncs": int(syncs.get(n, 0)), "median_syncs": float(syncs.median()) if len(syncs) else 0.0,
-                         "first_rule": v.first_rule,
+                         "in_window_verdict": n in steady, "first_rule": v.first_rule,
                          "first_finding": next((f.title for f in ranked if f.rule == v.first_rule), ""),
                          "findings": [f.rule for f in ranked]})
     cols = ["step", "profiler_step", "trace", "step_ns", "median_ns", "grew", "bound", "bound_ns", "bound_ratio",
-            "trace_step_ns", "contributors", "syncs", "median_syncs", "first_rule", "first_finding", "findings"]
+            "trace_step_ns", "contributors", "syncs", "median_syncs", "in_window_verdict", "first_rule", "first_finding", "findings"]
     return pd.DataFrame(rows, columns=cols)
 
 
