@@ -341,7 +341,13 @@ def _run_watched(py: str, script: str, args: list[str], out: Path, art: Artefact
         raise ReportError(f"the watch flagged no slow step that a profiled window captured (run folder {run}):\n"
                           + r.stdout.strip())
     art.trace = str(run / caps[0]["path"])
-    art.notes.append(f"step watch run folder: {run} (flagged steps {caps[0]['flagged_steps']} are in this trace)")
+    art.notes.append(f"step watch run folder: {run} (flagged steps {caps[0]['flagged_steps']} are in this trace, "
+                     f"watch steps {caps[0]['first_step']}..{caps[0]['last_step']})")
+    from .results.watch_render import captured_line
+    from .watching import captured
+
+    cap = captured(run)
+    art.notes += [captured_line(r) for r in cap[cap["trace"] == art.trace].itertuples(index=False)]
     return art
 
 

@@ -61,8 +61,14 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         ``ProfilerStep#N`` in the trace), ``trace`` (path), ``step_ns`` / ``median_ns`` (watch, int64 ns),
         ``grew`` (the watch's phase that grew most, :func:`nbprof.analysis.watch.what_grew`), ``bound``,
         ``bound_ns``, ``bound_ratio``, ``trace_step_ns`` (the verdict of that step alone in the trace),
-        ``contributors`` (event names of the bound, largest first) and ``findings`` (the advisor's rules on the
-        whole captured window, ranked). Empty when nothing was captured.
+        ``contributors`` (event names of the bound, largest first), ``syncs`` / ``median_syncs`` (host syncs in
+        that step and the median over the window's steps: :func:`nbprof.analysis.watch.step_syncs`),
+        ``in_window_verdict`` (the step is among the steady steps the window's own verdict averages:
+        :func:`nbprof.analysis.steps.steady_state` takes a slow *first* step of a trace for warm-up),
+        ``first_rule`` / ``first_finding`` (the rule and title of the verdict's first finding: the fix with the
+        largest predicted saving on that step, ``""`` when none) and ``findings`` (the advisor's rules on the
+        captured window, ranked by their saving on that step: :func:`nbprof.analysis.findings.rank`). Empty when
+        nothing was captured.
 
     Raises
     ------
@@ -71,8 +77,9 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
     """
     from .analysis import steps as st
     from .analysis.advisor import advise
+    from .analysis.findings import rank
     from .analysis.verdict import verdict
-    from .analysis.watch import what_grew
+    from .analysis.watch import step_syncs, what_grew
     from .sources import load
     from .sources.watch_run import read_run
 
@@ -83,20 +90,26 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         path = r.path / cap["path"]
         tr = load(str(path))
         bd = st.step_breakdown(tr)
-        rules = [f.rule for f in advise(tr)]  # the window's findings, ranked (the advisor's definition)
+        found = advise(tr)  # the window's findings; ranked for each flagged step by what they save on it
+        syncs = step_syncs(tr).set_index("step")["syncs"]
+        steady = set(st.steady_breakdown(tr)["step"].tolist())  # what the window's own verdict averages
         for s in cap.get("flagged_steps", []):
             n = cap["profiler_steps"].get(str(s), cap["profiler_steps"].get(s))
             one = bd[bd["step"] == n]
-            v = verdict(tr, breakdown=one, top=top)
+            v = verdict(tr, breakdown=one, top=top, findings=found)
+            ranked = rank(found, steps=[n])
             rec = r.steps.set_index("step").loc[s]
             rows.append({"step": int(s), "profiler_step": n, "trace": str(path), "step_ns": int(rec["step_ns"]),
                          "median_ns": int(rec["median_ns"]),
                          "grew": grew.loc[s, "grew"] if s in grew.index else "",
                          "bound": v.bound, "bound_ns": v.bound_ns, "bound_ratio": v.bound_ratio,
                          "trace_step_ns": v.step_ns, "contributors": [c.name for c in v.contributors],
-                         "findings": rules})
+                         "syncs": int(syncs.get(n, 0)), "median_syncs": float(syncs.median()) if len(syncs) else 0.0,
+                         "in_window_verdict": n in steady, "first_rule": v.first_rule,
+                         "first_finding": next((f.title for f in ranked if f.rule == v.first_rule), ""),
+                         "findings": [f.rule for f in ranked]})
     cols = ["step", "profiler_step", "trace", "step_ns", "median_ns", "grew", "bound", "bound_ns", "bound_ratio",
-            "trace_step_ns", "contributors", "findings"]
+            "trace_step_ns", "contributors", "syncs", "median_syncs", "in_window_verdict", "first_rule", "first_finding", "findings"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -5,6 +5,7 @@ chart draws again from the kernel's widget state, with no console error."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -49,16 +50,18 @@ def test_watch_chart_flag_click_dashboard_and_reload(lab, browser, tmp_path):  #
     page.wait_for_selector("text=ALL CELLS DONE", timeout=300_000)
     cell = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(1)
     flagged = [int(x) for x in re.search(r"FLAGGED \[([\d, ]*)\]", cell.inner_text()).group(1).split(",")]
-    # the two stalls; step 11, the first profiled step, may also be flagged on a loaded machine: it carries
-    # Kineto's start-up (seen at the merge: FLAGGED [10, 11, 13]) -- a known false-alarm source, in the issue note
-    assert {10, 13} <= set(flagged) <= {10, 11, 13}, flagged
+    # the two stalls; step 11, the first profiled step, carries the profiler's start-up: it needs the start-up
+    # allowance (50 ms) more excess (it was flagged on a loaded machine before: FLAGGED [10, 11, 13]); at most one
+    # false alarm (the issue's bar; 30 ms on a 2 ms step happens at load average 13)
+    assert {10, 13} <= set(flagged) and len(set(flagged) - {10, 13}) <= 1, flagged
+    kept = json.loads((tmp_path / "run" / "summary.json").read_text())["captures"]
     chart = cell.locator(".nbprof-watch").first
     _sized_canvas(chart, "watch chart")
     assert "30 steps" in chart.locator(".nbprof-watch-status").inner_text()
     button = chart.get_by_role("button", name="step 13: open its captured trace")
     button.wait_for(timeout=60_000)
-    # step 10 armed the window; 13 (and 11 when flagged) are in it: one button per flagged step of a kept window
-    assert chart.locator(".nbprof-watch-open").count() == len([s for s in flagged if s != 10])
+    # step 10 armed the window; 13 is in it: one button per flagged step of a kept window
+    assert chart.locator(".nbprof-watch-open").count() == sum(len(c["flagged_steps"]) for c in kept)
     button.click()
     dash = chart.locator(".nbprof-dashboard").first
     dash.wait_for(timeout=120_000)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..trace.model import Trace
 
 __all__ = ["Finding", "RuleInputs", "Scenario", "SEVERITIES", "PARTS_FIXED", "SAVING_REL_ERROR", "describe",
-           "quantify", "rank", "split", "findings_frame"]
+           "quantify", "rank", "saving_on", "split", "findings_frame"]
 
 #: A what-if scenario as :func:`nbprof.analysis.whatif.predict` takes it.
 Scenario = str | whatif.Change | list[str | whatif.Change]
@@ -87,6 +87,10 @@ class Finding:
         stacks (``with_stack=True``), else ``""``.
     knob : str
         The setting that fixes it (``DataLoader(num_workers=4)``, ``foreach=True``...), ``""`` when none.
+    step_savings_ns : dict of int to int, or None
+        The same replay's saving per step (step number -> baseline minus predicted step time, ns; steps the
+        replay could not place are absent): :func:`saving_on` averages it over the steps a caller judges (one
+        slow step of a window); None when not quantified.
     """
 
     rule: str
@@ -102,6 +106,7 @@ class Finding:
     part: str = ""
     code_line: str = ""
     knob: str = ""
+    step_savings_ns: dict[int, int] | None = None
 
     @property
     def quantified(self) -> bool:
@@ -169,11 +174,11 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
     ``unquantified[rule]`` (or "no what-if scenario for rule ..."). A replay that fails (ValueError) leaves the
     finding unquantified with the error as reason.
     """
-    done: dict[str, tuple[int | None, str]] = {}
+    done: dict[str, tuple[int | None, str, dict[int, int] | None]] = {}
     for f in found:
         sc = f.scenario if f.scenario is not None else defaults.get(f.rule)
         if sc is None:
-            f.predicted_saving_ns = None
+            f.predicted_saving_ns, f.step_savings_ns = None, None
             f.saving_reason = "not quantified: " + unquantified.get(f.rule, f"no what-if scenario for rule {f.rule!r}")
             continue
         key = describe(sc)
@@ -181,30 +186,46 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
             try:
                 p = whatif.predict(trace, sc)
             except ValueError as e:
-                done[key] = (None, f"not quantified: whatif.predict({key}) failed: {e}")
+                done[key] = (None, f"not quantified: whatif.predict({key}) failed: {e}", None)
             else:
+                per = p.per_step[p.per_step["predicted_ns"] >= 0]
                 done[key] = (int(round(p.saving_ns)),
                              f"whatif.predict({key}): mean step {p.baseline_step_ns / 1e6:.3f} ms -> "
-                             f"{p.predicted_step_ns / 1e6:.3f} ms over {len(p.per_step)} steps")
-        f.predicted_saving_ns, f.saving_reason = done[key]
+                             f"{p.predicted_step_ns / 1e6:.3f} ms over {len(p.per_step)} steps",
+                             {int(s): int(b - q) for s, b, q in zip(per["step"], per["baseline_ns"],
+                                                                    per["predicted_ns"], strict=True)})
+        f.predicted_saving_ns, f.saving_reason, f.step_savings_ns = done[key]
 
 
-def _key(order: dict[str, int]) -> Any:
+def saving_on(f: Finding, steps: Sequence[int] | None = None) -> int | None:
+    """The finding's predicted saving per step on ``steps`` (step numbers, ``steps.step_breakdown``'s ``step``),
+    ns: the mean of :attr:`Finding.step_savings_ns` over those of them the replay placed. ``steps`` None, or no
+    per-step savings: :attr:`Finding.predicted_saving_ns` (the mean over the trace's steps). None when not
+    quantified or none of ``steps`` was placed."""
+    if steps is None or f.step_savings_ns is None:
+        return f.predicted_saving_ns
+    got = [f.step_savings_ns[int(s)] for s in steps if int(s) in f.step_savings_ns]
+    return int(round(sum(got) / len(got))) if got else None
+
+
+def _key(order: dict[str, int], steps: Sequence[int] | None) -> Any:
     sev = {s: i for i, s in enumerate(SEVERITIES)}
 
     def key(f: Finding) -> tuple[int, int, int, int]:
         s, r = sev.get(f.severity, 9), order.get(f.rule, len(order))
-        if f.quantified:
-            return (0, -int(f.predicted_saving_ns or 0), s, r)
+        saving = saving_on(f, steps)
+        if saving is not None and saving > 0:
+            return (0, -int(saving), s, r)
         return (1, 0, s, r)
 
     return key
 
 
-def rank(found: Sequence[Finding], rule_order: Sequence[str] = ()) -> list[Finding]:
+def rank(found: Sequence[Finding], rule_order: Sequence[str] = (), steps: Sequence[int] | None = None) -> list[Finding]:
     """The one ranking: findings with a predicted saving > 0, largest first, then the others (listed apart);
-    ties by severity (high first), then by ``rule_order``."""
-    return sorted(found, key=_key({r: i for i, r in enumerate(rule_order)}))
+    ties by severity (high first), then by ``rule_order``. ``steps``: the savings on those steps
+    (:func:`saving_on`: the ranking for one slow step of a window), default the trace's mean saving."""
+    return sorted(found, key=_key({r: i for i, r in enumerate(rule_order)}, steps))
 
 
 def split(ranked: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:

@@ -4,7 +4,8 @@ Kineto names a frame ``file.py(LINE): function`` (``torch/nn/modules/module.py(1
 function ``<built-in method item of Tensor object at 0x...>`` and a module ``nn.Module: Linear_0``
 (torch.profiler's ``python_tracer``). A *user* frame is a ``file(LINE): function`` frame outside the
 installed packages (``site-packages``, ``dist-packages``, ``torch/``, ``<frozen ...>``, the standard library's
-``threading.py`` / ``runpy.py`` / ``contextlib.py``).
+``threading.py`` / ``runpy.py`` / ``contextlib.py``) and outside nbprof's own capture wrappers (``nbprof/capture/``:
+the step watch's counting wrappers around ``Tensor.item`` or ``torch.autograd.backward``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __all__ = ["PYTHON_CATEGORY", "is_frame", "location", "is_user_frame", "enclosin
 
 PYTHON_CATEGORY = "python_function"
 _LOC = re.compile(r"^(?P<file>[^()<>]+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
-_LIB = re.compile(r"(^|/)(site-packages|dist-packages|torch|lib/python3[.\d]*)/|^<frozen|^(threading|runpy|contextlib|"
+_LIB = re.compile(r"(^|/)(site-packages|dist-packages|torch|nbprof/capture|lib/python3[.\d]*)/|^<frozen|^(threading|runpy|contextlib|"
                   r"selectors|socket|queue|multiprocessing|concurrent|asyncio)\b")
 
 

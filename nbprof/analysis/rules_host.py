@@ -56,10 +56,12 @@ __all__ = ["SYNC_NAMES", "IO_FRAME_RE", "OPTIMIZER_OPS"]
 SYNC_NAMES = frozenset({"aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaDeviceSynchronize",
                         "cudaEventSynchronize", "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
                         "cuStreamSynchronize", "cuCtxSynchronize"})
-#: Python frames of I/O in the step: checkpoints, printing, logging, file writes.
+#: Python frames of I/O in the step: checkpoints, printing, logging, file writes (not writes into an in-memory
+#: ``io.BytesIO``/``io.StringIO``: pickling a batch for a DataLoader worker writes dozens of those per step).
 IO_FRAME_RE = re.compile(r"serialization\.py\(\d+\): save$|^<built-in function print>$|"
                          r"logging/__init__\.py\(\d+\): (info|debug|warning|error|log|_log)$|"
-                         r"^<built-in method (write|flush) of |^<method '(write|flush)' of ")
+                         r"^<built-in method (write|flush) of (?!_io\.(BytesIO|StringIO) )|"
+                         r"^<method '(write|flush)' of (?!'_io\.(BytesIO|StringIO)')")
 #: Per-parameter optimizer ops (torch.optim's for-loop implementations).
 OPTIMIZER_OPS = frozenset({"aten::add_", "aten::mul_", "aten::addcmul_", "aten::addcdiv_", "aten::lerp_",
                            "aten::sqrt", "aten::div_", "aten::add", "aten::mul", "aten::div", "aten::sub_",

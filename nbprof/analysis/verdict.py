@@ -43,7 +43,7 @@ from ..trace.model import Trace
 from . import _intervals as iv
 from . import pyframes
 from . import steps as st
-from .findings import Finding
+from .findings import Finding, rank, saving_on
 from .utilization import gpu_utilization
 
 __all__ = ["BOUNDS", "PARTS", "CLOSE_RATIO", "MIN_SAVING_RATIO", "MIN_PROFILED_NS", "Verdict", "Contributor",
@@ -134,6 +134,8 @@ class Verdict:
         With several ranks: the rank the others wait for.
     first_part : str
         The part the first finding's fix shrinks (``""``: no finding with a saving).
+    first_rule : str
+        The rule of that first finding (``step_io``, ``dataloader``...; ``""``: none): what the verdict's fix is.
     """
 
     bound: str
@@ -153,6 +155,7 @@ class Verdict:
     sync_names: tuple[str, ...] = ()
     straggler: Straggler | None = None
     first_part: str = ""
+    first_rule: str = ""
 
     def ratio(self, part: str) -> float:
         """Share of the average step of ``part`` (see :data:`PARTS`)."""
@@ -292,6 +295,9 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
     trace : nbprof.Trace
     breakdown : pandas.DataFrame, optional
         The steps to average (default ``steps.steady_breakdown(trace)``: the steady state, warm-up left out).
+        Given, the findings are ranked by their saving on these steps
+        (:func:`nbprof.analysis.findings.rank` with ``steps``: one slow step of a window is judged by what its
+        own fix saves, not by the window's mean).
     top : int, default 3
         How many contributing event names to return.
     findings : sequence of Finding, optional
@@ -334,10 +340,13 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
         from .advisor import advise
 
         findings = advise(trace, ranks=tuple(ranks) if ranks is not None and len(ranks) > 1 else None)
-    first = next((f for f in findings if f.quantified), None)
+    on = None if breakdown is None else [int(x) for x in bd["step"]]
+    if on is not None:
+        findings = rank(findings, steps=on)
+    first = next((f for f in findings if (saving_on(f, on) or 0) > 0), None)
     first_part = first.part if first is not None and first.part in parts else ""
     bound, reason = largest, ""
-    saving = float(first.predicted_saving_ns or 0) if first is not None else 0.0
+    saving = float(saving_on(first, on) or 0) if first is not None else 0.0
     # the first finding names the bound when it saves a real share of the step and its part holds that time
     if first is not None and first_part and saving >= MIN_SAVING_RATIO * step_ns \
             and parts[first_part] >= 0.5 * saving:
@@ -357,4 +366,5 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
     ratio = parts[bound] / step_ns if step_ns > 0 else float("nan")
     return Verdict(bound, parts[bound], ratio, step_ns, int(len(bd)), parts, busy, has_device, contrib, ws,
                    co_bound=close[0] if close else "", bound_reason=reason, caveat=caveat, python_frame=frame,
-                   sync_names=sync_names, straggler=strag, first_part=first_part)
+                   sync_names=sync_names, straggler=strag, first_part=first_part,
+                   first_rule=first.rule if first is not None else "")

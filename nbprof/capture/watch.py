@@ -10,19 +10,31 @@ microseconds per step (``benchmarks/bench_watch.py`` measures the ratio against 
 ``backward_ns``     ``torch.autograd.backward`` calls (``Tensor.backward`` goes through it; a wrapper)
 ``optimizer_ns``    ``Optimizer.step`` (global optimizer step pre/post hooks)
 ``gc_ns``           CPython garbage-collection pauses (``gc.callbacks`` start/stop)
-``blocked_ns``      the main thread off the CPU outside the DataLoader: wall minus thread CPU time
-                    (``time.thread_time_ns``), i.e. blocking I/O, sleeps, locks, waits that yield the CPU
+``blocked_ns``      the main thread off the CPU outside the DataLoader and not waiting for a CPU: wall minus
+                    thread CPU time (``time.thread_time_ns``) minus ``runqueue_ns``, floored at 0, i.e. blocking
+                    I/O, sleeps, locks, waits that yield the CPU
+``runqueue_ns``     the main thread runnable but waiting for a CPU (other processes hold them: CPU contention),
+                    from Linux's ``/proc/thread-self/schedstat`` (its second field, ns; 0 elsewhere)
 ``other_ns``        ``step_ns`` minus the parts above that do not overlap (data wait, forward, backward,
                     optimizer), floored at 0
+``syncs``           host reads of tensor values and device syncs called in the step: ``Tensor.item`` /
+                    ``Tensor.tolist`` calls, and with CUDA ``torch.cuda.synchronize`` / ``Stream.synchronize`` /
+                    ``Event.synchronize`` (counting wrappers; implicit reads such as ``float(t)`` or ``if t:``
+                    are counted only in a profiled window, :func:`nbprof.analysis.watch.step_syncs`)
+``device_step_ns``  CUDA only: the step on the current stream, between CUDA events recorded at its two
+                    boundaries (filled once the events complete, never by waiting for them during the loop;
+                    -1 without CUDA). Untested on a GPU here: this machine has none
 ``watch_ns``        the watch's own work after the step (judging it; starting, stopping or exporting a
                     profiled window): in no step, so a profiler's start never reads as a slow step
 ==================  ===================================================================================
 
 Step boundaries, first that applies: :meth:`Watch.step` calls (``nbprof.watch.step()``), else those of
 :class:`nbprof.capture.step_hooks.StepHooks` (the end of the last optimizer's ``step()`` of an iteration, else
-each ``DataLoader`` batch request), the one definition shared with the script capture. The step is flagged when it takes more
-than ``k`` times the running median of the last ``window`` unflagged steps (and at least ``min_excess_ns``
-more), or when a user ``predicate(record)`` says so. A flag arms ``torch.profiler`` for the next
+each ``DataLoader`` batch request), the one definition shared with the script capture. The step is flagged when
+it takes more than ``k`` times the running median of the last ``window`` unflagged, unprofiled steps (and at
+least ``min_excess_ns`` more; the first step of a profiled window ``startup_allowance_ns`` more again: it
+carries the profiler's start-up, a false alarm otherwise), or when a user ``predicate(record)`` says so (it
+decides alone; ``record["profiled"]`` tells it a profiled step). A flag arms ``torch.profiler`` for the next
 ``capture_steps`` steps (each a ``ProfilerStep#N`` range); a window is kept (its trace written into the run
 folder) when it holds a flagged step, otherwise dropped and the watch re-arms, up to ``max_profiled_steps``
 profiled steps in all. Under Nsight Systems the same windows are ``cudaProfilerStart/Stop`` ranges
@@ -82,6 +94,10 @@ class Watch:
     min_excess_ns : int, default 2_000_000
         A flagged step is also at least this much longer than the median (ns): scheduler noise on a
         millisecond step is not a stall.
+    startup_allowance_ns : int, default 50_000_000
+        Extra excess the first step of a profiled window needs to be flagged (ns): that step carries the
+        profiler's start-up (first-use costs after ``torch.profiler``'s start; a loaded 2-core CPU machine showed
+        over 30 ms on 3 ms steps). A real stall longer than this is still flagged there.
     predicate : callable, optional
         ``predicate(record: dict) -> bool`` replaces the k x median rule (the record has :data:`RECORD_FIELDS`
         filled so far, plus ``median_ns``).
@@ -113,7 +129,8 @@ class Watch:
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], *, k: float = 3.0, window: int = 64, warmup: int = 5,
-                 min_excess_ns: int = 2_000_000, predicate: Callable[[dict[str, Any]], bool] | None = None,
+                 min_excess_ns: int = 2_000_000, startup_allowance_ns: int = 50_000_000,
+                 predicate: Callable[[dict[str, Any]], bool] | None = None,
                  capture_steps: int = 20, max_captures: int = 2, max_profiled_steps: int = 200,
                  activities: tuple[str, ...] = ("cpu", "cuda"),
                  listener: Callable[[dict[str, Any]], None] | None = None, manual: bool = False,
@@ -123,6 +140,7 @@ class Watch:
         self.log = RunLog(Path(run_dir))
         self.run_dir = self.log.run_dir
         self.k, self.window, self.warmup, self.min_excess_ns = float(k), int(window), int(warmup), int(min_excess_ns)
+        self.startup_allowance_ns = int(startup_allowance_ns)
         self.predicate = predicate
         self._listeners: list[Callable[[dict[str, Any]], None]] = [listener] if listener is not None else []
         #: ``fn(watch)`` called once the run folder is written (the live view's last refresh); errors are kept in
@@ -139,7 +157,13 @@ class Watch:
         self._fifo: deque[int] = deque()
         self._mode = "manual" if manual else ""  # "", "dataloader", "optimizer", "manual"
         self._handles: list[Any] = []
-        self._patched: tuple[Any, str, Any] | None = None
+        self._patches: list[tuple[Any, str, Any]] = []  # (object, attribute, original), restored in reverse
+        self._cuda = False  # CUDA events per step (torch.cuda.is_available() at install)
+        self._ev_last: Any = None  # the CUDA event recorded at the last boundary
+        self._ev_pending: deque[tuple[dict[str, Any], Any, Any]] = deque()  # (record, start event, end event)
+        self._syncs = 0
+        self._rq_fd: int | None = None  # /proc/thread-self/schedstat of the thread that installed the watch
+        self._rq0 = 0
         self._hooks: Any = None  # the StepHooks (optimizer post-hook and DataLoader boundaries, data wait)
         self._opt_t0 = 0
         self._torch: Any = None
@@ -158,10 +182,20 @@ class Watch:
         h = self._hooks
         return (h.data_wait_total_ns, h.data_wait_cpu_total_ns) if h is not None else (0, 0)
 
-    def _reset_step(self, t: int, cpu: int) -> None:
+    def _runqueue(self) -> int:
+        """The installing thread's run-queue wait so far (ns; 0 without schedstat)."""
+        if self._rq_fd is None:
+            return 0
+        try:
+            return int(os.pread(self._rq_fd, 96, 0).split()[1])
+        except (OSError, IndexError, ValueError):
+            return 0
+
+    def _reset_step(self, t: int, cpu: int, rq: int | None = None) -> None:
         self._t0, self._cpu0 = t, cpu
+        self._rq0 = self._runqueue() if rq is None else rq
         self._data0, self._data_cpu0 = self._data_totals()
-        self._fwd = self._bwd = self._opt = self._gc = 0
+        self._fwd = self._bwd = self._opt = self._gc = self._syncs = 0
         self._fwd_depth = 0  # a forward that raised (and was caught) never ran its post-hook
         self._errors: list[str] = []
 
@@ -173,16 +207,21 @@ class Watch:
         step_ns = t - self._t0
         tot, tot_cpu = self._data_totals()
         data, data_cpu = tot - self._data0, tot_cpu - self._data_cpu0
-        blocked = max(0, (step_ns - data) - (cpu - self._cpu0 - data_cpu))
+        rq = self._runqueue()
+        runq = max(0, rq - self._rq0)
+        blocked = max(0, (step_ns - data) - (cpu - self._cpu0 - data_cpu) - runq)
         parts = data + self._fwd + self._bwd + self._opt
         rec: dict[str, Any] = {
             "step": len(self.records), "start_ns": self._t0 - self._origin, "step_ns": step_ns,
             "data_wait_ns": data, "forward_ns": self._fwd, "backward_ns": self._bwd,
-            "optimizer_ns": self._opt, "gc_ns": self._gc, "blocked_ns": blocked,
-            "other_ns": max(0, step_ns - parts), "profiled": self._prof is not None,
+            "optimizer_ns": self._opt, "gc_ns": self._gc, "blocked_ns": blocked, "runqueue_ns": runq,
+            "other_ns": max(0, step_ns - parts), "syncs": self._syncs, "device_step_ns": -1,
+            "profiled": self._prof is not None,
             "flagged": False, "median_ns": self._median[len(self._median) // 2] if self._median else 0,
             "capture": "", "errors": "; ".join(self._errors),
         }
+        if self._cuda:
+            self._device_boundary(rec)
         try:
             self._judge(rec)
         except Exception as exc:  # a user predicate that raises: the step is not flagged, the record says why
@@ -196,7 +235,29 @@ class Watch:
                 rec["errors"] = (rec["errors"] + "; " if rec["errors"] else "") + f"listener: {type(exc).__name__}: {exc}"
         t1 = _NS()
         rec["watch_ns"] = t1 - t
-        self._reset_step(t1, _CPU())  # the watch's own bookkeeping (profiler start/stop/export) is in no step
+        # the watch's own bookkeeping (profiler start/stop/export) is in no step; one schedstat read per boundary
+        # (~3 us): a run-queue wait during that bookkeeping counts in the next step
+        self._reset_step(t1, _CPU(), rq)
+
+    def _device_boundary(self, rec: dict[str, Any], *, wait: bool = False) -> None:
+        """Record a CUDA event at this boundary; fill ``device_step_ns`` of the steps whose events completed
+        (``wait``: synchronize first, at the end of the watch)."""
+        try:
+            torch = self._torch
+            if not wait:
+                ev = torch.cuda.Event(enable_timing=True)
+                ev.record()
+                if self._ev_last is not None:
+                    self._ev_pending.append((rec, self._ev_last, ev))
+                self._ev_last = ev
+            else:
+                torch.cuda.synchronize()
+            while self._ev_pending and self._ev_pending[0][2].query():
+                r, a, b = self._ev_pending.popleft()
+                r["device_step_ns"] = int(a.elapsed_time(b) * 1e6)  # elapsed_time: ms (torch.cuda.Event)
+        except Exception as exc:
+            rec["errors"] = (rec["errors"] + "; " if rec["errors"] else "") + f"cuda events: {type(exc).__name__}: {exc}"
+            self._cuda = False
 
     def _judge(self, rec: dict[str, Any]) -> None:
         med = rec["median_ns"]
@@ -204,8 +265,12 @@ class Watch:
         if self.predicate is not None:
             rec["flagged"] = bool(self.predicate(rec))
         else:
+            # the first step of a profiled window carries the profiler's start-up: it needs startup_allowance_ns
+            # more excess (a 200 ms stall there is still flagged: no step of a window is blind)
+            starting = self._prof is not None and not self._prof_window["steps"]
+            excess = self.min_excess_ns + (self.startup_allowance_ns if starting else 0)
             rec["flagged"] = bool(n >= self.warmup and med > 0 and rec["step_ns"] > self.k * med
-                                  and rec["step_ns"] - med >= self.min_excess_ns)
+                                  and rec["step_ns"] - med >= excess)
         if rec["flagged"] or rec["profiled"]:
             return
         v = rec["step_ns"]
@@ -334,6 +399,23 @@ class Watch:
         backward.__wrapped__ = orig  # type: ignore[attr-defined]
         return backward
 
+    def _counting(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        """``orig`` counted into the step's ``syncs`` (a host read of a tensor's value, or a device sync)."""
+        watch = self
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            watch._syncs += 1
+            return orig(*args, **kwargs)
+
+        counted.__wrapped__ = orig  # type: ignore[attr-defined]
+        counted.__name__, counted.__doc__ = getattr(orig, "__name__", "counted"), getattr(orig, "__doc__", None)
+        return counted
+
+    def _patch(self, obj: Any, name: str, new: Callable[..., Any]) -> None:
+        orig = getattr(obj, name)
+        setattr(obj, name, new(orig))
+        self._patches.append((obj, name, orig))
+
     def _gc_cb(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._gc_t0 = _NS()
@@ -357,6 +439,10 @@ class Watch:
     # ------------------------------------------------------------------------------------------ enter / exit
     def install(self) -> None:
         """Install the hooks (torch is imported now; without torch only :meth:`step` and GC are watched)."""
+        try:  # the run-queue wait of this thread (Linux); the fd names this thread even if read elsewhere
+            self._rq_fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            self._rq_fd = None
         self._origin = _NS()
         self._reset_step(self._origin, _CPU())
         gc.callbacks.append(self._gc_cb)
@@ -379,9 +465,16 @@ class Watch:
         ]
         self._hooks = StepHooks(self._guard("step", self._on_step_end))
         self._hooks.__enter__()
-        orig = torch.autograd.backward  # Tensor.backward calls torch.autograd.backward (torch/_tensor.py)
-        torch.autograd.backward = self._on_backward(orig)
-        self._patched = (torch.autograd, "backward", orig)
+        self._patch(torch.autograd, "backward", self._on_backward)  # Tensor.backward calls it (torch/_tensor.py)
+        self._patch(torch.Tensor, "item", self._counting)
+        self._patch(torch.Tensor, "tolist", self._counting)
+        self._cuda = bool(torch.cuda.is_available())
+        if self._cuda:
+            self._patch(torch.cuda, "synchronize", self._counting)
+            self._patch(torch.cuda.Stream, "synchronize", self._counting)
+            self._patch(torch.cuda.Event, "synchronize", self._counting)
+            self._ev_last = torch.cuda.Event(enable_timing=True)
+            self._ev_last.record()
         self._reset_step(_NS(), _CPU())
 
     def uninstall(self) -> None:
@@ -391,23 +484,28 @@ class Watch:
         if self._hooks is not None:
             self._hooks.__exit__(None, None, None)
             self._hooks = None
-        if self._patched is not None:
-            obj, name, orig = self._patched
+        while self._patches:
+            obj, name, orig = self._patches.pop()
             setattr(obj, name, orig)
-            self._patched = None
         if self._gc_cb in gc.callbacks:
             gc.callbacks.remove(self._gc_cb)
+        if self._rq_fd is not None:
+            os.close(self._rq_fd)
+            self._rq_fd = None
 
     def __enter__(self) -> Watch:
         self.install()
         _ACTIVE.append(self)
         self.log.start({"k": self.k, "window": self.window, "warmup": self.warmup,
-                        "min_excess_ns": self.min_excess_ns, "capture_steps": self.capture_steps,
+                        "min_excess_ns": self.min_excess_ns,
+                        "startup_allowance_ns": self.startup_allowance_ns, "capture_steps": self.capture_steps,
                         "predicate": getattr(self.predicate, "__name__", repr(self.predicate)) if self.predicate else None})
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:  # what follows the last boundary (loop teardown) is no step
+            if self._cuda and self._ev_pending:
+                self._device_boundary(self._ev_pending[-1][0], wait=True)
             if self._prof is not None:
                 w = self._prof_window
                 self._stop_profiler(keep=bool(w["flagged"]))

@@ -32,7 +32,9 @@ SUMMARY_FILE = "summary.json"
 #: from the watch's start on ``time.perf_counter_ns``)
 RECORD_FIELDS: dict[str, str] = {
     "step": "int64", "start_ns": "int64", "step_ns": "int64", "data_wait_ns": "int64", "forward_ns": "int64",
-    "backward_ns": "int64", "optimizer_ns": "int64", "gc_ns": "int64", "blocked_ns": "int64", "other_ns": "int64",
+    "backward_ns": "int64", "optimizer_ns": "int64", "gc_ns": "int64", "blocked_ns": "int64", "runqueue_ns": "int64",
+    "other_ns": "int64",
+    "syncs": "int64", "device_step_ns": "int64",
     "watch_ns": "int64", "profiled": "bool", "flagged": "bool", "median_ns": "int64", "capture": "str", "errors": "str",
 }
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..units import fmt_ns, fmt_pct
 
-__all__ = ["watch_text"]
+__all__ = ["watch_text", "captured_line"]
 
 
 def watch_text(run_path: str, steps: pd.DataFrame, grew: pd.DataFrame, captured: pd.DataFrame,
@@ -33,10 +33,20 @@ def watch_text(run_path: str, steps: pd.DataFrame, grew: pd.DataFrame, captured:
         lines.append(f"    step {r.step}: {fmt_ns(r.step_ns)} (+{fmt_ns(r.excess_ns)}), grew: {r.grew} "
                      f"+{fmt_ns(r.grew_ns)}")
     for r in captured.itertuples(index=False):
-        lines.append(f"  captured step {r.step} (ProfilerStep#{r.profiler_step} in {r.trace}): trace verdict "
-                     f"{r.bound} {fmt_pct(r.bound_ratio, 0)} of {fmt_ns(r.trace_step_ns)}; watch: {r.grew}"
-                     + (f"; largest: {', '.join(r.contributors)}" if len(r.contributors) else ""))
+        lines.append("  " + captured_line(r))
     errs = steps.loc[steps["errors"].astype(str) != "", ["step", "errors"]]
     if len(errs):
         lines.append(f"  {len(errs)} step(s) with a failed hook, first: step {errs.iloc[0]['step']}: {errs.iloc[0]['errors']}")
     return "\n".join(lines) + "\n"
+
+
+def captured_line(r: Any) -> str:
+    """One captured flagged step (a row of :func:`nbprof.watching.captured`) in words: where it is in its trace,
+    the watch's numbers, the trace's verdict of that step alone and its first fix, the host syncs."""
+    return (f"captured step {r.step} (ProfilerStep#{r.profiler_step} in {r.trace}): {fmt_ns(r.step_ns)} vs median "
+            f"{fmt_ns(r.median_ns)}, watch: {r.grew}; trace verdict {r.bound} {fmt_pct(r.bound_ratio, 0)} of "
+            f"{fmt_ns(r.trace_step_ns)}"
+            + (f"; first fix: {r.first_rule} ({r.first_finding})" if r.first_rule else "")
+            + f"; host syncs {r.syncs} (window median {r.median_syncs:g})"
+            + ("" if r.in_window_verdict else "; left out of the window's verdict (its first step, taken for warm-up)")
+            + (f"; largest: {', '.join(r.contributors)}" if len(r.contributors) else ""))
