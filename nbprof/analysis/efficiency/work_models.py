@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace import predicates as pred
+from ...trace.graph_replay import replay_positions
 from ...trace.model import Trace
 from .._memo import per_trace
 from ..operators import _torch_shapes_key, host_call_tree
@@ -580,6 +581,9 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     ext_to_row = ext_to_row[~ext_to_row.index.duplicated(keep="last")]
     kext = ext[kidx]
     row = ext_to_row.reindex(kext).to_numpy()
+    # a CUDA-graph replay's kernels: the operator that captured them (nbprof.trace.graph_replay)
+    rpos = replay_positions(trace, kidx, tev)
+    row = np.where(rpos >= 0, rpos, row)
     have = ~np.isnan(row)
     kidx, row = kidx[have], row[have].astype(np.int64)
     own = owner[row]
