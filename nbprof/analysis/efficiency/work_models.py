@@ -19,6 +19,7 @@ from ...trace.graph_replay import replay_positions
 from ...trace.model import Trace
 from .._memo import per_trace
 from ..operators import _torch_shapes_key, host_call_tree
+from .inductor import inductor_work
 
 #: Element size in bytes per ``Input type`` spelling (torch's ``c10::ScalarType`` names).
 DTYPE_BYTES: dict[str, int] = {
@@ -225,6 +226,9 @@ def work(name: str, dims: Sequence[Any], types: Sequence[Any], *,
     ts = _tensors(dims, types)
     if not ts:
         return None
+    iw = inductor_work(name, [(_prod(s), _nbytes(s, t)) for s, t in ts])
+    if iw is not None:  # a torch.compile kernel: its fused ops (efficiency.inductor)
+        return Work(iw.flops, iw.bytes, iw.kind, _DTYPE_PEAK.get(ts[0][1], "fp32"))
     b = _base(name)
     dt0 = ts[0][1]
     peak_dt = _DTYPE_PEAK.get(dt0, "fp32")
