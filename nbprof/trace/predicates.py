@@ -68,6 +68,7 @@ __all__ = [
     "COMM_KERNEL_PREFIXES",
     "DEVICE_OP_CATEGORIES",
     "GRAPH_LAUNCH_RE",
+    "KERNEL_LAUNCH_RE",
     "HOST_OP_CATEGORIES",
     "STEP_NAME_RE",
     "TENSOR_CORE_ELIGIBLE_OPS",
@@ -78,6 +79,7 @@ __all__ = [
     "is_device",
     "is_device_op",
     "is_graph_launch",
+    "is_kernel_launch",
     "is_host",
     "is_host_op",
     "is_kernel",
@@ -164,6 +166,16 @@ def is_graph_launch(ev: pd.DataFrame) -> Mask:
     """Rows that launch a CUDA/HIP graph replay (:data:`GRAPH_LAUNCH_RE`); every device op of the replay carries the
     launch's correlation id."""
     return name_mask(ev["name"], GRAPH_LAUNCH_RE.match)
+
+
+#: The runtime/driver calls that launch one kernel (not a graph, not a copy).
+KERNEL_LAUNCH_RE = re.compile(r"^(cuda|cu|hip)(LaunchKernel|LaunchKernelExC|LaunchKernelEx|LaunchCooperativeKernel|"
+                              r"ModuleLaunchKernel|ExtLaunchKernel|ExtModuleLaunchKernel)(_v\d+|_ptsz)?$")
+
+
+def is_kernel_launch(ev: pd.DataFrame) -> Mask:
+    """Host runtime/driver calls that launch one kernel (:data:`KERNEL_LAUNCH_RE`)."""
+    return is_runtime(ev) & is_host(ev) & name_mask(ev["name"], KERNEL_LAUNCH_RE.match)
 
 
 def is_runtime(ev: pd.DataFrame) -> Mask:

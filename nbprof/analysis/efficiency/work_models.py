@@ -18,6 +18,7 @@ from ...trace import predicates as pred
 from ...trace.graph_replay import replay_positions
 from ...trace.model import Trace
 from .._memo import per_trace
+from ..kernel_counters import measured_dram_bytes
 from ..operators import _torch_shapes_key, host_call_tree
 from .inductor import inductor_work
 
@@ -551,11 +552,13 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
         One row per kernel event with a modelled launching op: ``event`` (row in ``trace.events``),
         ``name``, ``dur_ns``, ``op_event`` (the modelled op's row), ``op_name``, ``input_dims``,
         ``flops``, ``bytes`` (shares; they sum to the op's work, FLOPs times the executed fraction for a
-        Winograd convolution), ``kind``, ``dtype``, ``step``.
+        Winograd convolution; ``bytes`` is CUPTI's counted DRAM traffic where the trace has it,
+        :func:`nbprof.analysis.kernel_counters.measured_dram_bytes`), ``kind``, ``dtype``, ``step``,
+        ``bytes_source`` (``counted`` or ``model``).
     """
     ev = trace.events
     cols = ["event", "name", "dur_ns", "op_event", "op_name", "input_dims", "flops", "bytes", "kind", "dtype",
-            "step"]
+            "step", "bytes_source"]
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     w = op_work(trace)
     kmask = pred.is_kernel(ev)
@@ -617,10 +620,15 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     op_fl = w["flops"].to_numpy()[own]
     op_by = w["bytes"].to_numpy()[own]
     steps = ev["step"].to_numpy()[kidx] if "step" in ev else np.full(len(kidx), -1)
+    nbytes = op_by * frame["dur"].to_numpy() / tot_d
+    # CUPTI's counted DRAM traffic replaces the modelled bytes where the trace has it (analysis.kernel_counters)
+    counted = measured_dram_bytes(trace).reindex(kidx).to_numpy(np.float64)
+    has = np.isfinite(counted)
     return pd.DataFrame({  # text columns as categoricals taken by code (no per-row strings)
         "event": kidx, "name": ev["name"].array.take(kidx), "dur_ns": ev["dur_ns"].to_numpy()[kidx],
         "op_event": w["event"].to_numpy()[own], "op_name": w["name"].array.take(own),
         "input_dims": w["input_dims"].array.take(own),
-        "flops": op_fl * factor * fl_share_w / tot_f, "bytes": op_by * frame["dur"].to_numpy() / tot_d,
+        "flops": op_fl * factor * fl_share_w / tot_f, "bytes": np.where(has, counted, nbytes),
         "kind": w["kind"].array.take(own), "dtype": w["dtype"].array.take(own), "step": steps,
+        "bytes_source": np.where(has, "counted", "model").astype(object),
     })
