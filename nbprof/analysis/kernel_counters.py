@@ -60,7 +60,8 @@ def _derived(wide: pd.DataFrame) -> dict[str, np.ndarray]:
     rd, wr, both = col("dram__bytes_read.sum"), col("dram__bytes_write.sum"), col("dram__bytes.sum")
     dram = both
     if dram is None and (rd is not None or wr is not None):
-        dram = (np.nan_to_num(rd) if rd is not None else 0.0) + (np.nan_to_num(wr) if wr is not None else 0.0)
+        zero = np.zeros(n)
+        dram = np.asarray(np.nan_to_num(rd if rd is not None else zero) + np.nan_to_num(wr if wr is not None else zero))
     fl_keys = [k for k in _FLOP_WEIGHTS if k in wide]
     flops = (sum(wide[k].to_numpy(np.float64) * _FLOP_WEIGHTS[k] for k in fl_keys) if fl_keys else None)
     return {"achieved_occupancy_ratio": occ if occ is not None else nan,
