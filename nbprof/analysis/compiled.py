@@ -70,7 +70,8 @@ def compiled_kernels(trace: Trace) -> pd.DataFrame:
         ``cpp_fused`` kernel), in events order: ``event`` (row in ``trace.events``), ``name``, ``backend`` (triton /
         cpp), ``kind`` (pointwise, reduction, persistent_reduction, template, foreach, cpp), ``fused_ops`` (the aten
         ops the name lists, comma-separated), ``dur_ns`` (int64 ns), ``launch_event`` (row of the launching host op,
-        -1 if none), ``region`` (the enclosing ``Torch-Compiled Region: f/r`` name, '' in a backward),
+        -1 if none), ``region`` (the enclosing ``Torch-Compiled Region: f/r`` name; a backward kernel's is its
+        forward's, the ``CompiledFunction`` with the same autograd Sequence number; '' if none),
         ``compiled_function`` (``CompiledFunction`` / ``CompiledFunctionBackward`` or ''), ``fx_graph`` (the FX
         graph's hash, ''), ``module`` (the innermost ``nn.Module`` frame around the region, e.g. ``Block_3``, ''),
         ``source`` (the innermost user-code Python frame around the region, e.g.
@@ -101,29 +102,43 @@ def compiled_kernels(trace: Trace) -> pd.DataFrame:
     stacks = ev["call_stack"].astype(object).to_numpy()
     out: dict[str, list[object]] = {c: [] for c in COMPILED_COLUMNS}
     dims, types = ev["input_dims"].astype(object).to_numpy(), ev["input_types"].astype(object).to_numpy()
+    def ancestry(p: int) -> dict[str, str | int]:
+        """region, compiled_function (+ its tree row), fx_graph, module, source above tree row ``p``."""
+        a: dict[str, str | int] = {"region": "", "aot": "", "aot_row": -1, "fx": "", "module": "", "src": ""}
+        while p >= 0:
+            nm = str(tnames[p])
+            if not a["fx"] and nm.startswith(_FX_PREFIX):
+                a["fx"] = nm[len(_FX_PREFIX):].strip(" #")
+            elif not a["aot"] and nm in _AOT_NAMES:
+                a["aot"], a["aot_row"] = nm, int(tev[p])
+            elif not a["region"] and nm.startswith(REGION_PREFIX):
+                a["region"] = nm
+                cs = stacks[tev[p]]
+                if isinstance(cs, str) and cs:
+                    a["src"] = next((f for f in cs.split(";") if _SOURCE_RE.match(f) and _user_frame(f)), "")
+            elif a["region"] and tcat[p] == schema.PYTHON_FUNCTION:
+                if not a["module"] and nm.startswith(MODULE_PREFIX):
+                    a["module"] = nm[len(MODULE_PREFIX):]
+                elif _SOURCE_RE.match(nm) and _user_frame(nm):
+                    a["src"] = nm
+                    break
+            p = int(parent[p])
+        return a
+
+    # a backward (CompiledFunctionBackward, autograd thread) has no region of its own: its forward's, found by the
+    # autograd Sequence number the two share
+    seq = ev["seq"].to_numpy()
+    fwd_rows = np.flatnonzero(pred.name_mask(ev["name"], lambda n: n == "CompiledFunction") & (seq >= 0))
+    fwd_by_seq = pd.Series(fwd_rows, index=seq[fwd_rows])
+    fwd_by_seq = fwd_by_seq[~fwd_by_seq.index.duplicated()]
     for r, lr in zip(rows.tolist(), launch.tolist(), strict=True):
         k = parse_kernel_name(str(names[r]))
         assert k is not None
-        region = aot = fx = src = module = ""
-        p = int(pos.get(lr, -1)) if lr >= 0 else -1
-        while p >= 0:
-            nm = str(tnames[p])
-            if not fx and nm.startswith(_FX_PREFIX):
-                fx = nm[len(_FX_PREFIX):].strip(" #")
-            elif not aot and nm in _AOT_NAMES:
-                aot = nm
-            elif not region and nm.startswith(REGION_PREFIX):
-                region = nm
-                cs = stacks[tev[p]]
-                if isinstance(cs, str) and cs:
-                    src = next((f for f in cs.split(";") if _SOURCE_RE.match(f) and _user_frame(f)), "")
-            elif region and tcat[p] == schema.PYTHON_FUNCTION:
-                if not module and nm.startswith(MODULE_PREFIX):
-                    module = nm[len(MODULE_PREFIX):]
-                elif _SOURCE_RE.match(nm) and _user_frame(nm):
-                    src = nm
-                    break
-            p = int(parent[p])
+        a = ancestry(int(pos.get(lr, -1)) if lr >= 0 else -1)
+        if not a["region"] and a["aot"] == "CompiledFunctionBackward" and int(seq[int(a["aot_row"])]) in fwd_by_seq:
+            f = ancestry(int(pos.get(int(fwd_by_seq[int(seq[int(a["aot_row"])])]), -1)))
+            a.update(region=f["region"], module=f["module"], src=f["src"])
+        region, aot, fx, module, src = (str(a[x]) for x in ("region", "aot", "fx", "module", "src"))
         w = None
         if lr >= 0:
             ts = _tensors(_parse(dims[lr]), _parse(types[lr]))
