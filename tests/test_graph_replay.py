@@ -102,6 +102,11 @@ def test_sequence_match_on_a_replay_made_from_a_real_trace(resnet):
     conv = ops.loc[ops["name"] == "aten::cudnn_convolution", "total_device_ns"].sum()
     conv0 = operator_summary(resnet).loc[lambda d: d["name"] == "aten::cudnn_convolution", "total_device_ns"].sum()
     assert conv == conv0
+    # the efficiency tables: each replay is one execution of the ops it captured, with their whole work
+    from nbprof.analysis.efficiency import kernel_work
+
+    kw, kw0 = kernel_work(t), kernel_work(resnet)
+    assert len(kw) == len(kw0) == 8460 and np.isclose(kw["flops"].sum(), kw0["flops"].sum(), rtol=1e-9)
 
 
 def test_capture_events_win_over_the_eager_sequence(resnet):

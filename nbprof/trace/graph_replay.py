@@ -44,7 +44,8 @@ import pandas as pd
 
 from . import predicates as pred
 
-__all__ = ["GRAPH_REPLAY_COLUMNS", "METHODS", "graph_replays", "replay_op_rows", "replay_positions", "attribute_graph_replays"]
+__all__ = ["GRAPH_REPLAY_COLUMNS", "METHODS", "graph_replays", "replay_op_rows", "replay_positions", "replay_launches",
+           "attribute_graph_replays"]
 
 #: Columns of :func:`graph_replays`.
 GRAPH_REPLAY_COLUMNS = ("event", "launch", "graph", "node", "op_event", "method")
@@ -221,13 +222,17 @@ def graph_replays(trace: Any) -> pd.DataFrame:
     uniq = {nm: i for i, nm in enumerate(pd.unique(allnames[rows]))}
     eager_codes = np.array([uniq.get(nm, -1) for nm in allnames[eager]], dtype=np.int64)
     done: dict[int, tuple[str, np.ndarray]] = {}
+    used_caps: set[int] = set()
     for a, b in itertools.pairwise(bounds.tolist()):
         g = int(graph[a])
         if g not in done:
             m = b - a
-            cap = next((c for c in cap_ops if len(c) == m), None)
-            if cap is not None:
-                done[g] = ("capture", cap)
+            # the first unused capture with as many launches as the replay has device ops (graphs in the order of
+            # their first replay, captures in the order they were made)
+            ci = next((i for i, c in enumerate(cap_ops) if len(c) == m and i not in used_caps), None)
+            if ci is not None:
+                used_caps.add(ci)
+                done[g] = ("capture", cap_ops[ci])
             else:
                 pos = _align(codes[a:b], eager_codes)
                 ok = pos >= 0
@@ -272,6 +277,17 @@ def replay_positions(trace: Any, dev_rows: np.ndarray, op_rows: np.ndarray) -> n
     ok = ~np.isnan(tp)
     out[has[ok]] = tp[ok].astype(np.int64)
     return out
+
+
+def replay_launches(trace: Any, dev_rows: np.ndarray) -> np.ndarray:
+    """Per row of ``dev_rows``: the graph launch row of the replay that ran it when it is attributed to a capturing
+    operator (``capture`` / ``sequence``), else -1. One replay is one execution of the operators it captured."""
+    g = graph_replays(trace)
+    g = g[g["method"] != "graph_order"]
+    if not len(g) or not len(dev_rows):
+        return np.full(len(dev_rows), -1, np.int64)
+    lut = pd.Series(g["launch"].to_numpy(np.int64), index=g["event"].to_numpy(np.int64))
+    return np.asarray(lut.reindex(np.asarray(dev_rows, np.int64)).fillna(-1).to_numpy(np.int64))
 
 
 def attribute_graph_replays(trace: Any) -> None:

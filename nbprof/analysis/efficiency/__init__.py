@@ -72,7 +72,8 @@ Per kernel, the work of the *launching* op (the nearest modelled ancestor of the
 durations; FLOPs go only to the kernels whose name identifies the op's kind (GEMM: ``gemm``,
 ``cutlass``, ``xmma``, ``Cijk``; convolution: ``conv``, ``cudnn``, ``winograd``; attention:
 ``flash``, ``fmha``, ``attention``) when there are such kernels (a split-K reduce or a memset gets
-no FLOPs), bytes to all by duration.
+no FLOPs), bytes to all by duration. A CUDA-graph replay's kernels belong to the op that captured them
+(:mod:`nbprof.trace.graph_replay`); each replay is one more execution of that op and gets its whole work.
 
 Peaks: ``nbprof/analysis/data/device_peaks.json`` (dense Tensor Core numbers, vendor datasheets
 cited per row), matched from ``deviceProperties`` by name and SM count; see :func:`peaks`.

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace import predicates as pred
-from ...trace.graph_replay import replay_positions
+from ...trace.graph_replay import replay_launches, replay_positions
 from ...trace.model import Trace
 from .._memo import per_trace
 from ..kernel_counters import measured_dram_bytes
@@ -606,7 +606,10 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     conv_gemm = np.array([k == "conv" and bool(_CONV_GEMM_RE.search(str(nm))) for k, nm in zip(wk, kname, strict=True)])
     tile = [_WINOGRAD_TILE_RE.search(str(nm)) if k == "conv" else None for k, nm in zip(wk, kname, strict=True)]
     wino = np.array([(int(m.group(1)) + 2) ** 2 / (9 * int(m.group(1)) ** 2) if m else np.nan for m in tile])
-    frame = pd.DataFrame({"own": own, "dur": np.maximum(dur, 1.0), "match": match, "cg": conv_gemm, "wino": wino})
+    # one execution of an op = its kernels, or one CUDA-graph replay of the kernels it captured: each gets the op's work
+    execution = pd.factorize(pd.MultiIndex.from_arrays([own, replay_launches(trace, kidx)]))[0]
+    frame = pd.DataFrame({"own": execution, "dur": np.maximum(dur, 1.0), "match": match, "cg": conv_gemm,
+                          "wino": wino})
     has_cg = frame.groupby("own")["cg"].transform("any").to_numpy()
     match = np.where(has_cg, conv_gemm, match)  # a conv with GEMM kernels: FLOPs to those only
     frame["match"] = match
