@@ -140,3 +140,19 @@ def test_hta_compiled_graph_trace_falls_back_to_graph_order(corpus):
 def test_no_graph_launch_no_table(resnet):
     assert "graph_replay" not in resnet.tables and resnet.report.get("cuda_graph_attribution") is None
     assert set(K.kernel_operators(resnet)["attribution"]) <= {"launch", "none"}
+
+
+def test_module_view_keeps_a_replayed_steps_device_time():
+    """nbprof's own H200 LM trace (with_modules): its last step replayed as a graph. The module tree's device time per
+    module is the eager trace's (the replay's kernels land on the modules of the ops that ran them eagerly); without
+    the attribution the step's 151 device ops would have no operator and every module would lose them."""
+    from conftest import DATA
+
+    from nbprof.analysis.modules import module_tree
+
+    r = nbprof.load(DATA / "gpu" / "lm_mem.pt.trace.json.gz")
+    t, _ = make_replay(r, r.steps[-1])
+    assert "151 by sequence; match rate 100.0%" in t.report.get("cuda_graph_attribution").message
+    m0 = module_tree(r).set_index("path")["device_total_ns"]
+    m1 = module_tree(t).set_index("path")["device_total_ns"]
+    assert m0.index.tolist() == m1.index.tolist() and (m0 == m1).all() and m0["TinyLM_0"] == 359064
