@@ -156,3 +156,21 @@ def test_module_view_keeps_a_replayed_steps_device_time():
     m0 = module_tree(r).set_index("path")["device_total_ns"]
     m1 = module_tree(t).set_index("path")["device_total_ns"]
     assert m0.index.tolist() == m1.index.tolist() and (m0 == m1).all() and m0["TinyLM_0"] == 359064
+
+
+def test_capture_in_a_separate_trace(resnet):
+    """vLLM/SGLang capture their graphs at start-up in a trace of their own: the replay trace (here the replayed step
+    without its capture) is attributed from the capture trace (here one holding the capture), by order."""
+    from nbprof.analysis.graph_capture import capture_trace_attribution
+
+    replay, expect = make_replay(resnet, replay_step=9)
+    capture, _ = make_replay(resnet, replay_step=9, capture_step=8)
+    a = capture_trace_attribution(replay, capture)
+    assert len(a) == 1516 and (a["capture_launch"] >= 0).all()
+    ev = replay.events
+    keys = list(zip(ev["ts_ns"].to_numpy()[a["event"]].tolist(), ev["stream"].to_numpy()[a["event"]].tolist(),
+                    strict=True))
+    kern = [i for i, k in enumerate(keys) if k in expect]
+    assert len(kern) == 1516 - 54  # 54 memsets/memcpys have no kernel-view operator to compare with
+    assert all(a["operator"].iat[i] == expect[keys[i]] for i in kern)
+    assert set(capture.events["step"].to_numpy()[a["capture_op_event"]]) == {8}

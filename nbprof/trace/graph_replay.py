@@ -45,7 +45,7 @@ import pandas as pd
 from . import predicates as pred
 
 __all__ = ["GRAPH_REPLAY_COLUMNS", "METHODS", "graph_replays", "replay_op_rows", "replay_positions", "replay_launches",
-           "attribute_graph_replays"]
+           "attribute_graph_replays", "captured_launches"]
 
 #: Columns of :func:`graph_replays`.
 GRAPH_REPLAY_COLUMNS = ("event", "launch", "graph", "node", "op_event", "method")
@@ -94,6 +94,22 @@ def _device_args(trace: Any, key: str, rows: np.ndarray) -> np.ndarray:
     lut = pd.Series(sel["value"].to_numpy(np.float64), index=sel["event"].to_numpy(np.int64))
     lut = lut[~lut.index.duplicated()]
     return np.asarray(lut.reindex(rows).to_numpy(np.float64))
+
+
+def captured_launches(ev: pd.DataFrame, *, whole_trace: bool = False) -> list[np.ndarray]:
+    """The captured enqueue calls of each capture in an events table (runtime rows in call order, one array per
+    capture): the enqueue calls between a ``cudaStreamBeginCapture`` and its thread's ``cudaStreamEndCapture`` that ran
+    no device op. With ``whole_trace`` and no capture markers (a capture-only trace such as vLLM's
+    ``graph_capture_rank_0...pt.trace.json.gz``), every enqueue call that ran no device op, as one capture."""
+    corr = ev["correlation"].to_numpy()
+    dev_corr = set(corr[pred.is_device_op(ev) & (corr >= 0)].tolist())
+    caps = _captures(ev, dev_corr)
+    if caps or not whole_trace:
+        return caps
+    rt = pred.is_runtime(ev) & pred.is_host(ev)
+    enq = np.flatnonzero(rt & pred.name_mask(ev["name"], _ENQUEUE_RE.match))
+    sel = enq[[int(c) not in dev_corr for c in corr[enq]]]
+    return [sel[np.argsort(ev["ts_ns"].to_numpy(np.int64)[sel], kind="stable")]] if len(sel) else []
 
 
 def _captures(ev: pd.DataFrame, dev_corr: set[int]) -> list[np.ndarray]:
