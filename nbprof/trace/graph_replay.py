@@ -311,7 +311,7 @@ def attribute_graph_replays(trace: Any) -> None:
     (kind ``cuda_graph_attribution``, action ``assumed``) how many replayed device ops each method attributed: the
     match rate is the share attributed by ``capture`` or ``sequence``. Nothing without graph launches."""
     tables = getattr(trace, "tables", None)
-    if tables is None or TABLE in tables:
+    if tables is None or TABLE in tables or not {"name", "cat", "correlation", "device"} <= set(trace.events.columns):
         return
     g = graph_replays(trace)
     if not len(g):
