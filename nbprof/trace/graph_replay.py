@@ -204,7 +204,9 @@ def graph_replays(trace: Any) -> pd.DataFrame:
     nid = _device_args(trace, "graph node id", rows)
     order = np.lexsort((np.nan_to_num(nid, nan=0.0), ts[rows], launch))
     rows, launch, gid, nid = rows[order], launch[order], gid[order], nid[order]
-    codes = pd.factorize(ev["name"].astype(object).to_numpy()[rows])[0]
+    name_codes = np.asarray(ev["name"].cat.codes.to_numpy(np.int64)) if isinstance(
+        ev["name"].dtype, pd.CategoricalDtype) else pd.factorize(ev["name"].astype(object).to_numpy())[0]
+    codes = name_codes[rows]
     bounds = np.flatnonzero(np.r_[True, launch[1:] != launch[:-1], True])
     # graph key: CUPTI's graph id, else the kernel-name sequence of the replay
     sig: dict[Any, int] = {}
@@ -216,12 +218,11 @@ def graph_replays(trace: Any) -> pd.DataFrame:
         node[a:b] = np.arange(b - a)
     op_event = np.full(len(rows), -1, np.int64)  # graph_order: the launch link decides
     method = np.full(len(rows), "graph_order", dtype=object)
-    replayed = set(rows.tolist())
     dev_corr = set(corr[devrows].tolist())
     caps = _captures(ev, dev_corr)
     cap_ops = [_op_of_launch(ev, c) for c in caps]
     # eager device ops in launch order, their names coded like the replays'
-    eager = np.array([r for r in devrows if r not in replayed], dtype=np.int64)
+    eager = devrows[~np.isin(devrows, rows)]
     eager_rt = np.full(len(eager), -1, np.int64)
     rt_rows = np.flatnonzero(rt & (corr >= 0))
     if len(eager) and len(rt_rows):
@@ -234,9 +235,7 @@ def graph_replays(trace: Any) -> pd.DataFrame:
     eo = np.argsort(ts[eager_rt], kind="stable")
     eager, eager_rt = eager[eo], eager_rt[eo]
     eager_ops = _op_of_launch(ev, eager_rt)
-    allnames = ev["name"].astype(object).to_numpy()
-    uniq = {nm: i for i, nm in enumerate(pd.unique(allnames[rows]))}
-    eager_codes = np.array([uniq.get(nm, -1) for nm in allnames[eager]], dtype=np.int64)
+    eager_codes = name_codes[eager]
     done: dict[int, tuple[str, np.ndarray]] = {}
     used_caps: set[int] = set()
     for a, b in itertools.pairwise(bounds.tolist()):
