@@ -174,3 +174,14 @@ def test_capture_in_a_separate_trace(resnet):
     assert len(kern) == 1516 - 54  # 54 memsets/memcpys have no kernel-view operator to compare with
     assert all(a["operator"].iat[i] == expect[keys[i]] for i in kern)
     assert set(capture.events["step"].to_numpy()[a["capture_op_event"]]) == {8}
+
+
+def test_a_kept_table_of_other_rows_is_redone(corpus):
+    """A trace rebuilt with another trace's side tables (a merge copies Kineto's) recomputes the attribution."""
+    t = nbprof.load(corpus(HTA_GRAPHS))
+    ev = t.events.iloc[10:].reset_index(drop=True)  # every row moves
+    t2 = Trace(events=ev, flows=t.flows, memory=t.memory, counters=t.counters, threads=t.threads, meta=t.meta,
+               report=LoadReport(path="shifted"), tables=dict(t.tables))
+    g2 = t2.tables["graph_replay"]
+    assert len(g2) == 5046 and (g2["event"].to_numpy() == t.tables["graph_replay"]["event"].to_numpy() - 10).all()
+    assert t2.report.get("cuda_graph_attribution") is not None

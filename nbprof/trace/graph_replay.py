@@ -164,6 +164,20 @@ def _align(seq: np.ndarray, eager: np.ndarray) -> np.ndarray:
     return out
 
 
+def _still_valid(trace: Any, table: pd.DataFrame) -> bool:
+    """Whether a kept ``graph_replay`` table still indexes these events (a trace rebuilt from another's tables,
+    e.g. a merge, has other rows): every row's device op and launch exist and share the correlation id."""
+    if not len(table):
+        return True
+    ev = trace.events
+    n = len(ev)
+    e, la = table["event"].to_numpy(np.int64), table["launch"].to_numpy(np.int64)
+    if e.max() >= n or la.max() >= n or e.min() < 0 or la.min() < 0:
+        return False
+    corr = ev["correlation"].to_numpy()
+    return bool((corr[e] == corr[la]).all() and pred.is_graph_launch(ev.iloc[np.unique(la)]).all())
+
+
 def graph_replays(trace: Any) -> pd.DataFrame:
     """The attribution of every device op a CUDA-graph replay ran (module docstring for the methods).
 
@@ -183,7 +197,7 @@ def graph_replays(trace: Any) -> pd.DataFrame:
         columns) without graph launches.
     """
     cached = (getattr(trace, "tables", None) or {}).get(TABLE)
-    if cached is not None:
+    if cached is not None and _still_valid(trace, cached):
         return cached
     ev = trace.events
     rt = pred.is_runtime(ev) & pred.is_host(ev)
@@ -310,8 +324,12 @@ def attribute_graph_replays(trace: Any) -> None:
     (kind ``cuda_graph_attribution``, action ``assumed``) how many replayed device ops each method attributed: the
     match rate is the share attributed by ``capture`` or ``sequence``. Nothing without graph launches."""
     tables = getattr(trace, "tables", None)
-    if tables is None or TABLE in tables or not {"name", "cat", "correlation", "device"} <= set(trace.events.columns):
+    if tables is None or not {"name", "cat", "correlation", "device"} <= set(trace.events.columns):
         return
+    if TABLE in tables:
+        if _still_valid(trace, tables[TABLE]):
+            return
+        del tables[TABLE]  # rows of another events table (a merge copies the Kineto side tables): redo
     g = graph_replays(trace)
     if not len(g):
         return
