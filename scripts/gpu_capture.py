@@ -7,12 +7,15 @@
 Each scenario is independent (one failing never stops the others) and writes into OUTDIR; ``manifest.json`` records,
 per scenario, ``ok`` / ``skipped`` (with the reason) / ``failed`` (with the error), the files written, the measured
 mean step time of every run (ms, ``time.perf_counter`` around the step, after a CUDA synchronize on GPU) — the
-"measured" side of the what-if validations — and torch/CUDA/GPU versions. Scenarios:
+"measured" side of the what-if validations — and torch/CUDA/GPU versions. ``validations`` holds, per Kineto trace
+written, what issue 36 checks on it: the CUDA-graph attribution (replayed device ops per method, match rate) and
+the Inductor kernel mapping (kernels with a launch, compiled region, FX graph, source line, work model). Scenarios:
 
   cnn_pair        CNN, num_workers 0 vs 4, 0.3 ms/sample Python preprocessing: ``cnn_nw0_prep`` / ``cnn_nw4_prep``
                   (Kineto); also under Nsight Systems (``*.nsys-rep`` + ``.sqlite``) when nsys is found, with NVTX
                   step ranges and kernels as merge anchors
-  graph_pair      one LM training step eager vs captured as a CUDA graph (``torch.compile(mode="reduce-overhead")``)
+  graph_pair      one LM training step eager vs captured as a CUDA graph (``torch.compile(mode="reduce-overhead")``),
+                  and ``lm_graph_capture``: a fresh reduce-overhead model's warm-up, capture and replays in one trace
   compiled        a ``torch.compile``d LM (Triton kernels on GPU, C++/OpenMP on CPU; with ``--dry`` only when
                   ``--with-compile`` is given: Inductor's first compile costs minutes on 2 CPU cores)
   amp_pair        the LM step fp32 vs ``torch.autocast`` (bf16 on GPU/CPU)
@@ -189,12 +192,27 @@ def graph_pair(ctx: Ctx) -> None:
     _lm_steps(ctx, graphed, 3)  # compile + graph capture outside the profile
     with _profile(ctx, ctx.path("lm_graph.pt.trace.json.gz"), ctx.steps - 2) as p:
         ctx.entry["lm_graph"] = {"mean_step_ms": _lm_steps(ctx, graphed, ctx.steps, profiler=p)}
+    # the first steps of a fresh reduce-overhead model inside the profile: CUDA-graph trees' eager warm-up, the
+    # capture (cudaStreamBeginCapture ... EndCapture) and the replays in one trace, for graph attribution's
+    # "capture" and "sequence" methods (validate(): match rate per method)
+    from torch.profiler import profile
+
+    torch._dynamo.reset()
+    fresh = torch.compile(_tiny_lm(ctx), mode="reduce-overhead")
+    cap = ctx.path("lm_graph_capture.pt.trace.json.gz")
+    with profile(activities=ctx.activities(), record_shapes=True) as p2:
+        ms = _lm_steps(ctx, fresh, 5)
+    p2.export_chrome_trace(cap)
+    ctx.entry["lm_graph_capture"] = {"mean_step_ms": ms, "note": "compile, warm-up and capture inside the profile"}
 
 
 def compiled(ctx: Ctx) -> None:
     torch = ctx.torch
     if ctx.dry and not ctx.with_compile:
         ctx.skip("--dry without --with-compile (Inductor's first compile is minutes on 2 CPU cores)")
+    import torch._inductor.config as icfg
+
+    icfg.cpp.enable_kernel_profile = True  # CPU: Inductor's C++ kernels profiled by name (GPU: Triton launches are)
     model = torch.compile(_tiny_lm(ctx))
     _lm_steps(ctx, model, 2)
     with _profile(ctx, ctx.path("lm_compiled.pt.trace.json.gz"), ctx.steps - 2, with_stack=True) as p:
@@ -304,6 +322,58 @@ def snapshots(ctx: Ctx) -> None:
         torch.cuda.memory._record_memory_history(enabled=None)
 
 
+def _graph_attribution(tr: Any) -> dict[str, Any]:
+    """Graph replays of a loaded trace: replayed device ops per attribution method and the match rate
+    (``nbprof.trace.graph_replay``)."""
+    from nbprof.trace.graph_replay import graph_replays
+
+    g = graph_replays(tr)
+    by = {str(k): int(v) for k, v in g["method"].value_counts().items()}
+    matched = by.get("capture", 0) + by.get("sequence", 0)
+    return {"replayed_device_ops": int(len(g)), "launches": int(g["launch"].nunique()) if len(g) else 0,
+            "graphs": int(g["graph"].nunique()) if len(g) else 0, "by_method": by,
+            "match_rate": round(matched / len(g), 4) if len(g) else None}
+
+
+def _inductor_mapping(tr: Any) -> dict[str, Any]:
+    """Inductor kernels of a loaded trace and how many map to a compiled region, an FX graph, a work model
+    (``nbprof.analysis.compiled``)."""
+    from nbprof.analysis.compiled import compiled_kernels
+
+    ck = compiled_kernels(tr)
+    n = int(len(ck))
+    return {"kernels": n, "kinds": {str(k): int(v) for k, v in ck["kind"].value_counts().items()},
+            "with_launch": int((ck["launch_event"] >= 0).sum()), "with_region": int((ck["region"] != "").sum()),
+            "with_compiled_function": int((ck["compiled_function"] != "").sum()),
+            "with_fx_graph": int((ck["fx_graph"] != "").sum()), "with_source": int((ck["source"] != "").sum()),
+            "with_work_model": int(ck["flops"].notna().sum()),
+            "kernel_time_share": round(float(ck["dur_ns"].sum()) / max(1, int(tr.events.loc[
+                tr.events["cat"] == "kernel", "dur_ns"].sum())), 4) if n and tr.has_device else None}
+
+
+def validate(out: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    """What to check on the traces written (issue 36): per Kineto trace, the CUDA-graph attribution (replayed ops
+    by method, match rate) and the Inductor kernel mapping (kernels with a region, graph, source line, work model);
+    per trace an ``error`` instead when it does not load."""
+    out_v: dict[str, Any] = {}
+    try:
+        import nbprof
+    except ImportError as exc:
+        return {"error": f"nbprof not importable: {exc}"}
+    files = sorted({f for e in manifest["scenarios"].values() for f in e.get("files", [])
+                    if f.endswith(".pt.trace.json.gz")})
+    for f in files:
+        path = os.path.join(out, f)
+        if not os.path.exists(path):
+            continue
+        try:
+            tr = nbprof.load(path)
+            out_v[f] = {"graph_attribution": _graph_attribution(tr), "inductor": _inductor_mapping(tr)}
+        except Exception as exc:  # one bad trace never hides the others' checks
+            out_v[f] = {"error": repr(exc)}
+    return out_v
+
+
 SCENARIOS: dict[str, Callable[[Ctx], None]] = {
     "cnn_pair": cnn_pair, "graph_pair": graph_pair, "compiled": compiled, "amp_pair": amp_pair,
     "double_layer": double_layer, "lm_mem": lm_mem, "ddp": ddp, "snapshots": snapshots,
@@ -345,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             ctx.entry["seconds"] = round(time.perf_counter() - s0, 1)
         manifest["scenarios"][name] = ctx.entry
         t(f"{name}: {ctx.entry.get('status')} {ctx.entry.get('reason') or ctx.entry.get('error') or ''}")
+    manifest["validations"] = validate(a.out, manifest)
     manifest["seconds"] = round(time.perf_counter() - t0, 1)
     with open(os.path.join(a.out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

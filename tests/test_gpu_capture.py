@@ -45,3 +45,11 @@ def test_dry_run_pairs_and_skips(tmp_path):
     n_layers_linear = calls[1]  # per recorded step: attention in/out projections, 2 FFN, head
     assert calls[2] - calls[1] == 2  # one extra head call per step, 2 recorded steps
     assert n_layers_linear > 2
+    # the validations a GPU run reports (graph attribution match rate, Triton mapping) run on every trace written:
+    # eager CPU traces have neither graph replays nor Inductor kernels
+    v = m["validations"]
+    assert sorted(v) == ["lm_head_x1.pt.trace.json.gz", "lm_head_x2.pt.trace.json.gz"]
+    for entry in v.values():
+        assert entry["graph_attribution"] == {"replayed_device_ops": 0, "launches": 0, "graphs": 0, "by_method": {},
+                                              "match_rate": None}
+        assert entry["inductor"]["kernels"] == 0

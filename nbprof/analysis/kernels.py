@@ -22,6 +22,7 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace import schema
+from ..trace.graph_replay import graph_replays
 from ..trace.model import Trace
 from . import _intervals as iv
 from ._memo import per_trace
@@ -123,13 +124,19 @@ def kernel_operators(trace: Trace) -> pd.DataFrame:
     around the runtime call in torch's host call tree (``operators.host_call_tree``); there 0.4.3 takes the
     id at its word, or files the kernel under its call-tree root.
 
+    A kernel of a CUDA-graph replay goes to the operator that captured it when
+    :func:`nbprof.trace.graph_replay.graph_replays` finds it (from the capture, or by aligning the replay with the
+    same kernels run eagerly); else it stays on the graph launch's operator.
+
     Returns
     -------
     pandas.DataFrame
         One row per kernel (``cat == "kernel"`` on a device) in events order: ``event`` (row position
         in ``trace.events``), ``launched`` (True when a runtime call with its correlation id exists),
         ``op_event`` (row position of the launching operator, -1 if none), ``operator`` (its name, or
-        :data:`NO_OPERATOR`).
+        :data:`NO_OPERATOR`), ``graph`` (the CUDA graph a replayed kernel belongs to, -1 for an eager kernel),
+        ``attribution`` (how ``op_event`` was found: ``launch`` for an eager kernel's launch link, ``capture`` /
+        ``sequence`` / ``graph_order`` for a replayed kernel, ``none`` without an operator).
     """
     ev = trace.events
     kidx = np.flatnonzero(pred.is_kernel(ev))
@@ -152,10 +159,23 @@ def kernel_operators(trace: Trace) -> pd.DataFrame:
     miss = np.flatnonzero((op_row < 0) & launched)
     if len(miss):
         op_row[miss] = _enclosing_host_op(trace, rt_row[miss])
+    # a CUDA-graph replay's kernels: the operator that captured them (one attribution, nbprof.trace.graph_replay)
+    attribution = np.where(op_row >= 0, "launch", "none").astype(object)
+    graph = np.full(len(kidx), -1, np.int64)
+    gr = graph_replays(trace)
+    if len(gr):
+        pos = pd.Series(np.arange(len(kidx)), index=kidx).reindex(gr["event"].to_numpy()).to_numpy()
+        ok = ~np.isnan(pos)
+        p, g = pos[ok].astype(np.int64), gr[ok]
+        graph[p] = g["graph"].to_numpy()
+        method = g["method"].to_numpy(object)
+        taken = method != "graph_order"
+        op_row[p[taken]] = g["op_event"].to_numpy()[taken]
+        attribution[p] = method
     names = ev["name"].astype(object).to_numpy()
     operator = np.where(op_row >= 0, names[np.clip(op_row, 0, None)] if len(names) else NO_OPERATOR, NO_OPERATOR)
     return pd.DataFrame({"event": kidx.astype(np.int64), "launched": launched, "op_event": op_row,
-                         "operator": operator.astype(object)})
+                         "operator": operator.astype(object), "graph": graph, "attribution": attribution})
 
 
 def _enclosing_host_op(trace: Trace, rows: np.ndarray) -> np.ndarray:

@@ -49,6 +49,7 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace import schema
+from ..trace.graph_replay import replay_positions
 from ..trace.model import Trace
 from ._call_tree import _thread_time_order, _tree_links
 from ._memo import per_trace
@@ -149,7 +150,12 @@ def _device_own(trace: Trace, event: np.ndarray, is_op: np.ndarray) -> np.ndarra
     lut = lut[~lut.index.duplicated()]  # first operator with the id (the plugin's first in its list)
     hit = lut.reindex(ext).to_numpy()
     ok = ~np.isnan(hit) & (ext > 0)
-    np.add.at(own, hit[ok].astype(np.int64), dur[ok])
+    target = np.where(ok, np.nan_to_num(hit, nan=-1), -1).astype(np.int64)
+    # a CUDA-graph replay's device ops: the operator that captured them (nbprof.trace.graph_replay)
+    tpos = replay_positions(trace, np.flatnonzero(dev), event[op_pos])
+    target = np.where(tpos >= 0, op_pos[np.clip(tpos, 0, None)], target)
+    ok = target >= 0
+    np.add.at(own, target[ok], dur[ok])
     return own
 
 

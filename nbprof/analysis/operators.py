@@ -45,6 +45,7 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace import schema
+from ..trace.graph_replay import replay_positions
 from ..trace.model import Trace
 from ._call_tree import _pair_rank, _thread_time_order, _tree_links
 from ._memo import per_trace
@@ -298,6 +299,9 @@ def _device_own_ns(trace: Trace, t: dict[str, Any]) -> np.ndarray:
             par = t["parent"]
             owner = np.where(rows >= 0, par[np.clip(rows, 0, None)], -1)
             target[miss] = owner
+    # a CUDA-graph replay's device ops: the operator that captured them (nbprof.trace.graph_replay)
+    pos = replay_positions(trace, np.flatnonzero(pred.is_device_op(ev)), t["event"])
+    target = np.where(pos >= 0, pos, target)
     # kernels of a merged wrapper row go to the row it is merged into (torch lifts them)
     merged = t["merged"]
     effp = t["effective_parent"]

@@ -75,7 +75,6 @@ CONFIDENCE = {"profiler_step": "exact", "optimizer_step": "high", "user_range": 
 BOUNDARY_COLUMNS = ("step", "start_row", "start_at_end", "end_row", "end_at_end")
 
 _OPTIMIZER_RE = re.compile(r"^Optimizer\.step#[^.]+\.step$")
-_GRAPH_LAUNCH_RE = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)(_v\d+)?$")
 #: Ranges that are never an iteration of their own (they have their own source or are parts of one).
 _NOT_USER_ITERATION = ("ProfilerStep", "Optimizer.", "enumerate(DataLoader)", "enumerate(DataPipe)", "nccl:", "gloo:",
                        "rccl:", "## ")
@@ -329,7 +328,7 @@ def _detect(trace: Trace) -> tuple[pd.DataFrame, StepSource]:
             s.endswith("__next__")))),
         ("module_forward", lambda: _start_source(ctx, ctx.host & pred.name_mask(
             names, lambda s: s.startswith("nn.Module: ")), top_level=True)),
-        ("cuda_graph", lambda: _start_source(ctx, ctx.host & pred.name_mask(names, _GRAPH_LAUNCH_RE.match))),
+        ("cuda_graph", lambda: _start_source(ctx, ctx.host & pred.is_graph_launch(ctx.ev))),
     )
     for source, fn in tries:
         b, marker = fn()

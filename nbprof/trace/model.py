@@ -188,10 +188,15 @@ class Trace:
     def __post_init__(self) -> None:
         """Without step ranges from the source (every ``step`` -1: no ``ProfilerStep#N``, no NVTX step
         ranges), the iterations found from what repeats become the events' steps
-        (:func:`nbprof.trace.iterations.assign_detected_steps`, noted as ``steps_detected`` in the report)."""
+        (:func:`nbprof.trace.iterations.assign_detected_steps`, noted as ``steps_detected`` in the report). Device ops
+        of CUDA-graph replays are attributed to the operators that captured them
+        (:func:`nbprof.trace.graph_replay.attribute_graph_replays`: side table ``graph_replay``, noted as
+        ``cuda_graph_attribution``)."""
+        from .graph_replay import attribute_graph_replays
         from .iterations import assign_detected_steps
 
         assign_detected_steps(self)
+        attribute_graph_replays(self)
 
     # ----------------------------------------------------------------- basics
     @property

@@ -67,6 +67,8 @@ __all__ = [
     "COMM_HOST_PREFIXES",
     "COMM_KERNEL_PREFIXES",
     "DEVICE_OP_CATEGORIES",
+    "GRAPH_LAUNCH_RE",
+    "KERNEL_LAUNCH_RE",
     "HOST_OP_CATEGORIES",
     "STEP_NAME_RE",
     "TENSOR_CORE_ELIGIBLE_OPS",
@@ -76,6 +78,8 @@ __all__ = [
     "is_communication",
     "is_device",
     "is_device_op",
+    "is_graph_launch",
+    "is_kernel_launch",
     "is_host",
     "is_host_op",
     "is_kernel",
@@ -152,6 +156,26 @@ def is_memset(ev: pd.DataFrame) -> Mask:
 def is_device_op(ev: pd.DataFrame) -> Mask:
     """Kernels, memcpys and memsets on a device: the rows that occupy a stream."""
     return category_in(ev, DEVICE_OP_CATEGORIES) & is_device(ev)
+
+
+#: The runtime/driver calls that replay a CUDA (HIP) graph; nsys spells them with a version suffix.
+GRAPH_LAUNCH_RE = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)(_v\d+)?$")
+
+
+def is_graph_launch(ev: pd.DataFrame) -> Mask:
+    """Rows that launch a CUDA/HIP graph replay (:data:`GRAPH_LAUNCH_RE`); every device op of the replay carries the
+    launch's correlation id."""
+    return name_mask(ev["name"], GRAPH_LAUNCH_RE.match)
+
+
+#: The runtime/driver calls that launch one kernel (not a graph, not a copy).
+KERNEL_LAUNCH_RE = re.compile(r"^(cuda|cu|hip)(LaunchKernel|LaunchKernelExC|LaunchKernelEx|LaunchCooperativeKernel|"
+                              r"ModuleLaunchKernel|ExtLaunchKernel|ExtModuleLaunchKernel)(_v\d+|_ptsz)?$")
+
+
+def is_kernel_launch(ev: pd.DataFrame) -> Mask:
+    """Host runtime/driver calls that launch one kernel (:data:`KERNEL_LAUNCH_RE`)."""
+    return is_runtime(ev) & is_host(ev) & name_mask(ev["name"], KERNEL_LAUNCH_RE.match)
 
 
 def is_runtime(ev: pd.DataFrame) -> Mask:

@@ -173,6 +173,9 @@ SIDE_TABLES: dict[str, str] = {
     "gpus": "nsys GPU list",
     "device_args": "Kineto device rows' numeric args with no events column (queued, context, warps per SM, "
                    "hardware counters): event (row of the events table), key (as written), value",
+    "graph_replay": "CUDA-graph replays' device ops attributed to the operators that captured them "
+                    "(nbprof.trace.graph_replay): event, launch, graph, node, op_event (rows of the events table), "
+                    "method (capture / sequence / graph_order)",
     "merge": "a merged nsys + Kineto trace (nbprof.trace.merge): per event row its source (kineto/nsys/both), "
              "its rows in the two traces and the nsys row's time and duration",
 }

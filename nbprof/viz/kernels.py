@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import kernels as K
-from ..units import fmt_bytes, fmt_ns, fmt_pct
+from ..analysis.kernel_counters import counter_table
+from ..units import fmt_bytes, fmt_flops, fmt_ns, fmt_pct
 from ._base import NbprofView
 from ._escape import truncate
 from .theme import apply_theme, on_render, style_widgets
@@ -23,13 +24,50 @@ __all__ = ["kernel_tables", "kernels_view", "static_view", "metrics_lines", "MAX
 #: Rows a table ships to the browser at most (the rest is counted in "showing N of M").
 MAX_ROWS = 500
 _TOP = 15
+_COUNTERS_ONLY = ("No kernel activity in this trace (CUPTI's range profiler records counters instead of kernel "
+                  "times): the hardware counters per kernel follow.")
 _NO_KERNELS = "No device kernels in this trace (CPU-only profile): the GPU Kernel view has nothing to show."
 
 
 def kernel_tables(trace) -> dict:
-    """``metrics`` (``kernels.gpu_metrics``), ``kernel`` and ``kernel_operator`` (``kernels.kernel_table``)."""
+    """``metrics`` (``kernels.gpu_metrics``), ``kernel`` and ``kernel_operator`` (``kernels.kernel_table``),
+    ``counters`` (``kernel_counters.counter_table``: hardware counters per kernel and operator, empty without)."""
     return {"metrics": K.gpu_metrics(trace), "kernel": K.kernel_table(trace),
-            "kernel_operator": K.kernel_table(trace, by="kernel_operator")}
+            "kernel_operator": K.kernel_table(trace, by="kernel_operator"), "counters": counter_table(trace)}
+
+
+def _counter_table(df: pd.DataFrame, width: int):
+    """The hardware-counter DataTable (raw numbers for sorting, ``nbprof.units`` text shown)."""
+    from bokeh.models import ColumnDataSource, DataTable, StringFormatter, TableColumn
+
+    d = df.head(MAX_ROWS)
+    data: dict = {"name": d["name"].astype(str).tolist(), "operator": d["operator"].astype(str).tolist()}
+    fmts = {"calls": lambda x: f"{int(x):,}", "mean_achieved_occupancy_ratio": fmt_pct,
+            "mean_sm_throughput_ratio": fmt_pct, "dram_bytes": fmt_bytes, "counted_flops": fmt_flops}
+    for c, f in fmts.items():
+        raw = d[c].to_numpy(np.float64)
+        data[c] = _num(raw)
+        data[f"{c}_text"] = ["" if np.isnan(x) else f(x) for x in raw]
+    cols = [TableColumn(field="name", title="Name", width=360, formatter=StringFormatter()),
+            TableColumn(field="operator", title="Operator", width=200, formatter=StringFormatter()),
+            _num_column("calls", "Counted calls", 60),
+            _num_column("mean_achieved_occupancy_ratio", "Achieved occupancy (measured)", 90),
+            _num_column("mean_sm_throughput_ratio", "SM throughput (measured)", 90),
+            _num_column("dram_bytes", "DRAM bytes (measured)", 90),
+            _num_column("counted_flops", "FLOPs (SASS counters)", 90)]
+    return DataTable(source=ColumnDataSource(data, name="nbprof_kernel_counters_source"), columns=cols, width=width,
+                     height=min(420, 30 + 26 * max(len(d), 1)), index_position=None, sortable=True,
+                     name="nbprof_kernel_counters", autosize_mode="force_fit")
+
+
+def _counter_items(tables: dict, width: int) -> list:
+    from bokeh.models import Div
+
+    ct = tables.get("counters")
+    if ct is None or ct.empty:
+        return []
+    return [Div(text=_shown(ct, "Hardware counters (CUPTI range profiler) by kernel and operator").replace(
+        "by total duration", "by counted FLOPs"), render_as_text=True, width=width), _counter_table(ct, width)]
 
 
 def metrics_lines(metrics: pd.DataFrame) -> list[str]:
@@ -140,8 +178,9 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
 
     kt = tables["kernel"]
     if kt.empty:
-        lay = column(Div(text=_NO_KERNELS, render_as_text=True, width=width, name="nbprof_kernels_empty"),
-                     name="nbprof_kernels")
+        lay = column(Div(text=_NO_KERNELS if tables.get("counters") is None or tables["counters"].empty
+                         else _COUNTERS_ONLY, render_as_text=True, width=width, name="nbprof_kernels_empty"),
+                     *_counter_items(tables, width), name="nbprof_kernels")
         style_widgets(lay, theme)
         return lay
     items: list = [Div(text="\n".join(metrics_lines(tables["metrics"])), render_as_text=True, width=width,
@@ -167,6 +206,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
     ko = tables["kernel_operator"]
     items.append(Div(text=_shown(ko, "Kernels by launching operator"), render_as_text=True, width=width))
     items.append(_data_table(ko, True, "nbprof_kernel_op_table", width))
+    items += _counter_items(tables, width)
     apply_theme([p], "dark" if theme == "dark" else "light")
     lay = column(*items, name="nbprof_kernels")
     style_widgets(lay, theme)
@@ -176,12 +216,16 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
 
 def _text(tables: dict) -> str:
     kt = tables["kernel"]
+    ct = tables.get("counters")
+    counted = [] if ct is None or ct.empty else ["  hardware counters (CUPTI range profiler):", *(
+        f"  {fmt_flops(r.counted_flops) if np.isfinite(r.counted_flops) else '':>12}  {int(r.calls):>6} counted  "
+        f"{truncate(str(r.name), 70)} ({truncate(str(r.operator), 40)})" for r in ct.head(10).itertuples(index=False))]
     if kt.empty:
-        return "nbprof GPU kernels: " + _NO_KERNELS
+        return "\n".join(["nbprof GPU kernels: " + (_NO_KERNELS if not counted else _COUNTERS_ONLY), *counted])
     lines = ["nbprof GPU kernels:", *("  " + s for s in metrics_lines(tables["metrics"]))]
     for r in kt.head(10).itertuples(index=False):
         lines.append(f"  {fmt_ns(r.total_ns):>12}  {int(r.calls):>6} calls  {truncate(str(r.name), 90)}")
-    return "\n".join(lines)
+    return "\n".join(lines + counted)
 
 
 def kernels_view(trace, *, theme: str = "auto", width: int = 1100) -> NbprofView:

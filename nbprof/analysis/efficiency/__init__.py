@@ -45,6 +45,9 @@ read once and the result written once):
   moments 7, bias corrections 2, sqrt, eps, div, lr, update), bytes 7·numel (reads w, g, m, v;
   writes w, m, v; TensorList dtypes are not recorded: 4 bytes assumed); ``_fused_sgd_`` 2·numel;
   ``_foreach_*``: numel of the first list.
+- ``torch.compile`` kernels (Inductor's ``triton_poi_/red_/per_fused_<ops>_<n>``, ``cpp_fused_...``): numel of the
+  largest buffer x the per-element cost of the fused ops the name lists; bytes: every buffer argument once, with
+  the stated range ``[flops_low, flops]``, ``[bytes, bytes_high]`` (:mod:`nbprof.analysis.efficiency.inductor`).
 
 Where torch counts FLOPs itself (``with_flops=True``: ``FunctionEvent.flops`` / ``key_averages``,
 the Kineto ``flops`` argument of older exporters) ``op_work``'s ``torch_flops`` reproduces its number
@@ -73,7 +76,8 @@ Per kernel, the work of the *launching* op (the nearest modelled ancestor of the
 durations; FLOPs go only to the kernels whose name identifies the op's kind (GEMM: ``gemm``,
 ``cutlass``, ``xmma``, ``Cijk``; convolution: ``conv``, ``cudnn``, ``winograd``; attention:
 ``flash``, ``fmha``, ``attention``) when there are such kernels (a split-K reduce or a memset gets
-no FLOPs), bytes to all by duration.
+no FLOPs), bytes to all by duration. A CUDA-graph replay's kernels belong to the op that captured them
+(:mod:`nbprof.trace.graph_replay`); each replay is one more execution of that op and gets its whole work.
 
 Peaks: ``nbprof/analysis/data/device_peaks.json`` (dense Tensor Core numbers, vendor datasheets
 cited per row), matched from ``deviceProperties`` by name and SM count; see :func:`peaks`.

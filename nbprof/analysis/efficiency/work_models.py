@@ -15,9 +15,12 @@ import numpy as np
 import pandas as pd
 
 from ...trace import predicates as pred
+from ...trace.graph_replay import replay_launches, replay_positions
 from ...trace.model import Trace
 from .._memo import per_trace
+from ..kernel_counters import measured_dram_bytes
 from ..operators import _torch_shapes_key, host_call_tree
+from .inductor import inductor_work
 
 #: Element size in bytes per ``Input type`` spelling (torch's ``c10::ScalarType`` names).
 DTYPE_BYTES: dict[str, int] = {
@@ -224,6 +227,9 @@ def work(name: str, dims: Sequence[Any], types: Sequence[Any], *,
     ts = _tensors(dims, types)
     if not ts:
         return None
+    iw = inductor_work(name, [(_prod(s), _nbytes(s, t)) for s, t in ts])
+    if iw is not None:  # a torch.compile kernel: its fused ops (efficiency.inductor)
+        return Work(iw.flops, iw.bytes, iw.kind, _DTYPE_PEAK.get(ts[0][1], "fp32"))
     b = _base(name)
     dt0 = ts[0][1]
     peak_dt = _DTYPE_PEAK.get(dt0, "fp32")
@@ -546,11 +552,13 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
         One row per kernel event with a modelled launching op: ``event`` (row in ``trace.events``),
         ``name``, ``dur_ns``, ``op_event`` (the modelled op's row), ``op_name``, ``input_dims``,
         ``flops``, ``bytes`` (shares; they sum to the op's work, FLOPs times the executed fraction for a
-        Winograd convolution), ``kind``, ``dtype``, ``step``.
+        Winograd convolution; ``bytes`` is CUPTI's counted DRAM traffic where the trace has it,
+        :func:`nbprof.analysis.kernel_counters.measured_dram_bytes`), ``kind``, ``dtype``, ``step``,
+        ``bytes_source`` (``counted`` or ``model``).
     """
     ev = trace.events
     cols = ["event", "name", "dur_ns", "op_event", "op_name", "input_dims", "flops", "bytes", "kind", "dtype",
-            "step"]
+            "step", "bytes_source"]
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     w = op_work(trace)
     kmask = pred.is_kernel(ev)
@@ -580,6 +588,9 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     ext_to_row = ext_to_row[~ext_to_row.index.duplicated(keep="last")]
     kext = ext[kidx]
     row = ext_to_row.reindex(kext).to_numpy()
+    # a CUDA-graph replay's kernels: the operator that captured them (nbprof.trace.graph_replay)
+    rpos = replay_positions(trace, kidx, tev)
+    row = np.where(rpos >= 0, rpos, row)
     have = ~np.isnan(row)
     kidx, row = kidx[have], row[have].astype(np.int64)
     own = owner[row]
@@ -595,7 +606,10 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     conv_gemm = np.array([k == "conv" and bool(_CONV_GEMM_RE.search(str(nm))) for k, nm in zip(wk, kname, strict=True)])
     tile = [_WINOGRAD_TILE_RE.search(str(nm)) if k == "conv" else None for k, nm in zip(wk, kname, strict=True)]
     wino = np.array([(int(m.group(1)) + 2) ** 2 / (9 * int(m.group(1)) ** 2) if m else np.nan for m in tile])
-    frame = pd.DataFrame({"own": own, "dur": np.maximum(dur, 1.0), "match": match, "cg": conv_gemm, "wino": wino})
+    # one execution of an op = its kernels, or one CUDA-graph replay of the kernels it captured: each gets the op's work
+    execution = pd.factorize(pd.MultiIndex.from_arrays([own, replay_launches(trace, kidx)]))[0]
+    frame = pd.DataFrame({"own": execution, "dur": np.maximum(dur, 1.0), "match": match, "cg": conv_gemm,
+                          "wino": wino})
     has_cg = frame.groupby("own")["cg"].transform("any").to_numpy()
     match = np.where(has_cg, conv_gemm, match)  # a conv with GEMM kernels: FLOPs to those only
     frame["match"] = match
@@ -609,10 +623,15 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     op_fl = w["flops"].to_numpy()[own]
     op_by = w["bytes"].to_numpy()[own]
     steps = ev["step"].to_numpy()[kidx] if "step" in ev else np.full(len(kidx), -1)
+    nbytes = op_by * frame["dur"].to_numpy() / tot_d
+    # CUPTI's counted DRAM traffic replaces the modelled bytes where the trace has it (analysis.kernel_counters)
+    counted = measured_dram_bytes(trace).reindex(kidx).to_numpy(np.float64)
+    has = np.isfinite(counted)
     return pd.DataFrame({  # text columns as categoricals taken by code (no per-row strings)
         "event": kidx, "name": ev["name"].array.take(kidx), "dur_ns": ev["dur_ns"].to_numpy()[kidx],
         "op_event": w["event"].to_numpy()[own], "op_name": w["name"].array.take(own),
         "input_dims": w["input_dims"].array.take(own),
-        "flops": op_fl * factor * fl_share_w / tot_f, "bytes": op_by * frame["dur"].to_numpy() / tot_d,
+        "flops": op_fl * factor * fl_share_w / tot_f, "bytes": np.where(has, counted, nbytes),
         "kind": w["kind"].array.take(own), "dtype": w["dtype"].array.take(own), "step": steps,
+        "bytes_source": np.where(has, "counted", "model").astype(object),
     })
