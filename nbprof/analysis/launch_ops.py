@@ -127,8 +127,9 @@ def aten_op_kernels(trace: Trace) -> pd.DataFrame:
     -----
     HTA 0.5.0 ``get_aten_op_kernels_and_delay`` takes the latest-starting ``aten::`` event on *any* thread
     whose interval holds the runtime call; nbprof takes the innermost one on the call's own thread (the
-    host call tree), as only that one can have launched it; on HTA's MTIA test trace both give the same
-    rows. HTA's ``runtime_delay`` is this ``launch_stats`` quantity on µs-rounded times.
+    host call tree), as only that one can have launched it (on HTA's MTIA test trace the row HTA's test
+    asserts is equal). HTA's ``runtime_delay`` is this ``launch_stats`` quantity on µs-rounded times; HTA
+    requires exactly one device op per launch call, nbprof lists each device op of the call.
     """
     t = _host_tree(trace, python_functions=False)
     names = _names(t)

@@ -284,6 +284,27 @@ def test_no_frequent_cuda_kernel_sequences_found():
 
 
 @pytest.mark.corpus
+def test_frequent_kernel_sequences_values_from_the_file():
+    """The values HTA's test asserts (count, GPU and CPU duration of a pattern), on a trace that is here
+    (``df_index_resolver``, ``aten::addmm``). Expected values derived from the JSON alone: each of the 755
+    ``aten::addmm`` events, the device ops of the ``cuda_runtime`` calls inside it on its thread (this old
+    Kineto links them by correlation only), in device start order; 385 of them launch 3 or more. Top four:
+    215 / 90 / 40 / 25 times, device 39,055 / 11,196 / 3,337 / 28,559 µs, host 22,774 / 8,595 / 3,996 /
+    2,380 µs, each a ``Memset (Device)``, a ``volta_sgemm_*`` and a cuBLASLt epilogue kernel."""
+    from nbprof.analysis.launch_ops import frequent_kernel_sequences
+
+    f = frequent_kernel_sequences(nbprof.load(corpus_path(DF_INDEX_RESOLVER)), "aten::addmm")
+    assert int(f["count"].sum()) == 385
+    top = f.head(4)
+    assert top["count"].tolist() == [215, 90, 40, 25]
+    assert (top["device_ns"] // 1000).tolist() == [39_055, 11_196, 3_337, 28_559]
+    assert (top["host_ns"] // 1000).tolist() == [22_774, 8_595, 3_996, 2_380]
+    assert [k[:2] for k in top["kernels"]] == [("Memset (Device)", f"volta_sgemm_{g}_tn")
+                                              for g in ("32x128", "128x32", "128x32_sliced1x4", "128x128")]
+    assert top["pattern"].str.startswith("aten::addmm|Memset (Device)|volta_sgemm_").all()
+
+
+@pytest.mark.corpus
 def test_mtia_aten_op_kernels_and_delay(mtia):
     """Lines 122-135 (``get_aten_op_kernels_and_delay(sort_by=["occurrence_count",
     "avg_aten_op_launch_delay"])`` on the MTIA trace): first row ``aten::mul`` launching
