@@ -341,7 +341,7 @@ def analysis_inputs():
         "wait_transfer_summary": (pd.DataFrame(columns=["collective", "k", "rank"]),),
         "busbw_vs_link": ([tr],),
         "link_peaks": (),
-        "frequent_kernel_sequences": (tr, "aten::"),
+        "frequent_kernel_sequences": (tr, "Optimizer"),
         "step_waterfall": (compare(tr, tr),),
         "step_windows_at": (tr, tr.events["ts_ns"].to_numpy(), tr.events["dur_ns"].to_numpy()),
         # a watch step log: step 3's data wait grew by 200 ms (the columns nbprof.capture.watch writes)

@@ -66,7 +66,9 @@ def frequent_kernel_sequences(trace: Trace, operator: str, *, min_pattern_len: i
     Notes
     -----
     HTA's histogram and the trace it writes with the top patterns overlaid are not produced (viewers read
-    this frame). HTA rounds each event to whole µs before summing; nbprof sums the file's ns.
+    this frame). HTA rounds each event to whole µs before summing; nbprof sums the file's ns. Names are the
+    call tree's (torch's display names: every ``ProfilerStep#N`` is ``ProfilerStep*``, so the steps share
+    one pattern where HTA has one per step).
     """
     t = _host_tree(trace, python_functions=True)
     names = _names(t)
