@@ -31,7 +31,7 @@ EXIT_CODES = {
 #: ``nbprof stats`` reports: the ``nsys stats`` names (nsys's column headers) and nbprof's own analyses
 NSYS_REPORTS = ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "nvtx_sum",
                 "osrt_sum", "nvtx_pushpop_trace", "nvtx_gpu_proj_trace")
-NBPROF_REPORTS = ("ops", "kernels", "steps", "idle", "collectives", "findings")
+NBPROF_REPORTS = ("ops", "kernels", "steps", "idle", "collectives", "findings", "annotations", "aten_kernels")
 STATS_REPORTS = NSYS_REPORTS + NBPROF_REPORTS
 #: what ``nbprof stats`` runs without ``-r`` (the reports ``nsys stats`` runs by default)
 DEFAULT_REPORTS = ("nvtx_sum", "osrt_sum", "cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum",
@@ -210,6 +210,14 @@ def _compute(name: str, tr: Any) -> Any:
         from .analysis.distributed.comms import collectives
 
         return collectives(tr)
+    if name == "annotations":
+        from .analysis.annotations import annotation_breakdown
+
+        return annotation_breakdown(tr)
+    if name == "aten_kernels":
+        from .analysis.launch_ops import aten_op_kernels
+
+        return aten_op_kernels(tr)
     from .analysis.advisor import advise, findings_frame
 
     return findings_frame(advise(tr))

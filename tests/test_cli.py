@@ -256,6 +256,25 @@ def test_stats_json_is_one_document():
     assert [s["step_ns"] for s in json.loads(r.stdout)] == [4159186, 3673572, 3766659]
 
 
+def test_stats_annotations_and_aten_kernels_reports():
+    """``-r annotations,aten_kernels``: the time per GPU-side annotation name and the kernels per ATen op
+    (``nbprof.analysis.annotations.annotation_breakdown``, ``launch_ops.aten_op_kernels``), in ns."""
+    from nbprof import load
+    from nbprof.analysis.launch_ops import aten_op_kernels
+
+    r = nbprof("stats", TRACE, "-r", "annotations,aten_kernels", "-f", "json")
+    assert r.returncode == 0
+    doc = json.loads(r.stdout)
+    ref = aten_op_kernels(load(TRACE))
+    assert len(doc["aten_kernels"]) == len(ref) > 0
+    assert doc["aten_kernels"][0]["occurrence_count"] == int(ref["occurrence_count"].iloc[0])
+    assert sum(a["occurrence_count"] for a in doc["aten_kernels"]) == int(ref["occurrence_count"].sum())
+    assert (doc["aten_kernels"][0]["aten_op_name"], doc["aten_kernels"][0]["occurrence_count"]) == ("aten::fill_", 12)
+    assert [(a["name"], a["total_ns"]) for a in doc["annotations"]][:2] == [("ProfilerStep#2", 909074),
+                                                                          ("ProfilerStep#3", 784789)]
+    assert len(doc["annotations"]) == 4 and doc["annotations"][3]["name"] == "Optimizer.step#SGD.step"
+
+
 def test_stats_table_prints_nsys_columns_for_people():
     r = nbprof("stats", corpus_path(SAXPY), "-r", "cuda_gpu_mem_size_sum")
     assert r.returncode == 0

@@ -342,6 +342,7 @@ def analysis_inputs():
         "busbw_vs_link": ([tr],),
         "link_peaks": (),
         "replay": (tr, tr),  # graph_capture.capture_trace_attribution(replay, capture)
+        "frequent_kernel_sequences": (tr, "Optimizer"),
         "step_waterfall": (compare(tr, tr),),
         "step_windows_at": (tr, tr.events["ts_ns"].to_numpy(), tr.events["dur_ns"].to_numpy()),
         # a watch step log: step 3's data wait grew by 200 ms (the columns nbprof.capture.watch writes)

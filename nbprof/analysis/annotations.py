@@ -1,4 +1,6 @@
-"""Device ops attributed to the GPU-side ``record_function`` ranges (``gpu_user_annotation``) around them.
+"""Annotation ranges: the device ops in each GPU-side range, and the time per range name.
+
+Device ops attributed to the GPU-side ``record_function`` ranges (``gpu_user_annotation``) around them.
 
 Kineto writes every ``record_function`` range that launched device work a second time on the device, as a
 ``gpu_user_annotation`` row on the stream of that work, from its first device op's start to its last one's
@@ -15,9 +17,10 @@ import pandas as pd
 
 from ..trace import schema
 from ..trace.model import Trace
-from .utilization import device_ops
+from .nsys_stats import _summary
+from .utilization import _before_last_step, device_ops
 
-__all__ = ["device_op_annotations"]
+__all__ = ["device_op_annotations", "annotation_breakdown"]
 
 
 def device_op_annotations(trace: Trace, *, until_last_step: bool = False) -> pd.DataFrame:
@@ -67,3 +70,55 @@ def device_op_annotations(trace: Trace, *, until_last_step: bool = False) -> pd.
     d["annotation"] = name
     d["annotation_ts_ns"] = start
     return d
+
+
+def annotation_breakdown(trace: Trace, *, device: bool = True, until_last_step: bool = False, top: int = 1000,
+                         duration_ratio: float = 0.8, keep: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Time per annotation name: the GPU-side ranges (``gpu_user_annotation``) or the host ones
+    (``user_annotation``: ``record_function`` ranges and ``ProfilerStep#N``), each name's total, count and
+    duration statistics, the smaller names grouped as ``"others"``.
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    device : bool, default True
+        The GPU-side ranges (HTA ``use_gpu_annotation=True``); False: the host ones.
+    until_last_step : bool, default False
+        Only ranges that start before the last ``ProfilerStep`` starts (HTA's default window; the GPU-side
+        ranges by their device start, as HTA cuts them, see :func:`device_op_annotations`).
+    top : int, default 1000
+        Most names kept (HTA ``num_kernels``); with more names than this, the rest is ``"others"``.
+    duration_ratio : float, default 0.8
+        With more names than ``top``, names (by total, descending) whose running total is past this quantile
+        of the running totals also go to ``"others"`` (HTA's rule, ``_aggr_gpu_kernel_time``).
+    keep : tuple of str
+        Names containing any of these substrings are never grouped (HTA ``allowlist_patterns``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`nbprof.analysis.nsys_stats.nvtx_sum`'s summary shape, one row per name: ``time_ratio``,
+        ``total_ns``, ``instances``, ``avg_ns``, ``med_ns``, ``min_ns``, ``max_ns``, ``std_ns`` (sample,
+        0 for one instance), ``name``; sorted by ``total_ns`` descending. Empty (these columns) without ranges.
+
+    Notes
+    -----
+    Source: HTA 0.5.0 ``hta/analyzers/breakdown_analysis.py`` ``get_gpu_user_annotation_breakdown``. One
+    deliberate difference: HTA's ``"others"`` row takes max/min/mean/std over the grouped *names' sums*;
+    here every row's statistics are over its ranges (the totals are equal).
+    """
+    ev = trace.events
+    a = ev[ev["cat"].astype(str) == (schema.GPU_USER_ANNOTATION if device else schema.USER_ANNOTATION)]
+    if until_last_step:
+        last, _keep = _before_last_step(trace)
+        if last is not None:
+            a = a[a["ts_ns"] < last]
+    df = pd.DataFrame({"name": a["name"].astype(object).to_numpy(), "dur_ns": a["dur_ns"].to_numpy(np.int64)})
+    s = _summary(df, ["name"], "dur_ns")
+    if len(s) > top:
+        kept = s["name"].map(lambda n: any(k in str(n) for k in keep)).to_numpy(bool)
+        cum = s["total_ns"].cumsum()
+        other = ~kept & ((cum > cum.quantile(duration_ratio)).to_numpy() | (np.arange(len(s)) >= top))
+        df["name"] = df["name"].map(dict(zip(s["name"], np.where(other, "others", s["name"]), strict=True)))
+        s = _summary(df, ["name"], "dur_ns")
+    return s

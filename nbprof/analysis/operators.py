@@ -258,17 +258,26 @@ def _memory_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _device_own_ns(trace: Trace, t: dict[str, Any]) -> np.ndarray:
     """Device ns each tree row (``_host_tree``) launched itself (kernels/memcpy/memset via External id
     or correlation)."""
+    own = np.zeros(len(t["event"]), dtype=np.int64)
+    dev, target = _device_owner(trace, t)
+    # kernels of a merged wrapper row go to the row it is merged into (torch lifts them)
+    ok = target >= 0
+    rows = target[ok]
+    rows = np.where(t["merged"][rows], t["effective_parent"][rows], rows)
+    own += np.rint(np.bincount(rows, weights=dev["dur_ns"].to_numpy()[ok], minlength=len(own))).astype(np.int64)
+    return own
+
+
+def _device_owner(trace: Trace, t: dict[str, Any]) -> tuple[pd.DataFrame, np.ndarray]:
+    """The device ops (kernels/memcpy/memset) and, for each, the ``_host_tree`` row that launched it (the op
+    of its External id, else the op around the runtime call of its correlation id; -1 for none)."""
     ev = trace.events
-    n = len(t["event"])
-    own = np.zeros(n, dtype=np.int64)
-    if n == 0:
-        return own
     dev = ev[pred.is_device_op(ev)]
-    if dev.empty:
-        return own
+    target = np.full(len(dev), -1, dtype=np.int64)
+    if len(t["event"]) == 0 or dev.empty:
+        return dev, target
     dev_ext = dev["external_id"].to_numpy()
     dev_corr = dev["correlation"].to_numpy()
-    dev_dur = dev["dur_ns"].to_numpy()
     ev_ext = ev["external_id"].to_numpy()[t["event"]]
     labels = t["cat_labels"]
 
@@ -276,7 +285,6 @@ def _device_own_ns(trace: Trace, t: dict[str, Any]) -> np.ndarray:
         return np.asarray(np.array([c in cats for c in labels], dtype=bool)[t["cat_codes"]], dtype=bool)
 
     is_op = cat_in((schema.CPU_OP, schema.USER_ANNOTATION))
-    target = np.full(len(dev), -1, dtype=np.int64)
     # External id -> op row (the innermost op active at the launch); first occurrence wins
     op_rows = np.flatnonzero(is_op & (ev_ext >= 0))
     if len(op_rows) and (dev_ext >= 0).any():
@@ -302,14 +310,7 @@ def _device_own_ns(trace: Trace, t: dict[str, Any]) -> np.ndarray:
     # a CUDA-graph replay's device ops: the operator that captured them (nbprof.trace.graph_replay)
     pos = replay_positions(trace, np.flatnonzero(pred.is_device_op(ev)), t["event"])
     target = np.where(pos >= 0, pos, target)
-    # kernels of a merged wrapper row go to the row it is merged into (torch lifts them)
-    merged = t["merged"]
-    effp = t["effective_parent"]
-    ok = target >= 0
-    rows = target[ok]
-    rows = np.where(merged[rows], effp[rows], rows)
-    own += np.rint(np.bincount(rows, weights=dev_dur[ok], minlength=n)).astype(np.int64)
-    return own
+    return dev, target
 
 
 def _python_parents(tree: pd.DataFrame) -> np.ndarray:
