@@ -92,10 +92,11 @@ def _torchrun(out: Path, sleep: float) -> list:
 def test_balance_ranks_on_a_real_gloo_straggler(tmp_path):
     # 2-rank gloo DDP, rank 1 sleeps 50 ms before backward every step (tests/workloads/ddp_straggler.py), against
     # the same job without the sleep. balance_ranks removes rank 0's wait in the all-reduces (on gloo's worker
-    # thread, which idles until c10d::allreduce_ enqueues the work). Measured on the shared 2-core machine at the
-    # merge: 53-59 ms -> 27-31 ms predicted in four runs (one earlier run: 2.8 ms); the run without the sleep
-    # measured 5.2-30.7 ms per step (median 7.3 ms). The replay keeps about half of the wait today (a known
-    # underestimate, in the issue 30 note): the bound below is issue 30's "none off by more than 2x", not its 20%.
+    # thread, which idles until c10d::allreduce_ enqueues the work), and the main thread, which waits for the
+    # all-reduce in DDP's reducer, resumes when it ends (a wake edge from the gloo range's end, however late: a
+    # step whose main thread resumed 1.06 ms after the all-reduce kept its whole wait before, which is how the
+    # replay kept about half of the wait: 53-59 -> 27-31 ms). Measured at stop 40: 54.5 -> 4.5 ms predicted
+    # (saving 50.0 ms) vs 1.5-5.9 ms per step without the sleep (saving 52.7 ms against the median): 0.95.
     pytest.importorskip("torch")
     (tmp_path / "s").mkdir()
     (tmp_path / "n").mkdir()
@@ -115,4 +116,4 @@ def test_balance_ranks_on_a_real_gloo_straggler(tmp_path):
                     "per step (the same work)")
     measured_saving = p0.baseline_step_ns - float(np.median(meas))
     print(f"balance_ranks: predicted saving {p0.saving_ns / 1e6:.1f} ms, measured {measured_saving / 1e6:.1f} ms")
-    assert 0.5 <= p0.saving_ns / measured_saving <= 2.0
+    assert 0.75 <= p0.saving_ns / measured_saving <= 1.25  # the harness's 20% target, with the noise of 4 steps
