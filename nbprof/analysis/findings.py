@@ -10,9 +10,11 @@ ranks of a multi-rank job) and return a list of findings. :func:`quantify` predi
 :func:`rank` orders them -- the only ranking: the report's verdict, the dashboard and the CLI show the list in
 the order :func:`nbprof.analysis.advisor.advise` returns it.
 
-The ranking: findings with a predicted saving > 0 first, largest first; then, *listed apart*, the findings whose
-saving is unknown (no scenario models the change, or the replay predicts none): never shown as "saves
-nothing", each with ``saving_reason``. Ties: severity (high first), then the rule's registration order.
+The ranking: the *ranked* findings first (:attr:`Finding.ranked`: a predicted saving of at least
+:data:`MIN_SAVING_RATIO` of the mean step), largest saving first; then, *listed apart*, the others: a saving that
+is unknown (no scenario models the change, or the replay predicts none: never shown as "saves nothing") or too small
+to be a fix to start with (a ~50 ns copy in a 20 ms step), each with ``saving_reason``. Ties: severity (high first),
+then the rule's registration order.
 
 Precision of a saving: :data:`SAVING_REL_ERROR` is the relative error the validation harness
 (``scripts/harness_table.py``, ``docs/harness.md``) measured for predicted savings; a saving is shown as the
@@ -33,7 +35,8 @@ from . import whatif
 if TYPE_CHECKING:
     from ..trace.model import Trace
 
-__all__ = ["Finding", "RuleInputs", "Scenario", "SEVERITIES", "PARTS_FIXED", "SAVING_REL_ERROR", "describe",
+__all__ = ["Finding", "RuleInputs", "Scenario", "SEVERITIES", "PARTS_FIXED", "SAVING_REL_ERROR", "MIN_SAVING_RATIO",
+           "describe",
            "quantify", "rank", "split", "findings_frame"]
 
 #: A what-if scenario as :func:`nbprof.analysis.whatif.predict` takes it.
@@ -48,6 +51,13 @@ PARTS_FIXED = ("gpu_compute", "communication", "memcpy", "host", "sync_wait", "d
 #: Relative error of a predicted saving, from the validation harness (median absolute error over its pairs,
 #: rounded up; docs/harness.md). A saving s is shown as ``s*(1-e) .. s*(1+e)``.
 SAVING_REL_ERROR = 0.25
+
+#: The saving floor: a finding is ranked ("what to fix first") when its predicted saving is at least this share of the
+#: mean step it was predicted on (:attr:`Finding.step_ns`); under it the finding is listed apart. The verdict's bound
+#: is the part of the first ranked finding (:mod:`nbprof.analysis.verdict`), so the same share decides both. 5%: the
+#: harness's savings are known to ~20-25% (:data:`SAVING_REL_ERROR`), so a 5% saving is still distinguishable from
+#: the run-to-run spread of a quiet step (issue 30).
+MIN_SAVING_RATIO = 0.05
 
 
 @dataclass
@@ -87,6 +97,8 @@ class Finding:
         stacks (``with_stack=True``), else ``""``.
     knob : str
         The setting that fixes it (``DataLoader(num_workers=4)``, ``foreach=True``...), ``""`` when none.
+    step_ns : float or None
+        The mean step time (ns) the saving was predicted on (the replay's baseline); None when not quantified.
     """
 
     rule: str
@@ -102,11 +114,19 @@ class Finding:
     part: str = ""
     code_line: str = ""
     knob: str = ""
+    step_ns: float | None = None
 
     @property
     def quantified(self) -> bool:
-        """True when the finding carries a predicted saving > 0 (it is ranked; the others are listed apart)."""
+        """True when the finding carries a predicted saving > 0."""
         return self.predicted_saving_ns is not None and self.predicted_saving_ns > 0
+
+    @property
+    def ranked(self) -> bool:
+        """True when the finding is a fix to rank: a predicted saving of at least :data:`MIN_SAVING_RATIO` of the
+        mean step (``step_ns``; a saving without a known step counts). The others are listed apart."""
+        return self.quantified and (self.step_ns is None or float(self.predicted_saving_ns or 0)
+                                    >= MIN_SAVING_RATIO * self.step_ns)
 
     def saving_range_ns(self) -> tuple[float, float] | None:
         """``(low, high)`` ns of the predicted saving at the harness's error (:data:`SAVING_REL_ERROR`); None when
@@ -169,11 +189,11 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
     ``unquantified[rule]`` (or "no what-if scenario for rule ..."). A replay that fails (ValueError) leaves the
     finding unquantified with the error as reason.
     """
-    done: dict[str, tuple[int | None, str]] = {}
+    done: dict[str, tuple[int | None, str, float | None]] = {}
     for f in found:
         sc = f.scenario if f.scenario is not None else defaults.get(f.rule)
         if sc is None:
-            f.predicted_saving_ns = None
+            f.predicted_saving_ns, f.step_ns = None, None
             f.saving_reason = "not quantified: " + unquantified.get(f.rule, f"no what-if scenario for rule {f.rule!r}")
             continue
         key = describe(sc)
@@ -181,12 +201,15 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
             try:
                 p = whatif.predict(trace, sc)
             except ValueError as e:
-                done[key] = (None, f"not quantified: whatif.predict({key}) failed: {e}")
+                done[key] = (None, f"not quantified: whatif.predict({key}) failed: {e}", None)
             else:
                 done[key] = (int(round(p.saving_ns)),
                              f"whatif.predict({key}): mean step {p.baseline_step_ns / 1e6:.3f} ms -> "
-                             f"{p.predicted_step_ns / 1e6:.3f} ms over {len(p.per_step)} steps")
-        f.predicted_saving_ns, f.saving_reason = done[key]
+                             f"{p.predicted_step_ns / 1e6:.3f} ms over {len(p.per_step)} steps",
+                             float(p.baseline_step_ns))
+        f.predicted_saving_ns, f.saving_reason, f.step_ns = done[key]
+        if f.quantified and not f.ranked:
+            f.saving_reason += f" (under {MIN_SAVING_RATIO:.0%} of the step: not ranked)"
 
 
 def _key(order: dict[str, int]) -> Any:
@@ -194,27 +217,32 @@ def _key(order: dict[str, int]) -> Any:
 
     def key(f: Finding) -> tuple[int, int, int, int]:
         s, r = sev.get(f.severity, 9), order.get(f.rule, len(order))
-        if f.quantified:
+        if f.ranked:
             return (0, -int(f.predicted_saving_ns or 0), s, r)
-        return (1, 0, s, r)
+        if f.quantified:  # under the floor: apart, before the unquantified ones, largest first
+            return (1, -int(f.predicted_saving_ns or 0), s, r)
+        return (2, 0, s, r)
 
     return key
 
 
 def rank(found: Sequence[Finding], rule_order: Sequence[str] = ()) -> list[Finding]:
-    """The one ranking: findings with a predicted saving > 0, largest first, then the others (listed apart);
-    ties by severity (high first), then by ``rule_order``."""
+    """The one ranking: the ranked findings (:attr:`Finding.ranked`), largest saving first, then the others (listed
+    apart: those with a saving under the floor, largest first, then those without one); ties by severity (high
+    first), then by ``rule_order``."""
     return sorted(found, key=_key({r: i for i, r in enumerate(rule_order)}))
 
 
 def split(ranked: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
-    """``(quantified, apart)`` of a ranked list, order kept: the findings with a saving > 0, and the others."""
-    return [f for f in ranked if f.quantified], [f for f in ranked if not f.quantified]
+    """``(ranked, apart)`` of a ranked list, order kept: the findings to fix first (:attr:`Finding.ranked`), and the
+    others."""
+    return [f for f in ranked if f.ranked], [f for f in ranked if not f.ranked]
 
 
 def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
     """Findings as a DataFrame, in their order, with columns ``rule, severity, title, where, next_step, evidence,
-    predicted_saving_ns`` (ns, None when not quantified), ``saving_reason, evidence_rows, part, code_line, knob``."""
+    predicted_saving_ns`` (ns, None when not quantified), ``saving_reason, evidence_rows, part, code_line, knob,
+    step_ns`` (ns, the step the saving was predicted on), ``ranked`` (bool: listed under what to fix first)."""
     cols = ["rule", "severity", "title", "where", "next_step", "evidence", "predicted_saving_ns", "saving_reason",
-            "evidence_rows", "part", "code_line", "knob"]
+            "evidence_rows", "part", "code_line", "knob", "step_ns", "ranked"]
     return pd.DataFrame([{c: getattr(f, c) for c in cols} for f in findings], columns=cols)
