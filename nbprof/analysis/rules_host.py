@@ -17,7 +17,9 @@ Each rule takes :class:`nbprof.analysis.findings.RuleInputs` and returns at most
 ``optimizer_loop``     an ``Optimizer.step#...`` range runs >= ``optimizer_loop_ops`` per-parameter ops
                        (``aten::add_``, ``mul_``, ``addcmul_``, ``lerp_``, ...) and no ``_foreach_``/``_fused_``
                        op. Scenario: the range scaled to what a foreach implementation keeps: each op's time above
-                       the cheapest call of its name (the arithmetic) plus one call per op name and step.
+                       the cheapest call of its name (the arithmetic) plus one call per op name and step. On a
+                       CPU-only trace not quantified: CPU ``_foreach_`` ops loop over the tensors in C++ (one
+                       dispatched op each, no multi-tensor kernel) and foreach adds its own per-parameter work.
 ``step_io``            Python frames of ``torch.save``, ``print``, ``logging`` or file writes inside the steps take
                        >= ``step_io_ratio`` of the step time. Scenario: those frames scaled to 0 (done every N
                        steps instead: the saving approaches it).
@@ -212,9 +214,13 @@ def rule_optimizer_loop(inp: RuleInputs) -> list[Finding]:
          "ranges": int(rng.size)},
         steps_where(inp.steps) if len(inp.steps) else "whole trace",
         "Use the multi-tensor implementation: torch.optim.<Opt>(..., foreach=True) (or fused=True for Adam/AdamW/SGD "
-        "on GPU); one kernel per op kind instead of one per parameter.",
-        evidence_rows=rows, part="host", code_line=_code_line(inp, rows), knob="foreach=True (or fused=True)",
-        scenario=whatif.scale(exact(opt_names), factor, label=f"optimizer step x{factor:.2f} (foreach)"),
+        "on GPU); one kernel per op kind instead of one per parameter." if inp.trace.has_device else
+        "Use the fused implementation: torch.optim.<Opt>(..., fused=True) (Adam/AdamW/SGD on CPU): foreach=True on "
+        "CPU still runs one op per parameter, from C++.",
+        evidence_rows=rows, part="host", code_line=_code_line(inp, rows),
+        knob="foreach=True (or fused=True)" if inp.trace.has_device else "fused=True",
+        scenario=whatif.scale(exact(opt_names), factor, label=f"optimizer step x{factor:.2f} (foreach)")
+        if inp.trace.has_device else None,
     )]
 
 
