@@ -11,12 +11,14 @@ import argparse
 import datetime
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "harness")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "harness"), str(ROOT / "tests")]
 
 import pairs as H  # noqa: E402
+from timing_guard import cpu_stall_us  # noqa: E402
 
 HEADER = """# Validation harness (issue 30)
 
@@ -25,7 +27,9 @@ findings, and predicts the saving of the finding that matches the fix; the *afte
 `python scripts/harness_table.py` (tests/harness; `tests/test_harness.py` runs the same pairs in `make test`).
 CPU pairs ran on {machine} on {date}; a pair whose untouched work moved by more than {guard}x between its two runs is
 marked *disturbed* (as is one whose two rounds measure savings that differ by more than half) and left out of the
-error figures: the machine's load changed, not the prediction. Load average during this run: {load}.
+error figures: the machine's load changed, not the prediction. Load average during this run: {load} (before /
+after); runnable tasks waited for a CPU {stall} of the time the CPU pairs ran (``/proc/pressure/cpu``; over 50%
+``tests/test_harness.py`` skips its CPU error bounds).
 Targets: median absolute error <= 20% of the measured saving, none off by more than 2x, the right fix first in >= 9
 of 10 pairs.
 
@@ -41,15 +45,20 @@ def main() -> None:
     import os
     import platform
 
+    load0 = os.getloadavg()
+    s0, t0 = cpu_stall_us(), time.monotonic()
     with tempfile.TemporaryDirectory() as d:
         ps = [] if a.no_cpu else H.cpu_pairs(Path(d))
         if not a.no_straggler:
             ps.append(H.straggler_pair(Path(d)))
-        ps += H.gpu_pairs()
         rows = H.evaluate(ps)
+    s1, wall = cpu_stall_us(), time.monotonic() - t0
+    stall = f"{(s1 - s0) / 1e6 / wall:.0%}" if s0 is not None and s1 is not None and wall > 0 else "(no PSI)"
+    rows += H.evaluate(H.gpu_pairs())
     text = HEADER.format(machine=f"{platform.machine()} x{os.cpu_count()} ({platform.processor() or 'cpu'})",
                          date=datetime.date.today().isoformat(), guard=H.GUARD,
-                         load=" / ".join(f"{x:.1f}" for x in os.getloadavg())) + H.markdown(rows)
+                         load=" / ".join(f"{x:.1f}" for x in (load0[0], os.getloadavg()[0])),
+                         stall=stall) + H.markdown(rows)
     Path(a.out).write_text(text, encoding="utf-8")
     print(text)
 

@@ -132,7 +132,9 @@ def test_advise_all_rules_sorted_and_frame():
     assert fs[0].rule == "dataloader" and saving == sorted(saving, reverse=True)
     df = advisor.findings_frame(fs)
     assert list(df.columns) == ["rule", "severity", "title", "where", "next_step", "evidence",
-                                "predicted_saving_ns", "saving_reason", "evidence_rows", "part", "code_line", "knob"]
+                                "predicted_saving_ns", "saving_reason", "evidence_rows", "part", "code_line", "knob",
+                                "step_ns", "ranked"]
+    assert df["ranked"].tolist() == [f.ranked for f in fs] and df["ranked"].iloc[0]  # the DataLoader: 33% of the step
     assert len(df) == 8
     json.dumps([f.to_dict() for f in fs])  # evidence is plain JSON
     # the CPU LM (examples/train_transformer.py): AdamW's per-parameter loop (CPU tensors: no foreach by default)

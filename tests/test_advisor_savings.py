@@ -11,6 +11,7 @@ from conftest import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis import advisor, whatif
+from nbprof.analysis.findings import MIN_SAVING_RATIO
 from nbprof.analysis.steps import _is_dataloader
 
 V100_NW0 = "pytorch__kineto/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
@@ -24,17 +25,23 @@ def _gpu(name):
 
 
 def _check_ranked(fs):
-    # the one ranking (findings.rank): savings > 0 first, largest first; then the others (unquantified, or a replay
-    # that predicts no saving), listed apart
-    q = [f.predicted_saving_ns for f in fs if f.quantified]
+    # the one ranking (findings.rank): the ranked findings (a saving of at least MIN_SAVING_RATIO of the step) first,
+    # largest first; then, listed apart, the savings under that floor (largest first) and the others (unquantified,
+    # or a replay that predicts no saving)
+    q = [f.predicted_saving_ns for f in fs if f.ranked]
     assert q == sorted(q, reverse=True)
+    small = [f.predicted_saving_ns for f in fs if f.quantified and not f.ranked]
+    assert small == sorted(small, reverse=True)
     seen_apart = False
     for f in fs:
-        if not f.quantified:
+        if not f.ranked:
             seen_apart = True
             assert f.saving_reason.startswith(("not quantified: ", "whatif.predict("))
+            if f.quantified:
+                assert f.predicted_saving_ns < MIN_SAVING_RATIO * f.step_ns and "not ranked" in f.saving_reason
         else:
             assert not seen_apart and isinstance(f.predicted_saving_ns, int)
+            assert f.predicted_saving_ns >= MIN_SAVING_RATIO * f.step_ns
             assert f.saving_reason.startswith("whatif.predict(")
 
 

@@ -81,7 +81,7 @@ def test_finding_button_selects_the_timeline_and_zooms_to_the_evidence(lab, brow
     except Exception:  # report what the page shows instead
         page.screenshot(path=str(shots / "FAILED_dashboard.png"))
         pytest.fail(f"no canvas ({cell.locator('canvas').count()} in the cell); errors: {errors}")
-    assert buttons.count() == 6  # 3 findings with a saving, 3 listed apart (tests/test_dashboard_links.py)
+    assert buttons.count() == 5  # 2 findings ranked, 3 listed apart (the 54 ns memcpy first; test_dashboard_links.py)
     assert buttons.first.inner_text().strip() == "1. show on the timeline (13.742 ms to 57.318 ms)"
     assert page.evaluate(_RANGE) is None  # no timeline yet (built on first use)
 

@@ -3,7 +3,8 @@ bound, ranks the fix's finding first, and predicts the measured saving (docs/har
 
 Runs the 8 CPU workloads (2 interleaved rounds), the 2-rank gloo straggler, and the recorded GPU pairs; ~2 min on
 the shared 2-core machine. Error targets are checked on the pairs the guard calls undisturbed (the work the fix does
-not touch agreed between the two runs), skipped when fewer than 3 are (a machine too loaded to measure on)."""
+not touch agreed between the two runs), skipped when fewer than 4 are, or when runnable tasks waited for a CPU over
+half the time the CPU pairs ran (tests/timing_guard.py: a machine too loaded to measure on)."""
 
 from __future__ import annotations
 
@@ -18,15 +19,24 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationW
 
 
 @pytest.fixture(scope="module")
-def rows(tmp_path_factory):
+def run(tmp_path_factory):
     pytest.importorskip("torch")
     import pairs as H
+    from timing_guard import measure
 
     out = tmp_path_factory.mktemp("harness")
-    ps = H.cpu_pairs(out, rounds=2) + [H.straggler_pair(out)] + H.gpu_pairs()
-    rows = H.evaluate(ps)
+    # the CPU pairs under the one timing guard (CPU pressure while they ran): the per-pair guard of pairs.py (the
+    # untouched work, the rounds' spread) cannot see a load that slows both runs alike but not their difference
+    cpu = measure(lambda a: H.evaluate(H.cpu_pairs(out, rounds=2) + [H.straggler_pair(out)]),
+                  what="the harness's CPU pairs", tries=1)
+    rows = cpu.value + H.evaluate(H.gpu_pairs())
     print("\n" + H.markdown(rows))
-    return rows
+    return rows, cpu
+
+
+@pytest.fixture(scope="module")
+def rows(run):
+    return run[0]
 
 
 def test_every_pair_names_a_bound_and_the_fix(rows):
@@ -58,22 +68,45 @@ def test_gpu_pairs_predictions(rows):
         assert 0 < by["v100_resnet50_workers"]["error"] <= 1.0  # within 2x
 
 
+def test_dataloader_workers_knob_on_the_real_pairs(rows, run):
+    # whatif.dataloader_workers(4) on the before run against the num_workers=4 after run. The CPU pair's fetch
+    # sleeps (0.5 ms per sample: a read): its waiting frames take no core, so 4 workers overlap them on 2 cores
+    # (the model before stop 40 capped the workers at cores - 1 and predicted ~3 ms of the ~32 ms saving). The
+    # after run's 4 steps drain a prefetch queue (persistent workers, prefetch_factor 4) while the model predicts
+    # the steady state, one batch per F / 4: at the merge 39.9 vs 32.0 ms (+25%, a loaded run). H200: +2%
+    # (recorded, deterministic). V100: the after run's host work is 20% slower (4 decoding workers share the
+    # host: contention the model does not have), so the knob is the no_dataloader upper bound there (+61%).
+    by = {r["name"]: r for r in rows}
+    dl = by["dataloader"]
+    if not dl["disturbed"] and not run[1].disturbed:
+        assert 0.67 <= 1 + dl["knob_error"] <= 1.5, dl
+    assert abs(by["h200_cnn_workers"]["knob_error"]) <= 0.10
+    if "v100_resnet50_workers" in by:
+        assert 0 < by["v100_resnet50_workers"]["knob_error"] <= 1.0
+
+
 #: pairs whose prediction misses for a known reason (kept in the table, left out of the regression bound below)
 KNOWN_MISSES = {
     # the saving is mostly the per-element Python loop around .item() (tensor iteration: an aten::select per element);
     # the scenario removes it only when the profiler recorded the loop's <genexpr> frame, which torch's Python
     # tracer does not do in every run (predicted 1.2-6.2 ms vs 6.8-16.9 ms measured)
     "python_metrics",
-    # on CPU, foreach=True still runs one kernel per tensor (the CPU foreach ops fall back to a per-tensor loop in
-    # C++): it saves the Python/dispatcher cost of the loop only, while optimizer_loop's scenario removes the
-    # loop's ops' whole host time -- right on GPU, an overestimate here (quiet runs: +29%, then +423%: 2.7 ms
-    # predicted vs 0.5 ms measured at the merge)
-    "optimizer",
 }
 
 
-def _cpu_quiet(rows):
+def test_cpu_optimizer_loop_is_not_quantified(rows):
+    # on CPU, foreach=True still runs one op per tensor (the CPU _foreach_ ops loop in C++) and adds its own
+    # per-parameter work: measured at stop 40, the pair's saving was -0.24 ms (undisturbed round) against 3.6 ms of
+    # Python loop between the ops (the old scenario predicted 2.7-18.6 ms, +1359% at the merge). The finding stays
+    # first (fused=True is the CPU fix), unquantified with that reason.
+    r = {r["name"]: r for r in rows}["optimizer"]
+    assert r["fix_rank"] == 1 and r["predicted_ns"] is None and "CPU-only" in r["reason"], r
+
+
+def _cpu_quiet(rows, run):
     import pairs as H
+
+    run[1].skip_if_disturbed()
 
     cpu = [r for r in rows if not r["name"].endswith("_workers")]
     q = [r for r in cpu if r["error"] is not None and not r["disturbed"]]
@@ -82,11 +115,11 @@ def _cpu_quiet(rows):
     return cpu
 
 
-def test_cpu_predicted_savings_against_measured(rows):
+def test_cpu_predicted_savings_against_measured(rows, run):
     # today's numbers as a regression bound (a quiet run here: median 25% of the measured saving, worst 1.5x but the
     # known miss): median absolute error <= 35%, none off by more than 2x
     import pairs as H
 
-    s = H.summary([r for r in _cpu_quiet(rows) if r["name"] not in KNOWN_MISSES])
+    s = H.summary([r for r in _cpu_quiet(rows, run) if r["name"] not in KNOWN_MISSES])
     assert s["median_abs_error"] <= 0.35, H.markdown(rows)
     assert s["max_factor"] <= 2.0, H.markdown(rows)

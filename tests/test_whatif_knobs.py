@@ -49,8 +49,10 @@ def test_dataloader_workers_h200_pair():
 def test_dataloader_workers_on_two_cores_says_so():
     # data/cpu cnn_nw0 -> cnn_nw2: examples/train_cnn.py on the 2-core CPU machine. 2 workers + the main process
     # exceed the cores: the prediction says so, and more workers predict no faster step than one.
-    # Measured: 26.00 ms -> 23.43 ms; predicted 18.06 ms (-23 %; the model keeps only the CPU-share bound,
-    # not the workers' IPC and scheduling cost on a shared machine).
+    # Measured: 26.00 ms -> 23.43 ms; predicted 18.06 ms (-23 %, the saving 3x over). The after run's first step
+    # (43.4 ms, cpu_exec 34.8 ms) carries the workers' prefetch (2 workers x prefetch_factor 2 batches of 15.9 ms
+    # of CPU, competing with the model's ops on 2 cores): an epoch's start, which the steady-state model leaves
+    # out; its steady steps measure 19.4 ms (-7%). No Python frames: the fetch is all CPU (a busy-wait).
     a, b = _load(CPU / "cnn_nw0.pt.trace.json.gz"), _load(CPU / "cnn_nw2.pt.trace.json.gz")
     p2 = whatif.predict(a, whatif.dataloader_workers(2, cores=2))
     p1 = whatif.predict(a, whatif.dataloader_workers(1, cores=2))
@@ -59,6 +61,10 @@ def test_dataloader_workers_on_two_cores_says_so():
     assert any("exceed the 2 CPU cores" in n and "slower" in n for n in p2.notes)
     assert p1.notes == [] and p8.predicted_step_ns >= p1.predicted_step_ns
     assert abs(p2.predicted_step_ns / measured - 1) <= 0.30, (p2, measured)
+    steady = float(whatif.predict(b, []).per_step["baseline_ns"].iloc[1:].mean())
+    assert abs(p2.predicted_step_ns / steady - 1) <= 0.10, (p2, steady)
+    plan = p2.per_step  # the fetch has no waiting frames here: all of it competes for the 2 cores
+    assert len(plan) == 6
     # on 16 cores the same two workers would hide the DataLoader (its 15.9 ms fetch / 2 < the 10 ms of compute)
     assert whatif.predict(a, whatif.dataloader_workers(2, cores=16)).predicted_step_ns < p2.predicted_step_ns
 
@@ -92,10 +98,11 @@ def _torchrun(out: Path, sleep: float) -> list:
 def test_balance_ranks_on_a_real_gloo_straggler(tmp_path):
     # 2-rank gloo DDP, rank 1 sleeps 50 ms before backward every step (tests/workloads/ddp_straggler.py), against
     # the same job without the sleep. balance_ranks removes rank 0's wait in the all-reduces (on gloo's worker
-    # thread, which idles until c10d::allreduce_ enqueues the work). Measured on the shared 2-core machine at the
-    # merge: 53-59 ms -> 27-31 ms predicted in four runs (one earlier run: 2.8 ms); the run without the sleep
-    # measured 5.2-30.7 ms per step (median 7.3 ms). The replay keeps about half of the wait today (a known
-    # underestimate, in the issue 30 note): the bound below is issue 30's "none off by more than 2x", not its 20%.
+    # thread, which idles until c10d::allreduce_ enqueues the work), and the main thread, which waits for the
+    # all-reduce in DDP's reducer, resumes when it ends (a wake edge from the gloo range's end, however late: a
+    # step whose main thread resumed 1.06 ms after the all-reduce kept its whole wait before, which is how the
+    # replay kept about half of the wait: 53-59 -> 27-31 ms). Measured at stop 40: 54.5 -> 4.5 ms predicted
+    # (saving 50.0 ms) vs 1.5-5.9 ms per step without the sleep (saving 52.7 ms against the median): 0.95.
     pytest.importorskip("torch")
     (tmp_path / "s").mkdir()
     (tmp_path / "n").mkdir()
@@ -115,4 +122,4 @@ def test_balance_ranks_on_a_real_gloo_straggler(tmp_path):
                     "per step (the same work)")
     measured_saving = p0.baseline_step_ns - float(np.median(meas))
     print(f"balance_ranks: predicted saving {p0.saving_ns / 1e6:.1f} ms, measured {measured_saving / 1e6:.1f} ms")
-    assert 0.5 <= p0.saving_ns / measured_saving <= 2.0
+    assert 0.75 <= p0.saving_ns / measured_saving <= 1.25  # the harness's 20% target, with the noise of 4 steps

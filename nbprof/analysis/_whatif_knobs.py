@@ -105,8 +105,9 @@ def workers_plan(g: cpm.Graph, ev: pd.DataFrame, n: int, cores: int | None, curr
     -------
     plan : pandas.DataFrame
         ``step``, ``dataloader_ns`` (measured DataLoader time D), ``rest_ns`` (the rest of the step R),
-        ``fetch_ns`` (one batch's fetch time F), ``new_dataloader_ns`` (D'), ``floor_ns`` (the CPU bound of
-        the step), ``factor`` (D'/D), int64 ns / float.
+        ``fetch_ns`` (one batch's fetch time F), ``fetch_cpu_ns`` (the part of F on a core: F less the
+        DataLoader's waiting frames), ``new_dataloader_ns`` (D'), ``floor_ns`` (the CPU bound of the step),
+        ``factor`` (D'/D), int64 ns / float.
     notes : list of str
     """
     cores = int(cores) if cores else _cores_here()
@@ -132,13 +133,19 @@ def workers_plan(g: cpm.Graph, ev: pd.DataFrame, n: int, cores: int | None, curr
     wait = pd.Series(dur[blocking]).groupby(step_col[blocking]).sum().reindex(ps.index, fill_value=0)
     rest = (ps - d).clip(lower=0)
     fetch = d if current == 0 else current * (rest + d)
+    # the fetch's waits (time.sleep, reads: Python frames that wait off the CPU, with_stack traces) take no core:
+    # n workers overlap them however few the cores; only the rest of the fetch competes for cores
+    waiting = _dataloader_waits(ev, np.flatnonzero(dl), step_col).reindex(ps.index, fill_value=0)
+    wait_share = (waiting / d.where(d > 0)).fillna(0.0).clip(0, 1) if current == 0 else 0.0 * d
+    fetch_cpu = fetch * (1 - wait_share)
     n_eff = min(n, max(1, cores - 1)) if n > 0 else 0
-    new_d = fetch.astype(float) if n_eff == 0 else (fetch / n_eff - rest).clip(lower=0)
+    # a worker delivers a batch per F / n (latency) or per F_cpu / n_eff (the cores the workers get), the slower
+    new_d = fetch.astype(float) if n_eff == 0 else (np.maximum(fetch / n, fetch_cpu / n_eff) - rest).clip(lower=0)
     # CPU the main process needs per step: its host work less its blocking waits; on a trace without device
     # ops the model's own operators run on torch's intra-op pool, which spans the cores (torch's default)
     has_device = bool((ev["device"].to_numpy()[g.rows] >= 0).any())
     rest_cpu = (rest - wait).clip(lower=0) * (1 if has_device else cores)
-    floor = (rest_cpu + fetch) / min(cores, n + 1 if has_device else cores) if n > 0 else pd.Series(
+    floor = (rest_cpu + fetch_cpu) / min(cores, n + 1 if has_device else cores) if n > 0 else pd.Series(
         0.0, index=ps.index)
     factor = (new_d / d.where(d > 0)).fillna(1.0)
     if n + 1 > cores:
@@ -148,10 +155,33 @@ def workers_plan(g: cpm.Graph, ev: pd.DataFrame, n: int, cores: int | None, curr
                      "cores")
     plan = pd.DataFrame({"step": ps.index.to_numpy(np.int64), "dataloader_ns": d.to_numpy(np.int64),
                          "rest_ns": rest.to_numpy(np.int64), "fetch_ns": fetch.to_numpy(np.int64),
+                         "fetch_cpu_ns": np.rint(fetch_cpu.to_numpy(float)).astype(np.int64),
                          "new_dataloader_ns": np.rint(new_d.to_numpy(float)).astype(np.int64),
                          "floor_ns": np.rint(floor.to_numpy(float)).astype(np.int64),
                          "factor": factor.to_numpy(float)})
     return plan, notes
+
+
+def _dataloader_waits(ev: pd.DataFrame, dl_rows: np.ndarray, step_col: np.ndarray) -> pd.Series:
+    """Per step: the time (ns) inside the DataLoader ranges ``dl_rows`` that their thread spends in Python frames
+    that wait off the CPU (:data:`nbprof.analysis.pyframes.WAIT_FRAME_RE`; nested ones counted once). Empty
+    without stacks."""
+    from . import _intervals as iv
+    from . import pyframes
+
+    fr = np.flatnonzero(np.asarray(ev["cat"] == pyframes.PYTHON_CATEGORY, dtype=bool)
+                        & pred.name_mask(ev["name"], lambda x: pyframes.WAIT_FRAME_RE.search(x) is not None))
+    if fr.size == 0 or dl_rows.size == 0:
+        return pd.Series(dtype=np.int64)
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    fr = fr[cpm.inside_ranges(ev, dl_rows, fr, ts[fr])]
+    end = ts + ev["dur_ns"].to_numpy(np.int64)
+    out = {}
+    for st in np.unique(step_col[fr]):
+        f = fr[step_col[fr] == st]
+        a, b = iv.merge(ts[f], end[f])
+        out[int(st)] = int((b - a).sum())
+    return pd.Series(out, dtype=np.int64)
 
 
 def balance_factors(trace_events: pd.DataFrame, peers: Sequence[Trace]) -> tuple[np.ndarray, np.ndarray]:

@@ -10,9 +10,11 @@ ranks of a multi-rank job) and return a list of findings. :func:`quantify` predi
 :func:`rank` orders them -- the only ranking: the report's verdict, the dashboard and the CLI show the list in
 the order :func:`nbprof.analysis.advisor.advise` returns it.
 
-The ranking: findings with a predicted saving > 0 first, largest first; then, *listed apart*, the findings whose
-saving is unknown (no scenario models the change, or the replay predicts none): never shown as "saves
-nothing", each with ``saving_reason``. Ties: severity (high first), then the rule's registration order.
+The ranking: the *ranked* findings first (:attr:`Finding.ranked`: a predicted saving of at least
+:data:`MIN_SAVING_RATIO` of the mean step), largest saving first; then, *listed apart*, the others: a saving that
+is unknown (no scenario models the change, or the replay predicts none: never shown as "saves nothing") or too small
+to be a fix to start with (a ~50 ns copy in a 20 ms step), each with ``saving_reason``. Ties: severity (high first),
+then the rule's registration order.
 
 Precision of a saving: :data:`SAVING_REL_ERROR` is the relative error the validation harness
 (``scripts/harness_table.py``, ``docs/harness.md``) measured for predicted savings; a saving is shown as the
@@ -33,8 +35,8 @@ from . import whatif
 if TYPE_CHECKING:
     from ..trace.model import Trace
 
-__all__ = ["Finding", "RuleInputs", "Scenario", "SEVERITIES", "PARTS_FIXED", "SAVING_REL_ERROR", "describe",
-           "quantify", "rank", "saving_on", "split", "findings_frame"]
+__all__ = ["Finding", "RuleInputs", "Scenario", "SEVERITIES", "PARTS_FIXED", "SAVING_REL_ERROR", "MIN_SAVING_RATIO",
+           "describe", "quantify", "rank", "ranked_on", "saving_on", "split", "findings_frame"]
 
 #: A what-if scenario as :func:`nbprof.analysis.whatif.predict` takes it.
 Scenario = str | whatif.Change | list[str | whatif.Change]
@@ -48,6 +50,13 @@ PARTS_FIXED = ("gpu_compute", "communication", "memcpy", "host", "sync_wait", "d
 #: Relative error of a predicted saving, from the validation harness (median absolute error over its pairs,
 #: rounded up; docs/harness.md). A saving s is shown as ``s*(1-e) .. s*(1+e)``.
 SAVING_REL_ERROR = 0.25
+
+#: The saving floor: a finding is ranked ("what to fix first") when its predicted saving is at least this share of the
+#: mean step it was predicted on (:attr:`Finding.step_ns`); under it the finding is listed apart. The verdict's bound
+#: is the part of the first ranked finding (:mod:`nbprof.analysis.verdict`), so the same share decides both. 5%: the
+#: harness's savings are known to ~20-25% (:data:`SAVING_REL_ERROR`), so a 5% saving is still distinguishable from
+#: the run-to-run spread of a quiet step (issue 30).
+MIN_SAVING_RATIO = 0.05
 
 
 @dataclass
@@ -91,6 +100,8 @@ class Finding:
         The same replay's saving per step (step number -> baseline minus predicted step time, ns; steps the
         replay could not place are absent): :func:`saving_on` averages it over the steps a caller judges (one
         slow step of a window); None when not quantified.
+    step_ns : float or None
+        The mean step time (ns) the saving was predicted on (the replay's baseline); None when not quantified.
     """
 
     rule: str
@@ -107,11 +118,18 @@ class Finding:
     code_line: str = ""
     knob: str = ""
     step_savings_ns: dict[int, int] | None = None
+    step_ns: float | None = None
 
     @property
     def quantified(self) -> bool:
-        """True when the finding carries a predicted saving > 0 (it is ranked; the others are listed apart)."""
+        """True when the finding carries a predicted saving > 0."""
         return self.predicted_saving_ns is not None and self.predicted_saving_ns > 0
+
+    @property
+    def ranked(self) -> bool:
+        """True when the finding is a fix to rank: a predicted saving of at least :data:`MIN_SAVING_RATIO` of the
+        mean step (``step_ns``; a saving without a known step counts). The others are listed apart."""
+        return ranked_on(self)
 
     def saving_range_ns(self) -> tuple[float, float] | None:
         """``(low, high)`` ns of the predicted saving at the harness's error (:data:`SAVING_REL_ERROR`); None when
@@ -174,11 +192,11 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
     ``unquantified[rule]`` (or "no what-if scenario for rule ..."). A replay that fails (ValueError) leaves the
     finding unquantified with the error as reason.
     """
-    done: dict[str, tuple[int | None, str, dict[int, int] | None]] = {}
+    done: dict[str, tuple[int | None, str, dict[int, int] | None, float | None]] = {}
     for f in found:
         sc = f.scenario if f.scenario is not None else defaults.get(f.rule)
         if sc is None:
-            f.predicted_saving_ns, f.step_savings_ns = None, None
+            f.predicted_saving_ns, f.step_savings_ns, f.step_ns = None, None, None
             f.saving_reason = "not quantified: " + unquantified.get(f.rule, f"no what-if scenario for rule {f.rule!r}")
             continue
         key = describe(sc)
@@ -193,8 +211,11 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
                              f"whatif.predict({key}): mean step {p.baseline_step_ns / 1e6:.3f} ms -> "
                              f"{p.predicted_step_ns / 1e6:.3f} ms over {len(p.per_step)} steps",
                              {int(s): int(b - q) for s, b, q in zip(per["step"], per["baseline_ns"],
-                                                                    per["predicted_ns"], strict=True)})
-        f.predicted_saving_ns, f.saving_reason, f.step_savings_ns = done[key]
+                                                                    per["predicted_ns"], strict=True)},
+                             float(p.baseline_step_ns))
+        f.predicted_saving_ns, f.saving_reason, f.step_savings_ns, f.step_ns = done[key]
+        if f.quantified and not f.ranked:
+            f.saving_reason += f" (under {MIN_SAVING_RATIO:.0%} of the step: not ranked)"
 
 
 def saving_on(f: Finding, steps: Sequence[int] | None = None) -> int | None:
@@ -208,34 +229,53 @@ def saving_on(f: Finding, steps: Sequence[int] | None = None) -> int | None:
     return int(round(sum(got) / len(got))) if got else None
 
 
-def _key(order: dict[str, int], steps: Sequence[int] | None) -> Any:
+def ranked_on(f: Finding, steps: Sequence[int] | None = None, step_ns: float | None = None) -> bool:
+    """True when ``f`` is a fix to rank: its saving (:func:`saving_on` ``steps``) is at least
+    :data:`MIN_SAVING_RATIO` of the step — ``step_ns`` (ns, the judged steps' mean) when ``steps`` and ``step_ns``
+    are given, else the replay's mean step (:attr:`Finding.step_ns`); a saving without a known step counts. The one
+    floor of the ranking, the verdict's bound and the "no finding saves 5%" sentence."""
+    saving = saving_on(f, steps)
+    if saving is None:
+        return False
+    base = step_ns if steps is not None and step_ns is not None else f.step_ns
+    return base is None or float(saving) >= MIN_SAVING_RATIO * base
+
+
+def _key(order: dict[str, int], steps: Sequence[int] | None, step_ns: float | None) -> Any:
     sev = {s: i for i, s in enumerate(SEVERITIES)}
 
     def key(f: Finding) -> tuple[int, int, int, int]:
         s, r = sev.get(f.severity, 9), order.get(f.rule, len(order))
         saving = saving_on(f, steps)
-        if saving is not None and saving > 0:
-            return (0, -int(saving), s, r)
-        return (1, 0, s, r)
+        if ranked_on(f, steps, step_ns):
+            return (0, -int(saving or 0), s, r)
+        if saving is not None:  # under the floor: apart, before the unquantified ones, largest first
+            return (1, -int(saving), s, r)
+        return (2, 0, s, r)
 
     return key
 
 
-def rank(found: Sequence[Finding], rule_order: Sequence[str] = (), steps: Sequence[int] | None = None) -> list[Finding]:
-    """The one ranking: findings with a predicted saving > 0, largest first, then the others (listed apart);
-    ties by severity (high first), then by ``rule_order``. ``steps``: the savings on those steps
-    (:func:`saving_on`: the ranking for one slow step of a window), default the trace's mean saving."""
-    return sorted(found, key=_key({r: i for i, r in enumerate(rule_order)}, steps))
+def rank(found: Sequence[Finding], rule_order: Sequence[str] = (), steps: Sequence[int] | None = None,
+         step_ns: float | None = None) -> list[Finding]:
+    """The one ranking: the ranked findings (:func:`ranked_on`), largest saving first, then the others (listed
+    apart: those with a saving under the floor, largest first, then those without one); ties by severity (high
+    first), then by ``rule_order``. ``steps``/``step_ns``: rank on the savings on those steps against their step
+    time (ns; :func:`saving_on`: the ranking for one slow step of a window), default the trace's mean saving
+    against the replay's mean step."""
+    return sorted(found, key=_key({r: i for i, r in enumerate(rule_order)}, steps, step_ns))
 
 
 def split(ranked: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
-    """``(quantified, apart)`` of a ranked list, order kept: the findings with a saving > 0, and the others."""
-    return [f for f in ranked if f.quantified], [f for f in ranked if not f.quantified]
+    """``(ranked, apart)`` of a ranked list, order kept: the findings to fix first (:attr:`Finding.ranked`), and the
+    others."""
+    return [f for f in ranked if f.ranked], [f for f in ranked if not f.ranked]
 
 
 def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
     """Findings as a DataFrame, in their order, with columns ``rule, severity, title, where, next_step, evidence,
-    predicted_saving_ns`` (ns, None when not quantified), ``saving_reason, evidence_rows, part, code_line, knob``."""
+    predicted_saving_ns`` (ns, None when not quantified), ``saving_reason, evidence_rows, part, code_line, knob,
+    step_ns`` (ns, the step the saving was predicted on), ``ranked`` (bool: listed under what to fix first)."""
     cols = ["rule", "severity", "title", "where", "next_step", "evidence", "predicted_saving_ns", "saving_reason",
-            "evidence_rows", "part", "code_line", "knob"]
+            "evidence_rows", "part", "code_line", "knob", "step_ns", "ranked"]
     return pd.DataFrame([{c: getattr(f, c) for c in cols} for f in findings], columns=cols)

@@ -18,11 +18,15 @@ import pandas as pd
 from ..trace.model import Trace
 from . import _intervals as iv
 
-__all__ = ["PYTHON_CATEGORY", "is_frame", "location", "is_user_frame", "enclosing_user_frame", "coverage",
-           "top_frame"]
+__all__ = ["PYTHON_CATEGORY", "WAIT_FRAME_RE", "is_frame", "location", "is_user_frame", "enclosing_user_frame",
+           "coverage", "top_frame"]
 
 PYTHON_CATEGORY = "python_function"
 _LOC = re.compile(r"^(?P<file>[^()<>]+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
+#: C frames in which the thread waits off the CPU (Kineto's names of CPython built-ins): ``time.sleep``,
+#: ``select``/``poll``, socket receives, file reads. Their time uses no core (a read, a remote fetch, a sleep).
+WAIT_FRAME_RE = re.compile(r"^<built-in (?:function|method) (?:sleep|select|poll|epoll|recv|recv_into|recvfrom|"
+                           r"readinto|read|pread)\b|^<method '(?:read|readinto|recv|recv_into|poll)' of ")
 _LIB = re.compile(r"(^|/)(site-packages|dist-packages|torch|nbprof/capture|lib/python3[.\d]*)/|^<frozen|^(threading|runpy|contextlib|"
                   r"selectors|socket|queue|multiprocessing|concurrent|asyncio)\b")
 

@@ -17,7 +17,9 @@ Each rule takes :class:`nbprof.analysis.findings.RuleInputs` and returns at most
 ``optimizer_loop``     an ``Optimizer.step#...`` range runs >= ``optimizer_loop_ops`` per-parameter ops
                        (``aten::add_``, ``mul_``, ``addcmul_``, ``lerp_``, ...) and no ``_foreach_``/``_fused_``
                        op. Scenario: the range scaled to what a foreach implementation keeps: each op's time above
-                       the cheapest call of its name (the arithmetic) plus one call per op name and step.
+                       the cheapest call of its name (the arithmetic) plus one call per op name and step. On a
+                       CPU-only trace not quantified: CPU ``_foreach_`` ops loop over the tensors in C++ (one
+                       dispatched op each, no multi-tensor kernel) and foreach adds its own per-parameter work.
 ``step_io``            Python frames of ``torch.save``, ``print``, ``logging`` or file writes inside the steps take
                        >= ``step_io_ratio`` of the step time. Scenario: those frames scaled to 0 (done every N
                        steps instead: the saving approaches it).
@@ -27,10 +29,10 @@ Each rule takes :class:`nbprof.analysis.findings.RuleInputs` and returns at most
                        (>= ``tiny_ops_per_step`` per step): per-op overhead dominates. Not quantified: the replay has no
                        model of a larger batch.
 ``straggler``          several ranks given: :func:`nbprof.analysis.distributed.stragglers` names a straggler.
-                       Scenario: on a rank that waits, its
-                       collectives scaled to their transfer share (:func:`~nbprof.analysis.distributed.wait_transfer`:
-                       no wait for the straggler); on the straggler itself not quantified (the saving is the
-                       others').
+                       Scenario: on a rank that waits, :func:`nbprof.analysis.whatif.balance_ranks` (the one
+                       model of what balancing saves: each collective keeps its transfer,
+                       :func:`~nbprof.analysis.distributed.wait_transfer`); on the straggler itself not
+                       quantified (the saving is the others').
 ``profiler_overhead``  the capture recorded the unprofiled steps' wall times and
                        :func:`nbprof.analysis.overhead.profiler_overhead` says the shares are distorted. Not
                        quantified: the profiler's cost is not the job's.
@@ -215,9 +217,13 @@ def rule_optimizer_loop(inp: RuleInputs) -> list[Finding]:
          "ranges": int(rng.size)},
         steps_where(inp.steps) if len(inp.steps) else "whole trace",
         "Use the multi-tensor implementation: torch.optim.<Opt>(..., foreach=True) (or fused=True for Adam/AdamW/SGD "
-        "on GPU); one kernel per op kind instead of one per parameter.",
-        evidence_rows=rows, part="host", code_line=_code_line(inp, rows), knob="foreach=True (or fused=True)",
-        scenario=whatif.scale(exact(opt_names), factor, label=f"optimizer step x{factor:.2f} (foreach)"),
+        "on GPU); one kernel per op kind instead of one per parameter." if inp.trace.has_device else
+        "Use the fused implementation: torch.optim.<Opt>(..., fused=True) (Adam/AdamW/SGD on CPU): foreach=True on "
+        "CPU still runs one op per parameter, from C++.",
+        evidence_rows=rows, part="host", code_line=_code_line(inp, rows),
+        knob="foreach=True (or fused=True)" if inp.trace.has_device else "fused=True",
+        scenario=whatif.scale(exact(opt_names), factor, label=f"optimizer step x{factor:.2f} (foreach)")
+        if inp.trace.has_device else None,
     )]
 
 
@@ -327,16 +333,9 @@ def rule_straggler(inp: RuleInputs) -> list[Finding]:
     rank = int(r["rank"])
     victims = s[s["rank"] != rank]
     me = int(inp.trace.meta.rank)
-    mine = wt[wt["rank"] == me]
-    sc: Scenario | None = None
-    # the collectives-scaled model below is the validated one (harness straggler pair: -1%); the replay's
-    # whatif.balance_ranks knob keeps about half of the wait today (tests/test_whatif_knobs.py)
-    if me != rank and len(mine) and int(mine["dur_ns"].sum()) > 0:
-        # this rank's collectives shrink to their transfer time: no wait for the straggler
-        kinds = sorted({str(c) for c in mine["collective"]})
-        pattern = "^(?:[a-z0-9_]+:)?(?:" + "|".join(re.escape(k) for k in kinds) + ")$"
-        keep = float(mine["transfer_ns"].sum()) / float(mine["dur_ns"].sum())
-        sc = whatif.scale(pattern, keep, label=f"collectives without the wait for rank {rank}")
+    # the one model of what balancing saves: whatif.balance_ranks (each collective of this rank keeps only its
+    # transfer; the thread that waited resumes when it ends); on the straggler itself there is no wait to lose
+    sc: Scenario | None = whatif.balance_ranks(inp.ranks) if me != rank and (wt["rank"] == me).any() else None
     ev = inp.trace.events
     rows = evi.longest(inp.trace, pred.is_communication(ev))
     return [Finding(

@@ -21,9 +21,10 @@ parts, two of them carved out of another part by what the time really is (issue 
 ``idle``                  the rest of ``other_ns``: no op, no frame (host code nothing names, or a sleep)
 ========================  ==========================================================
 
-The **bound** is the part that the first finding's fix shrinks (``findings[0].part``, the advisor's one
-ranking: the largest predicted saving) when that saving is at least :data:`MIN_SAVING_RATIO` of the step and the
-part holds at least half of it; otherwise the largest part. :attr:`Verdict.bound_reason` says why when the two differ. A part within
+The **bound** is the part that the first ranked finding's fix shrinks (``Finding.part`` of the first finding with
+:attr:`~nbprof.analysis.findings.Finding.ranked`, the advisor's one ranking: the largest predicted saving, at least
+:data:`~nbprof.analysis.findings.MIN_SAVING_RATIO` of the step) when the part holds at least half of it; otherwise
+the largest part. :attr:`Verdict.bound_reason` says why when the two differ. A part within
 :data:`CLOSE_RATIO` of the bound's share is :attr:`Verdict.co_bound` (both are shown instead of a flip at a
 threshold). A trace too short to judge (its steps together < :data:`MIN_PROFILED_NS`, or only the profiler's own events)
 gets bound ``too_short``; one step gets :attr:`Verdict.caveat`. With several ranks, the straggler
@@ -43,7 +44,7 @@ from ..trace.model import Trace
 from . import _intervals as iv
 from . import pyframes
 from . import steps as st
-from .findings import Finding, rank, saving_on
+from .findings import MIN_SAVING_RATIO, Finding, rank, ranked_on, saving_on
 from .utilization import gpu_utilization
 
 __all__ = ["BOUNDS", "PARTS", "CLOSE_RATIO", "MIN_SAVING_RATIO", "MIN_PROFILED_NS", "Verdict", "Contributor",
@@ -65,8 +66,6 @@ PARTS: dict[str, tuple[str, ...]] = {
 BOUNDS = (*PARTS, "too_short", "none")
 #: a part at least this fraction of the bound's share is shown with it ("host 41% / DataLoader 38%")
 CLOSE_RATIO = 0.8
-#: the first finding names the bound when its predicted saving is at least this share of the step
-MIN_SAVING_RATIO = 0.05
 #: profiled steps that together last less than this are too short to judge (timer resolution, profiler overhead
 #: per op); many short steps (a tiny batch, decode steps) together are not
 MIN_PROFILED_NS = 1_000_000
@@ -342,20 +341,19 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
         findings = advise(trace, ranks=tuple(ranks) if ranks is not None and len(ranks) > 1 else None)
     on = None if breakdown is None else [int(x) for x in bd["step"]]
     if on is not None:
-        findings = rank(findings, steps=on)
-    first = next((f for f in findings if (saving_on(f, on) or 0) > 0), None)
+        findings = rank(findings, steps=on, step_ns=step_ns)
+    first = next((f for f in findings if ranked_on(f, on, step_ns)), None)
     first_part = first.part if first is not None and first.part in parts else ""
     bound, reason = largest, ""
     saving = float(saving_on(first, on) or 0) if first is not None else 0.0
     # the first finding names the bound when it saves a real share of the step and its part holds that time
-    if first is not None and first_part and saving >= MIN_SAVING_RATIO * step_ns \
-            and parts[first_part] >= 0.5 * saving:
+    if first is not None and first_part and parts[first_part] >= 0.5 * saving:
         bound = first_part
         if bound != largest:
             reason = (f"{largest} takes more of the step, but the fix with the largest predicted saving "
                       f"({first.rule}) shrinks {bound}")
-    elif first is None or saving < MIN_SAVING_RATIO * step_ns:
-        reason = "no finding is predicted to save 5% of the step: the bound is the largest part"
+    elif first is None:
+        reason = f"no finding is predicted to save {MIN_SAVING_RATIO:.0%} of the step: the bound is the largest part"
     close = sorted((p for p in parts if p != bound and parts[p] > 0
                     and CLOSE_RATIO * max(parts[p], parts[bound]) <= min(parts[p], parts[bound])),
                    key=lambda p: -parts[p])

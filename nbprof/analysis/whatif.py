@@ -161,7 +161,7 @@ class Change:
         if self.kind in ("dataloader", "faster_host"):
             return f"{self.kind}({self.factor:g})"
         if self.kind == "dataloader_workers":
-            return f"dataloader_workers({self.factor:g})"
+            return f"dataloader_workers({self.factor:g}" + (f", cores={self.cores})" if self.cores else ")")
         if self.kind == "balance_ranks":
             return f"balance_ranks({len(self.peers)} ranks)"
         return self.kind
@@ -203,10 +203,13 @@ def dataloader_workers(n: int, *, cores: int | None = None, current: int | None 
     Model (per step, from the measured trace): D = the step's DataLoader time, R = the rest of the step,
     F = one batch's fetch time (D when the measured run fetched in the main process, ``current = 0``;
     ``current * (R + D)`` when it had ``current`` workers -- each worker then delivers one batch per
-    ``current`` steps). With n workers of which ``n_eff = min(n, cores - 1)`` get a core (the main
-    process keeps one), the main process waits D' = max(0, F / n_eff - R) per step (0 workers: D' = F);
-    the replay scales the DataLoader ranges of each step by D'/D. The step is then at least
-    (C + F) / min(cores, n + 1): the main process's CPU work C and the fetching share the cores, C being
+    ``current`` steps). F_cpu is the part of F on a core: F less the time the DataLoader spends in Python frames
+    that wait off the CPU (``time.sleep``, reads: :data:`nbprof.analysis.pyframes.WAIT_FRAME_RE`, traces recorded
+    ``with_stack``; F_cpu = F without frames). With n workers of which ``n_eff = min(n, cores - 1)`` get a core (the
+    main process keeps one), a batch arrives every max(F / n, F_cpu / n_eff) -- the workers overlap their waits
+    however few the cores, not their computing -- and the main process waits D' = max(0, that - R) per step (0
+    workers: D' = F); the replay scales the DataLoader ranges of each step by D'/D. The step is then at least
+    (C + F_cpu) / min(cores, n + 1): the main process's CPU work C and the fetching share the cores, C being
     R less its blocking waits (runtime syncs, copies) on a GPU trace, and ``cores`` x R on a trace without
     device ops, whose operators run on torch's intra-op pool over every core (the bound is then
     R + F / cores). When n + 1 > cores the prediction's ``notes`` say that the workers compete with the main
@@ -218,8 +221,13 @@ def dataloader_workers(n: int, *, cores: int | None = None, current: int | None 
     ``num_workers`` (default: 0 when its DataLoader ranges are ``_SingleProcessDataLoaderIter``; a trace of
     worker processes needs it).
 
-    Validated: the H200 pair ``data/gpu/cnn_nw0_prep`` -> ``cnn_nw4_prep`` (16 cores) and CPU
-    ``examples/train_cnn.py --num-workers 0`` -> ``2`` runs (``tests/test_whatif_knobs.py``).
+    A steady-state model: the worker processes' start and their first ``prefetch_factor`` batches per worker
+    (an epoch's start), the IPC of a batch and the slower host work of a process whose cores the workers share
+    (memory bandwidth, caches) are not modelled. Validated (``tests/test_whatif_knobs.py``, the knob table of
+    ``docs/harness.md``): the H200 pair ``data/gpu/cnn_nw0_prep`` -> ``cnn_nw4_prep`` (16 cores, +2%); the CPU
+    ``examples/train_cnn.py --num-workers 0`` -> ``2`` runs (2 cores: 18.1 ms predicted vs 19.4 ms over the after
+    run's steady steps; its first step, 43 ms, carries the workers' prefetch); the harness's sleeping-fetch pair
+    (4 workers on 2 cores: the old ``F / n_eff`` model predicted ~3 ms of its ~32 ms saving).
 
     Raises
     ------
@@ -238,8 +246,11 @@ def balance_ranks(traces: Sequence[Trace]) -> Change:
     that factor on their kernel; host (gloo) collectives on the host intervals inside their ``gloo:`` range,
     and the ``c10d::``/``record_param_comms`` ops of the rank's threads that overlap it keep only the
     same share of their time. ``predict(traces[i], balance_ranks(traces))`` predicts rank i's step once the
-    straggler is fixed (its extra work gone). Validated on a real 2-rank gloo DDP run with one rank
-    sleeping 50 ms per step against the same run without the sleep (``tests/test_whatif_knobs.py``).
+    straggler is fixed (its extra work gone); the thread that waited for a collective resumes when it ends (a
+    ``wake`` edge from the backend range's end, :mod:`nbprof.analysis.critical_path`). The one model of what
+    balancing saves: the advisor's ``straggler`` finding uses it. Validated on a real 2-rank gloo DDP run with one
+    rank sleeping 50 ms per step against the same run without the sleep: 50.0 ms predicted vs 52.7 ms measured
+    (``tests/test_whatif_knobs.py``; the 30 ms pair of ``tests/harness``).
 
     Raises
     ------

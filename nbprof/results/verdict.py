@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ..analysis.findings import MIN_SAVING_RATIO
 from ..units import fmt_ns, is_missing
 from ..units import fmt_ns_of as _ms_pair
 from ..units import fmt_pct_text as _pct
@@ -112,25 +113,31 @@ def verdict_sentence(v: Any, findings: Sequence[Any] = ()) -> str:
     s += "."
     largest = max(v.parts_ns, key=lambda p: v.parts_ns[p])
     if v.bound != largest and largest != co:
-        first = next((f for f in findings if _has_saving(f)), None)
+        first = next((f for f in findings if _is_ranked(f)), None)
         fix = f" ({first.title})" if first is not None else ""
         s += (f" The largest part is {_PART_SHORT.get(largest, largest)} ({_pct(v.ratio(largest))}), but the fix with "
               f"the largest predicted saving{fix} shrinks {_PART_SHORT.get(v.bound, v.bound)}.")
-    elif v.bound == largest and not any(_has_saving(f) and float(f.predicted_saving_ns) >= 0.05 * v.step_ns
-                                         for f in findings):
-        s += " No finding is predicted to save 5% of the step."
+    elif v.bound == largest and not any(_is_ranked(f) for f in findings):
+        s += f" No finding is predicted to save {MIN_SAVING_RATIO:.0%} of the step."
     if getattr(v, "caveat", ""):
         s += f" ({v.caveat[0].upper()}{v.caveat[1:]}.)"
     return s
 
 
 def listed(findings: Iterable[Any], top: int | None) -> tuple[list[Any], list[Any]]:
-    """The findings as given (the advisor's one ranking): ``(ranked, apart)`` -- the first ``top`` findings with a
-    saving > 0, and the first ``top`` of the others (no saving to show: listed apart with their reason)."""
+    """The findings as given (the advisor's one ranking): ``(ranked, apart)`` -- the first ``top`` ranked findings
+    (``Finding.ranked``: a saving of at least ``findings.MIN_SAVING_RATIO`` of the step), and the first ``top`` of
+    the others (no saving to show, or one under the floor: listed apart with their reason)."""
     fs = list(findings)
-    ranked = [f for f in fs if _has_saving(f)]
-    apart = [f for f in fs if not _has_saving(f)]
+    ranked = [f for f in fs if _is_ranked(f)]
+    apart = [f for f in fs if not _is_ranked(f)]
     return (ranked[:top], apart[:top]) if top is not None else (ranked, apart)
+
+
+def _is_ranked(f: Any) -> bool:
+    """``f.ranked`` (:class:`nbprof.analysis.findings.Finding`), or a saving > 0 for a finding-like row without it."""
+    r = getattr(f, "ranked", None)
+    return bool(r) if r is not None else _has_saving(f)
 
 
 def _has_saving(f: Any) -> bool:
@@ -158,7 +165,8 @@ def saving_words(f: Any) -> str:
         lo, hi = rng
         unit, div = ("s", 1e9) if hi >= 1e9 else ("ms", 1e6) if hi >= 1e6 else ("µs", 1e3)
         a, b = _sig2(lo / div), _sig2(hi / div)
-        return f"saves ~{a} {unit} per step" if a == b else f"saves ~{a}\u2013{b} {unit} per step"
+        txt = f"saves ~{a} {unit} per step" if a == b else f"saves ~{a}\u2013{b} {unit} per step"
+        return txt if _is_ranked(f) else f"{txt}, under {MIN_SAVING_RATIO:.0%} of the step"
     reason = str(getattr(f, "saving_reason", ""))
     if reason.startswith("not quantified: "):
         return reason
@@ -179,7 +187,7 @@ def verdict_text(v: Any, findings: Sequence[Any] = (), top: int = 3) -> str:
         if getattr(f, "next_step", ""):
             lines.append(f"   next: {f.next_step}")
     if apart:
-        lines.append("Not quantified:")
+        lines.append(f"Not ranked (no saving predicted, or under {MIN_SAVING_RATIO:.0%} of the step):")
         for f in apart:
             lines.append(f"- {f.title} ({saving_words(f)})")
     return "\n".join(lines)
@@ -257,7 +265,8 @@ def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3,
             parts.append('<div style="margin:4px 12px"><b>What to fix first</b><ol>'
                          + "".join(item(f) for f in ranked) + "</ol></div>")
         if apart:
-            parts.append('<div class="nbprof-apart" style="margin:4px 12px"><b>Also found (no predicted saving to show)</b>'
+            parts.append('<div class="nbprof-apart" style="margin:4px 12px"><b>Also found (no predicted saving, or under '
+                         f'{MIN_SAVING_RATIO:.0%} of the step)</b>'
                          "<ul>" + "".join(item(f) for f in apart) + "</ul></div>")
     else:
         parts.append('<div style="margin:4px 12px"><i>No advisor finding for this trace.</i></div>')

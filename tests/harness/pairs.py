@@ -50,6 +50,8 @@ class Pair:
     untouched: str = r"^aten::addmm$"  # ops the fix leaves alone (the guard); "" = no guard
     rank: int = 0  # which rank's step (multi-rank pairs)
     rounds: int = 1
+    #: the knob scenario that is the real fix (``whatif.dataloader_workers(4)``), predicted beside the finding's
+    knob: whatif.Change | None = None
 
 
 def cpu_pairs(out: Path, names: Sequence[str] | None = None, rounds: int = 2) -> list[Pair]:
@@ -81,7 +83,9 @@ def cpu_pairs(out: Path, names: Sequence[str] | None = None, rounds: int = 2) ->
                           # tiny_batch changes the model's ops by design; after torch.save the next step's matmuls run
                           # ~10x slower (measured in every run, quiet or not: the file's write-back competes), so
                           # the fix does touch them
-                          untouched="" if n in ("tiny_batch", "checkpoint") else r"^aten::addmm$", rounds=rounds))
+                          untouched="" if n in ("tiny_batch", "checkpoint") else r"^aten::addmm$", rounds=rounds,
+                          # the after runs' DataLoader(num_workers=4) on this machine's cores
+                          knob=whatif.dataloader_workers(4) if n in ("dataloader", "slow_collate") else None))
     return pairs
 
 
@@ -109,12 +113,15 @@ def gpu_pairs() -> list[Pair]:
     V100 ResNet-50 (torch-tb-profiler's num_workers 0 -> 4 samples; skipped when the corpus is absent)."""
     out = [Pair("h200_cnn_workers", "GPU input pipeline (H200 CNN, workers 0 -> 4)", "dataloader",
                 lambda r: nbprof.load(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz"),
-                lambda r: nbprof.load(DATA / "gpu" / "cnn_nw4_prep.pt.trace.json.gz"), untouched="")]
+                lambda r: nbprof.load(DATA / "gpu" / "cnn_nw4_prep.pt.trace.json.gz"), untouched="",
+                knob=whatif.dataloader_workers(4, cores=16))]  # the H200 host's 16 cores (data/gpu/env.json)
     d0, d4 = CORPUS / V100.format(0), CORPUS / V100.format(4)
     if d0.is_dir() and d4.is_dir():
         out.append(Pair("v100_resnet50_workers", "GPU input pipeline (V100 ResNet-50, workers 0 -> 4)", "dataloader",
                         lambda r: nbprof.load(next(d0.glob("*.pt.trace.json*"))),
-                        lambda r: nbprof.load(next(d4.glob("*.pt.trace.json*"))), untouched=""))
+                        lambda r: nbprof.load(next(d4.glob("*.pt.trace.json*"))), untouched="",
+                        # a DGX Station (Tesla V100-DGXS-32GB: a 20-core Xeon E5-2698 v4)
+                        knob=whatif.dataloader_workers(4, cores=20)))
     return out
 
 
@@ -139,12 +146,13 @@ def _round(p: Pair, r: int) -> dict:
     fix = fs[pos - 1] if pos else None
     pred = fix.predicted_saving_ns if fix is not None and fix.quantified else None
     mb = whatif.predict(tb, []).baseline_step_ns
+    knob = whatif.predict(tb, p.knob).saving_ns if p.knob is not None else None
     ma = whatif.predict(ta, []).baseline_step_ns / p.samples_ratio
     ratio = float("nan")
     if p.untouched:
         ub, ua = _untouched_ns(tb, p.untouched), _untouched_ns(ta, p.untouched)
         ratio = ub / ua if ua > 0 else float("nan")
-    return dict(bound=v.bound, first_rule=fs[0].rule if fs else "", fix_rank=pos, predicted_ns=pred,
+    return dict(bound=v.bound, first_rule=fs[0].rule if fs else "", fix_rank=pos, predicted_ns=pred, knob_ns=knob,
                 reason="" if pred is not None else (fix.saving_reason if fix else "no finding of the fix's rule"),
                 measured_ns=mb - ma, before_step_ns=mb, after_step_ns=ma, untouched_ratio=ratio,
                 disturbed=bool(p.untouched) and not (1 / GUARD <= ratio <= GUARD))
@@ -165,6 +173,10 @@ def evaluate(pairs: Sequence[Pair]) -> list[dict]:
             row[k] = float(np.mean([x[k] for x in quiet]))
         preds = [x["predicted_ns"] for x in quiet if x["predicted_ns"] is not None]
         row["predicted_ns"] = float(np.mean(preds)) if len(preds) == len(quiet) else None
+        row["knob"] = str(p.knob) if p.knob is not None else ""
+        row["knob_ns"] = float(np.mean([x["knob_ns"] for x in quiet])) if p.knob is not None else None
+        row["knob_error"] = (row["knob_ns"] / row["measured_ns"] - 1) if row["knob_ns"] is not None \
+            and row["measured_ns"] > 0 else None
         row["error"] = (row["predicted_ns"] / row["measured_ns"] - 1) if row["predicted_ns"] is not None \
             and row["measured_ns"] > 0 else None
         ms_ = [x["measured_ns"] for x in quiet]
@@ -191,7 +203,7 @@ def _ms(ns: float | None) -> str:
 
 
 def markdown(rows: Sequence[dict]) -> str:
-    """The harness table (Markdown), then the summary line."""
+    """The harness table (Markdown), then the summary line, then the knob scenarios' table (pairs with a knob)."""
     head = ("| pair | kind | bound named | first finding | fix's rank | predicted saving (ms/step) | "
             "measured saving (ms/step) | error | note |\n|---|---|---|---|---|---|---|---|---|\n")
     lines = []
@@ -207,4 +219,12 @@ def markdown(rows: Sequence[dict]) -> str:
     foot = (f"\nRight fix first: **{s['right_first']} of {s['pairs']}**. Quantified and undisturbed: {s['quantified']}; "
             f"median absolute error of the saving: **{100 * s['median_abs_error']:.0f}%** of the measured saving; "
             f"worst: **{s['max_factor']:.2f}x** off.\n")
-    return head + "\n".join(lines) + "\n" + foot
+    kn = [r for r in rows if r.get("knob")]
+    knobs = ""
+    if kn:
+        knobs = ("\nKnob scenarios (the fix as a what-if change of the *before* run, beside the finding's scenario):\n\n"
+                 "| pair | knob | predicted saving (ms/step) | measured saving (ms/step) | error |\n|---|---|---|---|---|\n"
+                 + "\n".join(f"| {r['name']} | `{r['knob']}` | {_ms(r['knob_ns'])} | {_ms(r['measured_ns'])} | "
+                             + ("-" if r["knob_error"] is None else f"{100 * r['knob_error']:+.0f}%")
+                             + (" (disturbed)" if r["disturbed"] else "") + " |" for r in kn) + "\n")
+    return head + "\n".join(lines) + "\n" + foot + knobs

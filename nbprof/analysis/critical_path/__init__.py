@@ -51,7 +51,9 @@ Edge kinds (``EDGE_KINDS``) and the source of truth of each:
     waking this one up (the main thread resuming when the autograd thread finishes ``backward``,
     the autograd thread starting when the main thread calls it). A gap that ends where a collective
     backend's thread starts a collective (``gloo:<op>``) is woken by the latest ``c10d::`` op that
-    started on another thread during it, however long ago (the backend idles until work is enqueued).
+    started on another thread during it, however long ago (the backend idles until work is enqueued);
+    a gap in which a backend range (``gloo:``/``mpi:``/``ucc:``) of another thread ends is woken by the
+    latest such end, however late (the thread waiting for the collective resumes when it completes).
     Kineto records no such event:
     this is an inference from timing, used by the replay only (the gap then costs only the wake-up
     latency, so a faster waker wakes it earlier).

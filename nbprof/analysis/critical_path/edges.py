@@ -163,11 +163,14 @@ def _tighten(t: np.ndarray, src: np.ndarray, dst: np.ndarray, w: np.ndarray) -> 
 def _enqueue_edges(cand: np.ndarray, v_start: np.ndarray, u_time: np.ndarray, v_time: np.ndarray,
                    v_tkey: np.ndarray, v_pid: np.ndarray, e_time: np.ndarray, e_node: np.ndarray, e_tkey: np.ndarray,
                    e_pid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``wake`` edges for host gaps that end where a backend thread starts a collective (``gloo:<op>``): the
-    collective was enqueued by the latest ``c10d::`` op that started on another thread of the process during
-    the gap (``e_*``: those ops' start times, nodes, thread keys, pids), however long ago -- the backend's
-    worker thread idles until the work arrives, then runs it. ``cand``: candidate host edges (gap into a
-    collective's start); returns the source nodes, the edge indices served and the latencies (ns)."""
+    """``wake`` edges for the hand-offs between a thread and a collective backend's worker thread: a host gap
+    ``cand & v_start`` (``u_time``..``v_time``) is ended by the latest event ``e_*`` (times, nodes, thread keys,
+    pids) on another thread of the process that falls inside the gap, however long ago. Two uses: a gap that
+    ends where a backend thread starts a collective (``gloo:<op>``) was enqueued by the latest ``c10d::`` op
+    started during it (the worker idles until the work arrives); a gap of the thread that waits for a
+    collective (``work.wait()``, DDP's reducer) is ended by the latest backend range *end* inside it (it
+    resumes when the collective completes). Returns the source nodes, the edge indices served and the
+    latencies (ns)."""
     z = np.zeros(0, np.int64)
     ci = np.flatnonzero(cand & v_start)
     if ci.size == 0 or e_time.size == 0:

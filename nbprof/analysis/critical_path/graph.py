@@ -341,8 +341,16 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
         q_src, q_edge, q_lat = _enqueue_edges(gap_like & (dt > 0), v_st & backend_h[v_ev], u_time, h_ts[v_ev],
                                               tkey[v_ev], pid_h[v_ev], h_ts[c10d_h], hs(c10d_h), tkey[c10d_h],
                                               pid_h[c10d_h])
-        wk_src, wk_dst, wk_lat, wk_edge = (np.concatenate([wk_src, q_src]), np.concatenate([wk_dst, v_node[q_edge]]),
-                                           np.concatenate([wk_lat, q_lat]), np.concatenate([wk_edge, q_edge]))
+        # ... and the thread that waits for the collective (work.wait(), DDP's reducer) resumes when the backend
+        # range ends, however late (a loaded machine): the wait is an edge from that end, not the gap's length
+        bk_h = np.flatnonzero(backend_h)
+        v_time = np.where(v_st, h_ts[v_ev], h_end[v_ev])
+        c_src, c_edge, c_lat = _enqueue_edges(gap_like & (dt > 0), np.ones(v_ev.size, bool), u_time, v_time,
+                                              tkey[v_ev], pid_h[v_ev], h_end[bk_h], he(bk_h), tkey[bk_h], pid_h[bk_h])
+        wk_src, wk_dst, wk_lat, wk_edge = (np.concatenate([wk_src, q_src, c_src]),
+                                           np.concatenate([wk_dst, v_node[q_edge], v_node[c_edge]]),
+                                           np.concatenate([wk_lat, q_lat, c_lat]),
+                                           np.concatenate([wk_edge, q_edge, c_edge]))
         wdt = dt.copy()
         wdt[wk_edge] = np.minimum(wdt[wk_edge], wk_lat)  # the gap then only costs the wake-up latency
         # the last interval inside each host event (ends at its end, owned by it): a wait shortens it below
