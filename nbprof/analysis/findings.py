@@ -204,7 +204,7 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
             try:
                 p = whatif.predict(trace, sc)
             except ValueError as e:
-                done[key] = (None, f"not quantified: whatif.predict({key}) failed: {e}", None)
+                done[key] = (None, f"not quantified: whatif.predict({key}) failed: {e}", None, None)
             else:
                 per = p.per_step[p.per_step["predicted_ns"] >= 0]
                 done[key] = (int(round(p.saving_ns)),
