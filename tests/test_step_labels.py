@@ -58,3 +58,24 @@ def test_evidence_rows_of_detected_steps_span_their_windows(v100_pair):
     rows = evidence.step_rows(tr, range(6))
     lo, hi = evidence.interval(tr, rows, pad_ratio=0)
     assert hi - 1000 == int(w["end_ns"].iloc[-1]) and lo + 1000 - int(w["host_start_ns"].iloc[0]) <= 50_000
+
+
+def test_tensorboard_step_scalars_of_detected_steps(v100_pair, tmp_path):
+    """The TensorBoard run of the stripped trace plots its 6 detected steps with THE step times, and says where the
+    steps came from."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from nbprof.tensorboard import write_scalars
+
+    _orig, tr = v100_pair
+    w = write_scalars(tr, tmp_path, "stripped")
+    assert "step_breakdown" not in w.skipped and "nbprof/step_time_ms" in w.scalar_tags
+    ea = EventAccumulator(str(tmp_path / "stripped"), size_guidance={"tensors": 0})
+    ea.Reload()
+    from tensorboard.util import tensor_util
+
+    got = {e.step: float(tensor_util.make_ndarray(e.tensor_proto)) for e in ea.Tensors("nbprof/step_time_ms")}
+    want = steps.step_times(tr)
+    assert sorted(got) == list(range(6))
+    assert [got[k] for k in range(6)] == pytest.approx((want / 1e6).tolist(), rel=1e-6)
