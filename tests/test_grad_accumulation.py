@@ -41,10 +41,12 @@ def test_step_hooks_end_steps_at_optimizer_steps_only(monkeypatch):
     assert hooks.error_count == 0
     assert [e.source for e in ends] == ["optimizer"] * 5
     assert all(e.data_wait_ns > 0 for e in ends)
-    # the hooks are gone: a later backward and DataLoader run unpatched
+    # the hooks are gone: backward and the DataLoader run unpatched again
     import torch
+    from torch.utils.data import dataloader
 
     assert torch.autograd.backward.__module__ == "torch.autograd"
+    assert dataloader._BaseDataLoaderIter.__next__.__module__ == "torch.utils.data.dataloader"
 
 
 def test_backward_without_an_optimizer_falls_back_to_one_step_per_batch():

@@ -22,7 +22,8 @@ optimizer steps. :class:`StepHooks` finds them without touching the script's cod
   an ``optimizer.step()`` will end, not a step end: a loop that accumulates gradients over k batches has one
   step per ``optimizer.step()`` from its first step on. After :data:`MAX_MICROBATCHES` such batches with no
   optimizer step (a hand-written update, no ``torch.optim``), that request ends the step and every batch
-  ends one from then on.
+  ends one from then on. Another patch of ``torch.autograd.backward`` made after the hooks were entered must be
+  removed before they exit (last in, first out), else the wrapper stays, passing straight through.
 
 In both modes the time spent inside ``__next__`` (the DataLoader wait: fetch, collate, pin-memory,
 waiting for workers) is summed per step as ``data_wait_ns``.
@@ -149,23 +150,24 @@ def _install_dataloader_patch() -> None:
     if _orig_next is None:
         _orig_next = dataloader._BaseDataLoaderIter.__next__
         dataloader._BaseDataLoaderIter.__next__ = _patched_next  # type: ignore[method-assign]
-    if _orig_backward is None:
+    if torch.autograd.backward is not _patched_backward:
         _orig_backward = torch.autograd.backward
         torch.autograd.backward = _patched_backward
 
 
 def _remove_dataloader_patch() -> None:
-    global _orig_next, _orig_backward
+    """Remove both patches. A patch of ``torch.autograd.backward`` made after ours (the watch's) must be removed
+    first (last in, first out); while it is still there ours stays, passing straight through."""
+    global _orig_next
     if _orig_next is not None:
         from torch.utils.data import dataloader
 
         dataloader._BaseDataLoaderIter.__next__ = _orig_next  # type: ignore[method-assign]
         _orig_next = None
-    if _orig_backward is not None:
-        import torch.autograd
+    import torch.autograd
 
+    if _orig_backward is not None and torch.autograd.backward is _patched_backward:
         torch.autograd.backward = _orig_backward
-        _orig_backward = None
 
 
 class StepHooks:

@@ -388,13 +388,13 @@ class Watch:
         """Remove every hook and patch (idempotent)."""
         while self._handles:
             self._handles.pop().remove()
-        if self._hooks is not None:
-            self._hooks.__exit__(None, None, None)
-            self._hooks = None
-        if self._patched is not None:
+        if self._patched is not None:  # before the step hooks: last patched, first restored
             obj, name, orig = self._patched
             setattr(obj, name, orig)
             self._patched = None
+        if self._hooks is not None:
+            self._hooks.__exit__(None, None, None)
+            self._hooks = None
         if self._gc_cb in gc.callbacks:
             gc.callbacks.remove(self._gc_cb)
 
