@@ -402,6 +402,18 @@ def _classify_inputs(args: argparse.Namespace) -> None:
         setattr(args, field, p)
 
 
+def _capture_args(args: argparse.Namespace) -> list[str]:
+    """``report``'s schedule flags as ``python -m nbprof.capture.script`` flags (empty when none was given)."""
+    out = [x for f in ("wait", "warmup", "active") if getattr(args, f) is not None
+           for x in (f"--{f}", str(getattr(args, f)))]
+    out += ["--whole-run"] if args.whole_run else []
+    if out and not args.script:
+        raise _CliError(f"{' '.join(a for a in out if a.startswith('--'))}: a schedule applies to --script only")
+    if out and args.watch:
+        raise _CliError("--watch chooses its own capture windows: no --wait/--warmup/--active/--whole-run with it")
+    return out
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     """Run the workflow notebooks (on a fresh run of --script, or on given artefacts) into one HTML page."""
     from .report import Artefacts, ReportError, ReportInputError, build_report, run_workload
@@ -411,6 +423,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     # uses the "iri" format: this command's own process goes without that one format checker.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     _classify_inputs(args)
+    capture_args = _capture_args(args)
     out_file = None
     out_dir = args.out
     if args.output:  # -o FILE.html writes that file; -o DIR a folder (a new report-<time> folder inside)
@@ -436,7 +449,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     try:
         if args.script:
             art = run_workload(args.script, args.script_args, os.path.join(out, time.strftime("run-%Y%m%d-%H%M%S")),
-                               steps=args.steps, use_nsys=not args.no_nsys, watch=args.watch)
+                               steps=args.steps, use_nsys=not args.no_nsys, watch=args.watch,
+                               capture_args=capture_args)
         else:
             art = Artefacts()
         for field in ("trace", "compare_trace", "nsys_report", "logdir", "ds_log"):
@@ -590,6 +604,12 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     r.add_argument("--ds-log", help="existing DeepSpeed log (flops profiler / comms logger output)")
     r.add_argument("--ds-trace", action="append", default=[], help="per-rank trace of a distributed job (repeatable), or a folder of them")
     r.add_argument("--no-nsys", action="store_true", help="do not run Nsight Systems on --script")
+    for flag, what in (("--wait", "steps of --script skipped before warm-up (default 3)"),
+                       ("--warmup", "warm-up steps of --script, profiled and discarded (default 1)"),
+                       ("--active", "steps of --script recorded (default 5)")):
+        r.add_argument(flag, type=int, default=None, metavar="N", help=what)
+    r.add_argument("--whole-run", action="store_true",
+                   help="record the whole run of --script as one window (no automatic steps)")
     r.add_argument("--watch", action="store_true",
                    help="run --script under the step watch (nbprof watch): report on the window that captured a slow step")
     r.add_argument("--no-progress", action="store_true", help="no progress bar while the notebooks run")

@@ -240,6 +240,7 @@ def run_workload(
     python: str | None = None,
     log=print,
     watch: bool = False,
+    capture_args: Sequence[str] = (),
 ) -> Artefacts:
     """Profile ``script`` for the workflow: a Kineto trace (torch.profiler), an nsys report when Nsight
     Systems is available, and a TensorBoard run. Commands are argv lists, never a shell.
@@ -260,6 +261,10 @@ def run_workload(
     watch : bool, default False
         Run the script under the step watch (``nbprof watch``, run folder ``<out_dir>/watch``) instead of a
         fixed profiling schedule: the report's trace is the first captured window holding a slow step.
+    capture_args : sequence of str, optional
+        Schedule flags for ``python -m nbprof.capture.script`` (``--wait N``, ``--warmup N``, ``--active N``,
+        ``--whole-run``; ``nbprof report --script`` passes its own). When given, the script runs under it even
+        when it has a ``--profile`` option of its own.
 
     Returns
     -------
@@ -285,10 +290,10 @@ def run_workload(
     trace = out / "workload.pt.trace.json.gz"
     if watch:
         return _run_watched(py, script, args, out, art, log)
-    if _supports_profile_flag(script):
+    if _supports_profile_flag(script) and not capture_args:
         argv = [py, script, *args, "--profile", str(trace), "--profile-memory"]
     else:
-        argv = [py, "-m", "nbprof.capture.script", "--trace", str(trace), "--", script, *args]
+        argv = [py, "-m", "nbprof.capture.script", "--trace", str(trace), *capture_args, "--", script, *args]
     trace.unlink(missing_ok=True)  # a trace of an earlier run in this folder must not pass for this run's
     if use_nsys:  # one run seen by both profilers: torch.profiler inside, nsys outside (nbprof.merge aligns them)
         _profile_under_nsys(argv, out, art, trace, log)

@@ -215,6 +215,30 @@ def test_gpipe_bubble_ratio_matches_theory(gpipe_traces):
     assert (s0["p2p_wait_ns"] > 0.8 * s0["bubble_ns"]).all()
 
 
+def test_gpipe_bubbles_without_profiler_steps_are_the_same(gpipe_traces, tmp_path):
+    """The GPipe run with its ProfilerStep events removed: the steps are detected from the micro-batch annotations
+    (``Forward 0..3`` restarts each step: parts of a step, not steps) and every bubble is the same as with
+    ``ProfilerStep#1..#3``; before, the stripped traces gave no row (ProfilerStep rows were read) and detection
+    took each ``Backward <i>`` as a step."""
+    from nbprof.trace import iterations
+
+    stripped = []
+    for t in gpipe_traces:
+        doc = json.loads(Path(t.meta.source_path).read_text())
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+        out = tmp_path / Path(t.meta.source_path).name
+        out.write_text(json.dumps(doc))
+        stripped.append(nbprof.load(out))
+    for t in stripped:
+        src = iterations.step_source(t)
+        assert (src.source, src.marker, src.steps) == ("user_range", "Forward 0", 3)
+    want = D.pipeline_bubbles(gpipe_traces)
+    got = D.pipeline_bubbles(stripped)
+    assert sorted(got["step"].unique()) == [0, 1, 2] and len(got) == len(want) == 6
+    cols = ["rank", "window_ns", "compute_ns", "bubble_ns", "p2p_wait_ns", "microbatches"]
+    assert got[cols].to_numpy().tolist() == want[cols].to_numpy().tolist()
+
+
 def test_pipeline_bubbles_need_two_stages(gpipe_traces):
     assert D.pipeline_bubbles(gpipe_traces[:1]).empty
 

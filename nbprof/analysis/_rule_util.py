@@ -1,4 +1,5 @@
-"""Helpers the rule modules share (text of a where-clause, an exact-names regex); no rule lives here."""
+"""Helpers the rule modules share (plain Python numbers, an exact-names regex); no rule lives here. A step's label
+is :func:`nbprof.trace.iterations.step_label`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 __all__: list[str] = []
 
@@ -19,16 +19,6 @@ def py(v: Any) -> Any:
     if isinstance(v, (np.bool_,)):
         return bool(v)
     return v
-
-
-def steps_where(df: pd.DataFrame) -> str:
-    st = list(df["step"])
-    if not st:
-        return "whole trace"
-    if len(st) == 1:
-        return f"ProfilerStep#{st[0]}"
-    return f"ProfilerStep#{st[0]}..#{st[-1]} ({len(st)} steps)"
-
 
 
 def exact(names: list[str]) -> str:

@@ -78,6 +78,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from ..trace import predicates as pred
+from ..trace.iterations import step_label
 from ..trace.model import Trace
 from ..units import fmt_ms_text as ms
 from . import evidence as evi
@@ -85,7 +86,7 @@ from . import rules_device as rd
 from . import rules_host as rh
 from . import whatif
 from ._memo import per_trace
-from ._rule_util import exact, steps_where
+from ._rule_util import exact
 from .findings import Finding, RuleInputs, Scenario, findings_frame, quantify, rank
 from .steps import _is_dataloader
 
@@ -133,7 +134,7 @@ def _rule_dataloader(inp: RuleInputs) -> list[Finding]:
         {"dataloader_ratio": float(ratio), "avg_dataloader_ns": float(avg["dataloader_ns"]),
          "avg_step_ns": float(avg["step_ns"]), "steps": int(len(df)),
          "worst_step": int(worst["step"]), "worst_step_dataloader_ns": int(worst["dataloader_ns"])},
-        steps_where(df),
+        step_label(trace, df["step"]),
         "Load data in parallel and ahead of the model: DataLoader(num_workers=N>0, prefetch_factor=2..4, "
         "persistent_workers=True), pin_memory=True with .to(device, non_blocking=True); move heavy "
         "preprocessing out of __getitem__ or cache it.",
@@ -208,7 +209,7 @@ def _rule_communication(inp: RuleInputs) -> list[Finding]:
         {"communication_ratio": float(ratio), "avg_communication_ns": float(avg["communication_ns"]),
          "avg_step_ns": float(avg["step_ns"]), "rank": int(trace.meta.rank),
          "world_size": int(trace.meta.world_size)},
-        steps_where(df) + f", rank {trace.meta.rank}",
+        step_label(trace, df["step"]) + f", rank {trace.meta.rank}",
         "Overlap communication with compute (DDP bucket_cap_mb, gradient accumulation with no_sync, "
         "FSDP prefetch), check bus bandwidth and stragglers across ranks (nbprof.analysis.distributed).",
         evidence_rows=evi.longest(trace, pred.is_communication(trace.events, where="device")),
@@ -264,7 +265,7 @@ def _rule_allocator(inp: RuleInputs) -> list[Finding]:
         {"alloc_ratio": float(ratio), "alloc_ns": alloc_ns, "calls": int(len(calls)), "steps": int(n_steps),
          "step_ns": step_total, "per_call": {str(n): {"calls": int(r["count"]), "ns": int(r["sum"])}
                                             for n, r in per.iterrows()}},
-        steps_where(steps) if len(steps) else "whole trace",
+        step_label(trace, steps["step"]),
         "Allocation calls inside the step mean PyTorch's caching allocator is not reusing memory: profile steady "
         "state (torch.profiler.schedule(wait=1, warmup=1, active=3): the first iterations fill the pools); check "
         "that caching is on (PYTORCH_NO_CUDA_MEMORY_CACHING / PYTORCH_NO_HIP_MEMORY_CACHING unset), that "

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import predicates as pred
+from ..trace.iterations import step_label
 from ..trace.model import Trace
 from ..units import fmt_ms_text as _ms
 from . import _intervals as iv
@@ -232,8 +233,9 @@ def chain_finding_parts(trace: Trace, ratio_threshold: float) -> dict[str, Any] 
         return None
     w = ch.loc[ch["wait_ns"].idxmax()]
     gpu = int(w["gpu_idle_ns"]) >= 0
-    head = (f"GPU idle {_ms(w['gpu_idle_ns'])} at step {int(w['step'])}" if gpu
-            else f"Step {int(w['step'])} waited {_ms(w['wait_ns'])} for data ({w['wait_ns'] / w['step_ns']:.0%} of "
+    label = step_label(trace, int(w["step"]))
+    head = (f"GPU idle {_ms(w['gpu_idle_ns'])} at {label}" if gpu
+            else f"{label[:1].upper()}{label[1:]} waited {_ms(w['wait_ns'])} for data ({w['wait_ns'] / w['step_ns']:.0%} of "
                  "the step, CPU-only profile)")
     links = [head, f"the main thread (tid {int(w['tid'])}) waited {_ms(w['wait_ns'])} in the DataLoader (`__next__`, "
                    "`data` range)"]
@@ -279,6 +281,6 @@ def chain_finding_parts(trace: Trace, ratio_threshold: float) -> dict[str, Any] 
         evidence["stacks"] = {str(a): int(b) for a, b in zip(st["call_stack"], st["samples"])}
     return {
         "title": " ← ".join(links), "evidence": evidence, "severity": "high" if w["wait_ns"] > 0.2 * w["step_ns"] else "medium",
-        "where": f"step {int(w['step'])}, pid {int(w['pid'])} tid {int(w['tid'])}",
+        "where": f"{label}, pid {int(w['pid'])} tid {int(w['tid'])}",
         "rows": wait_rows + [r for r in os_rows if r not in set(wait_rows)],
     }

@@ -96,14 +96,28 @@ def idle_gap_rows(trace: Trace, device: int, stream: int | None = None, *, host_
 
 
 def step_rows(trace: Trace, steps: Iterable[int]) -> list[int]:
-    """The ``ProfilerStep#N`` range rows of ``steps``, in step order."""
+    """Rows that span each of ``steps``, in step order: its ``ProfilerStep#N`` range row; for a step that was
+    detected (no ``ProfilerStep#N``: :mod:`nbprof.trace.iterations` made the iterations the events' ``step``), the
+    row of that step that starts first and the one that ends last (host or device: the rows of that ``step``
+    value), so :func:`interval` of the rows covers the steps' events as it covers their ranges."""
     ev = trace.events
     want = {int(s) for s in steps}
     m = np.asarray(pred.is_step_row(ev), dtype=bool)
     rows = np.flatnonzero(m)
-    nums = [pred.step_number(str(n)) for n in ev["name"].to_numpy(dtype=object)[rows]]
-    sel = [(n, int(r)) for n, r in zip(nums, rows) if n in want]
-    return [r for _n, r in sorted(sel)]
+    if rows.size:
+        nums = [pred.step_number(str(n)) for n in ev["name"].to_numpy(dtype=object)[rows]]
+        sel = [(n, int(r)) for n, r in zip(nums, rows) if n in want]
+        return [r for _n, r in sorted(sel)]
+    step = ev["step"].to_numpy(np.int64)
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    end = ts + ev["dur_ns"].to_numpy(np.int64)
+    out: list[int] = []
+    for s in sorted(want):
+        r = np.flatnonzero(step == s)
+        if r.size:
+            first, last = int(r[np.argmin(ts[r])]), int(r[np.argmax(end[r])])
+            out += [first] if first == last else [first, last]
+    return out[:MAX_ROWS]
 
 
 def covering_host_op(trace: Trace, name: str, t_ns: int, limit: int = MAX_ROWS) -> list[int]:

@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 
 from ..trace import predicates as pred
+from ..trace.iterations import step_label
 from ..units import fmt_ms_text as ms
 from . import evidence as evi
 from . import whatif
-from ._rule_util import exact, py, steps_where
+from ._rule_util import exact, py
 from .findings import Finding, RuleInputs, Scenario
 
 __all__ = ["TC_PATTERNS", "SYNC_MEMCPY"]
@@ -84,7 +85,7 @@ def _rule_launch_bound(inp: RuleInputs) -> list[Finding]:
          "short_ratio": float(lb["short_ratio"].mean()), "busy_ratio": float(lb["busy_ratio"].mean()),
          "median_device_ns": float(lb["median_device_ns"].median()),
          "median_runtime_ns": float(lb["median_runtime_ns"].median())},
-        steps_where(lb),
+        step_label(trace, lb["step"]),
         ("Too many tiny kernels and the step already replays CUDA graphs: fuse the kernels (torch.compile), "
          "give each more work (larger batch), and cut the host work between graph replays."
          if graphs else

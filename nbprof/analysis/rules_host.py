@@ -46,10 +46,11 @@ import re
 import numpy as np
 
 from ..trace import predicates as pred
+from ..trace.iterations import step_label
 from ..units import fmt_ms_text as ms
 from . import evidence as evi
 from . import pyframes, whatif
-from ._rule_util import exact, steps_where
+from ._rule_util import exact
 from .findings import Finding, RuleInputs, Scenario
 
 __all__ = ["SYNC_NAMES", "IO_FRAME_RE", "OPTIMIZER_OPS"]
@@ -162,7 +163,7 @@ def rule_host_sync(inp: RuleInputs) -> list[Finding]:
         f"{calls} host syncs ({', '.join(names[:3])}) hold the host {ratio:.0%} of the step time, "
         f"{calls / n_steps:.0f} per step",
         {"sync_ns": sync_ns, "sync_ratio": float(ratio), "calls": calls, "names": names, "steps": n_steps},
-        steps_where(inp.steps) if len(inp.steps) else "whole trace",
+        step_label(inp.trace, inp.steps["step"]),
         "Each .item(), .cpu(), print(tensor) or torch.cuda.synchronize() waits until the device is done; keep the "
         "values on the device (accumulate losses as tensors) and read them every N steps.",
         evidence_rows=rows, scenario=_sync_scenario(sorted({str(n) for n in ev["name"].astype(object).to_numpy()[loops]})),
@@ -215,7 +216,7 @@ def rule_optimizer_loop(inp: RuleInputs) -> list[Finding]:
         {"optimizer_ns": opt_ns, "ops": int(per.size), "ops_per_step": float(ops_per_step), "op_kinds": kinds,
          "per_op_overhead_ns": overhead, "arithmetic_ns": arithmetic, "estimated_saving_ns": saved,
          "ranges": int(rng.size)},
-        steps_where(inp.steps) if len(inp.steps) else "whole trace",
+        step_label(inp.trace, inp.steps["step"]),
         "Use the multi-tensor implementation: torch.optim.<Opt>(..., foreach=True) (or fused=True for Adam/AdamW/SGD "
         "on GPU); one kernel per op kind instead of one per parameter." if inp.trace.has_device else
         "Use the fused implementation: torch.optim.<Opt>(..., fused=True) (Adam/AdamW/SGD on CPU): foreach=True on "
@@ -253,7 +254,7 @@ def rule_step_io(inp: RuleInputs) -> list[Finding]:
         "step_io", "high" if ratio > 0.2 else "medium",
         f"I/O in the step: {kind} takes {ratio:.0%} of the step time ({len(top)} calls in {n_steps} steps)",
         {"io_ns": io_ns, "io_ratio": float(ratio), "calls": int(len(top)), "frames": names[:10]},
-        steps_where(inp.steps) if len(inp.steps) else "whole trace",
+        step_label(inp.trace, inp.steps["step"]),
         "Checkpoint every N steps (or asynchronously: torch.distributed.checkpoint.async_save), log every N steps, "
         "and never print a tensor in the loop (it syncs and formats on the host).",
         evidence_rows=rows, part="python", code_line=_code_line(inp, rows),
@@ -274,7 +275,7 @@ def rule_unattributed_host(inp: RuleInputs) -> list[Finding]:
         "unattributed_host", "high" if ratio > 0.3 else "medium",
         f"{ratio:.0%} of the step time runs outside every profiled op: host code the trace does not name",
         {"other_ns": int(other), "step_ns": int(step), "ratio": float(ratio)},
-        steps_where(inp.steps),
+        step_label(inp.trace, inp.steps["step"]),
         "Record Python frames to see which code: torch.profiler.profile(with_stack=True); common causes are "
         "checkpoints, logging, metrics on the host and Python-side data handling.",
         evidence_rows=evi.step_rows(inp.trace, inp.steps["step"]), part="idle", knob="with_stack=True",
@@ -311,7 +312,7 @@ def rule_tiny_batch(inp: RuleInputs) -> list[Finding]:
         "(a small batch)",
         {"ops_per_step": float(per_step), "median_op_ns": med, "overhead_estimate_ns": overhead,
          "overhead_ratio": overhead / step if step > 0 else float("nan")},
-        steps_where(inp.steps),
+        step_label(inp.trace, inp.steps["step"]),
         "Give each op more work: a larger batch (gradient accumulation keeps the optimisation the same), or fuse "
         "the small ops (torch.compile).",
         evidence_rows=evi.step_rows(tr, inp.steps["step"]), part="host", knob="batch_size x4 (or torch.compile)",
@@ -368,7 +369,7 @@ def rule_profiler_overhead(inp: RuleInputs) -> list[Finding]:
         {"profiled_step_ns": ov.profiled_median_ns, "unprofiled_step_ns": ov.unprofiled_median_ns,
          "ratio": float(ov.ratio), "profiled_steps": list(ov.profiled_steps),
          "unprofiled_steps": list(ov.unprofiled_steps)},
-        steps_where(inp.steps),
+        step_label(inp.trace, inp.steps["step"]),
         "Read host shares with this in mind; record fewer things (record_shapes/with_stack/profile_memory off) "
         "for a closer picture of the unprofiled run.",
         part="", knob="record_shapes=False, with_stack=False",

@@ -16,9 +16,14 @@ optimizer steps. :class:`StepHooks` finds them without touching the script's cod
   DataLoader iterator; neither subclass overrides it, torch 2.13) is wrapped; a step ends when the next
   batch is *requested*, so each step starts with its own batch fetch. The request that meets an
   exhausted loader (``StopIteration``) ends the epoch's last step and opens none: the time until the
-  next epoch's first batch is in no step. Once an optimizer has stepped, DataLoader calls no longer end steps
-  (so a loop that accumulates gradients over k batches has one DataLoader step per batch before its first
-  ``optimizer.step()``, one step per optimizer step after it).
+  next epoch's first batch is in no step. Once an optimizer has stepped, DataLoader calls no longer end steps.
+- **Gradient accumulation**: ``torch.autograd.backward`` (what ``Tensor.backward()`` calls) is wrapped too. A
+  batch requested after a backward, before any optimizer has stepped, is the next micro-batch of a step that
+  an ``optimizer.step()`` will end, not a step end: a loop that accumulates gradients over k batches has one
+  step per ``optimizer.step()`` from its first step on. After :data:`MAX_MICROBATCHES` such batches with no
+  optimizer step (a hand-written update, no ``torch.optim``), that request ends the step and every batch
+  ends one from then on. Another patch of ``torch.autograd.backward`` made after the hooks were entered must be
+  removed before they exit (last in, first out), else the wrapper stays, passing straight through.
 
 In both modes the time spent inside ``__next__`` (the DataLoader wait: fetch, collate, pin-memory,
 waiting for workers) is summed per step as ``data_wait_ns``.
@@ -51,7 +56,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["StepEnd", "StepHooks", "StepCallback"]
+__all__ = ["StepEnd", "StepHooks", "StepCallback", "MAX_MICROBATCHES"]
+
+#: Batches after a backward, with no optimizer step, that one step may hold before DataLoader batches end steps
+MAX_MICROBATCHES = 64
 
 StepSource = Literal["optimizer", "dataloader"]
 
@@ -95,6 +103,7 @@ StepCallback = Callable[[StepEnd], None]
 _lock = threading.RLock()
 _active: list[StepHooks] = []
 _orig_next: Any = None
+_orig_backward: Any = None
 _tls = threading.local()
 
 
@@ -127,23 +136,38 @@ def _patched_next(self: Any) -> Any:
                 h._record_error(exc)
 
 
+def _patched_backward(*args: Any, **kwargs: Any) -> Any:
+    for h in list(_active):
+        h._backward_ran = True
+    return _orig_backward(*args, **kwargs)
+
+
 def _install_dataloader_patch() -> None:
-    global _orig_next
+    global _orig_next, _orig_backward
+    import torch.autograd
     from torch.utils.data import dataloader
 
     if _orig_next is None:
         _orig_next = dataloader._BaseDataLoaderIter.__next__
         dataloader._BaseDataLoaderIter.__next__ = _patched_next  # type: ignore[method-assign]
+    if torch.autograd.backward is not _patched_backward:
+        _orig_backward = torch.autograd.backward
+        torch.autograd.backward = _patched_backward
 
 
 def _remove_dataloader_patch() -> None:
+    """Remove both patches. A patch of ``torch.autograd.backward`` made after ours (the watch's) must be removed
+    first (last in, first out); while it is still there ours stays, passing straight through."""
     global _orig_next
-    if _orig_next is None:
-        return
-    from torch.utils.data import dataloader
+    if _orig_next is not None:
+        from torch.utils.data import dataloader
 
-    dataloader._BaseDataLoaderIter.__next__ = _orig_next  # type: ignore[method-assign]
-    _orig_next = None
+        dataloader._BaseDataLoaderIter.__next__ = _orig_next  # type: ignore[method-assign]
+        _orig_next = None
+    import torch.autograd
+
+    if _orig_backward is not None and torch.autograd.backward is _patched_backward:
+        torch.autograd.backward = _orig_backward
 
 
 class StepHooks:
@@ -198,6 +222,9 @@ class StepHooks:
         self._anchor = 0  # id() of the optimizer whose step() ends a step
         self._learning = False  # still in the first cycle of distinct optimizers
         self._seen: set[int] = set()  # id() of optimizers stepped since the anchor's last step
+        self._backward_ran = False  # a backward ran in the open DataLoader-mode step
+        self._micro = 0  # batches requested after a backward in the open step (gradient accumulation)
+        self._no_optimizer = False  # MAX_MICROBATCHES passed without an optimizer step: batches end steps
 
     # ------------------------------------------------------------ protocol
     def __enter__(self) -> StepHooks:
@@ -282,10 +309,16 @@ class StepHooks:
     def _batch_requested(self, t_ns: int) -> None:
         if self.source == "optimizer":
             return
+        if self._open and self._backward_ran and not self._no_optimizer:
+            self._micro += 1  # the next micro-batch of a step an optimizer.step() will end
+            if self._micro < MAX_MICROBATCHES:
+                return
+            self._no_optimizer = True  # gradients, but no torch.optim step: each batch is a step
         if self._open:
             self._end_step(t_ns, "dataloader")
         else:
             self._start_ns, self._wait_ns, self._wait_cpu_ns = t_ns, 0, 0
+        self._backward_ran, self._micro = False, 0
         self._open = True
 
     def _batch_done(self, wait_ns: int, stopped: bool, t_ns: int, cpu_ns: int = 0) -> None:

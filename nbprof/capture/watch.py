@@ -481,12 +481,12 @@ class Watch:
         """Remove every hook and patch (idempotent)."""
         while self._handles:
             self._handles.pop().remove()
+        while self._patches:  # before the step hooks: patched after them, restored first
+            obj, name, orig = self._patches.pop()
+            setattr(obj, name, orig)
         if self._hooks is not None:
             self._hooks.__exit__(None, None, None)
             self._hooks = None
-        while self._patches:
-            obj, name, orig = self._patches.pop()
-            setattr(obj, name, orig)
         if self._gc_cb in gc.callbacks:
             gc.callbacks.remove(self._gc_cb)
         if self._rq_fd is not None:

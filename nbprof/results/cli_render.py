@@ -115,7 +115,7 @@ def summary_text(summary: Mapping[str, Any], report: Any) -> str:
         f"producer:  {summary.get('producer', '')}",
         f"rank:      {summary.get('rank')} of {summary.get('world_size')}",
         f"events:    {summary.get('events', 0):,}" + (f" ({top})" if top else ""),
-        f"steps:     {', '.join(str(s) for s in steps) if steps else 'none (no ProfilerStep ranges)'}",
+        f"steps:     {', '.join(str(s) for s in steps) if steps else 'none (no ProfilerStep#N and nothing repeats)'}",
         f"duration:  {fmt_ns(summary.get('duration_ns') or 0)}",
         f"devices:   {fmt_devices(summary.get('devices') or [], summary.get('event_devices')) or 'none'}",
         f"memory:    {summary.get('memory_events', 0):,} events    flows: {summary.get('flows', 0):,}",

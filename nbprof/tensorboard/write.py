@@ -31,6 +31,7 @@ from ..analysis.steps import step_breakdown
 from ..analysis.utilization import gpu_utilization
 from ..errors import EmptyProfileError, NbprofError
 from ..results.tensorboard import findings_markdown, md_escape, operators_markdown, summary_markdown
+from ..trace.iterations import step_source
 from ..trace.model import Trace
 
 __all__ = ["WrittenRun", "write_run", "write_trace", "write_scalars", "md_escape", "TAG_PREFIX", "STEP_CATEGORIES"]
@@ -278,8 +279,8 @@ def write_scalars(
 ) -> WrittenRun:
     """Write nbprof's per-run scalars and text for ``trace`` into ``<logdir>/<run>/events.out.tfevents.*``.
 
-    Tags (all under ``nbprof/``; the scalar step is the ``ProfilerStep#N`` number where the value is per
-    step, else 0):
+    Tags (all under ``nbprof/``; the scalar step is the step number where the value is per step -- the ``N`` of
+    ``ProfilerStep#N``, else the detected iteration's, :func:`nbprof.trace.iterations.step_source` -- else 0):
 
     ``nbprof/step_time_ms``
         Per step: ``step_ns`` of ``nbprof.analysis.steps.step_breakdown`` (torch-tb-profiler Overview semantics).
@@ -298,7 +299,7 @@ def write_scalars(
     ``nbprof/summary`` (text)
         Source file, producer, rank, events, steps, duration, devices, load report.
 
-    A group whose analysis does not apply (no ``ProfilerStep`` ranges, no device,
+    A group whose analysis does not apply (no steps: no ``ProfilerStep#N`` and nothing repeats, no device,
     no ``[memory]`` events, ``EmptyProfileError`` from the analysis), is skipped and the reason recorded
     in ``WrittenRun.skipped``; any other exception from an analysis propagates.
 
@@ -354,8 +355,9 @@ def write_scalars(
 
 
 def _write_steps(trace: Trace, ev: _Events) -> str | None:
-    if not trace.steps:
-        return "no ProfilerStep#N ranges in the trace"
+    src = step_source(trace)
+    if src.source == "whole_trace":  # one window, not steps: nothing per step to plot
+        return f"no steps ({src.note})"
     df = step_breakdown(trace)
     if df is None or len(df) == 0:
         return "step_breakdown returned no steps"
@@ -365,7 +367,7 @@ def _write_steps(trace: Trace, ev: _Events) -> str | None:
             f"{TAG_PREFIX}/step_time_ms",
             r["step_ns"] / 1e6,
             st,
-            "Step time (ms) per ProfilerStep#N: nbprof.analysis.steps.step_breakdown `step_ns`.",
+            f"Step time (ms) per step (steps from {src.source}): nbprof.analysis.steps.step_breakdown `step_ns`.",
         )
         for cat in STEP_CATEGORIES:
             col = f"{cat}_ns"

@@ -14,7 +14,9 @@ source               confidence  an iteration is
                                 first from the first host op of that thread
 ``user_range``       medium     a repeated ``record_function`` / NVTX range (same name up to a trailing number:
                                 ``step 3``; not nested in itself) whose occurrences cover at least half of the
-                                span they lie in
+                                span they lie in; else numbered ranges whose number restarts (``Forward 0..3``
+                                per step: micro-batches, parts of an iteration): from one range with the
+                                smallest number to the next (the sequence that starts first)
 ``dataloader``       medium     from one ``enumerate(DataLoader)#...__next__`` to the next
 ``module_forward``   medium     from one top-level ``nn.Module: <Name>`` forward (``with_stack``/``with_modules``
                                 Python frames) to the next of the same name; that name must hold at least half
@@ -53,7 +55,7 @@ from . import schema
 from .steps import assign_steps
 
 __all__ = ["SOURCES", "CONFIDENCE", "StepSource", "detect_iterations", "step_source", "BOUNDARY_COLUMNS",
-           "iteration_ranges", "assign_detected_steps"]
+           "iteration_ranges", "assign_detected_steps", "step_label"]
 
 
 class Trace(Protocol):
@@ -85,6 +87,7 @@ PERIOD_AGREEMENT = 0.9
 _CACHE = "_nbprof_iterations"
 #: A trailing iteration number of a range name (``step 3``, ``iter_12``, ``decode#4``)
 _NUMBERED_RE = re.compile(r"[\s#_:=-]*\d+$")
+_TRAILING_INT_RE = re.compile(r"(\d{1,18})$")
 
 
 @dataclass(frozen=True)
@@ -230,21 +233,45 @@ def _user_range(ctx: _Ctx) -> tuple[pd.DataFrame, str]:
     if len(rows) < 2:
         return _empty_bounds(), ""
     # "step 3", "iteration_12", "decode#4": one range per iteration, numbered -- grouped without the number
-    names = np.array([_NUMBERED_RE.sub("", str(n)) for n in ctx.names(rows)], dtype=object)
+    raw = ctx.names(rows)
+    names = np.array([_NUMBERED_RE.sub("", str(n)) for n in raw], dtype=object)
     best, best_cover = None, 0
+    restarts: list[np.ndarray] = []
     for name in pd.unique(pd.Series(names)[pd.Series(names).duplicated()]):
         sel = rows[names == name]
         r0 = sel[np.argmin(ctx.ts[sel])]
         sel = ctx.outermost(sel[(ctx.pid[sel] == ctx.pid[r0]) & (ctx.tid[sel] == ctx.tid[r0])])
         if len(sel) < 2:
             continue
+        num = _range_numbers(ctx, sel)
+        if num is not None and len(np.unique(num)) < len(num):
+            # the number restarts ("Forward 0..3, Forward 0..3"): it indexes the parts of an iteration
+            # (micro-batches, layers), not iterations; each restart at the smallest number starts one
+            first = sel[num == num.min()]
+            if len(first) >= 2:
+                restarts.append(first)
+            continue
         cover = int((ctx.end[sel] - ctx.ts[sel]).sum())
         span = int(ctx.end[sel].max() - ctx.ts[sel].min())
         if span > 0 and cover >= 0.5 * span and cover > best_cover:
             best, best_cover = sel, cover
+    if best is None and restarts:  # the part sequence that starts first (forward before backward)
+        first = min(restarts, key=lambda r: int(ctx.ts[r[0]]))
+        return _start_anchored(ctx, first, ctx.thread_rows(int(first[0]))), str(ctx.ev["name"].iloc[first[0]])
     if best is None:
         return _empty_bounds(), ""
     return _bounds(best, False, best, True), str(ctx.ev["name"].iloc[best[0]])
+
+
+def _range_numbers(ctx: _Ctx, rows: np.ndarray) -> np.ndarray | None:
+    """The trailing numbers of the names of ``rows`` (int64), or None when one has none."""
+    out = []
+    for n in ctx.names(rows):
+        m = _TRAILING_INT_RE.search(str(n))
+        if m is None:
+            return None
+        out.append(int(m.group(1)))
+    return np.asarray(out, dtype=np.int64)
 
 
 def _start_source(ctx: _Ctx, mask: np.ndarray, top_level: bool = False) -> tuple[pd.DataFrame, str]:
@@ -334,7 +361,8 @@ def _detect(trace: Trace) -> tuple[pd.DataFrame, StepSource]:
         b, marker = fn()
         if len(b) >= 2:
             note = {"optimizer_step": "each iteration ends where its optimizer step ends",
-                    "user_range": "each iteration is one occurrence of this range",
+                    "user_range": "each iteration is one occurrence of this range (of numbered parts that restart, "
+                                  "such as micro-batches: from one part of the smallest number to the next)",
                     "dataloader": "each iteration starts where the DataLoader hands over a batch",
                     "module_forward": "each iteration starts with a forward of the top-level module",
                     "cuda_graph": "each iteration starts with a CUDA graph launch"}[source]
@@ -381,6 +409,45 @@ def detect_iterations(trace: Trace) -> tuple[pd.DataFrame, StepSource]:
 def step_source(trace: Trace) -> StepSource:
     """The :class:`StepSource` of ``trace`` (which source defined its steps, with what confidence)."""
     return detect_iterations(trace)[1]
+
+
+#: What a step of each source is, in a step label (:func:`step_label`)
+_SOURCE_WORD = {"optimizer_step": "optimizer.step", "user_range": "range", "dataloader": "DataLoader batch",
+                "module_forward": "module forward", "cuda_graph": "CUDA graph launch",
+                "kernel_sequence": "kernel sequence"}
+
+
+def step_label(trace: Trace, steps: Any) -> str:
+    """THE label of a step or a run of steps of ``trace`` for people, by the trace's step source: the profiler's
+    ``"ProfilerStep#3"`` / ``"ProfilerStep#3..#8 (6 steps)"``; a detected one ``"step 3 (optimizer.step)"`` /
+    ``"steps 0..5 (6 steps, optimizer.step)"`` (the source's word; a user range's label names the range,
+    ``"step 2 (range 'step 0')"``); ``"whole trace"`` for no step and for a trace in which nothing repeats.
+    Every finding's ``where``, error message and view that names steps takes its label from here.
+
+    Parameters
+    ----------
+    trace : nbprof.Trace
+    steps : int or iterable of int
+        Step numbers (the ``step`` column's values), in the order to show; the first and the last are named.
+
+    Returns
+    -------
+    str
+    """
+    st = [int(steps)] if isinstance(steps, (int, np.integer)) else [int(s) for s in steps]
+    src = step_source(trace)
+    if not st or src.source == "whole_trace":
+        return "whole trace"
+    if src.source == "profiler_step":
+        if len(st) == 1:
+            return f"ProfilerStep#{st[0]}"
+        return f"ProfilerStep#{st[0]}..#{st[-1]} ({len(st)} steps)"
+    word = _SOURCE_WORD.get(src.source, src.source)
+    if src.source == "user_range":
+        word = f"range {src.marker!r}"
+    if len(st) == 1:
+        return f"step {st[0]} ({word})"
+    return f"steps {st[0]}..{st[-1]} ({len(st)} steps, {word})"
 
 
 def iteration_ranges(trace: Trace) -> pd.DataFrame:

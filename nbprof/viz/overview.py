@@ -105,7 +105,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
         items.append(row(p, column(Div(text=f"Average step {fmt_ns(total)} over {len(steps)} steps",
                                        render_as_text=True), table)))
     else:
-        items.append(Div(text="No ProfilerStep ranges in this trace: no per-step breakdown.", render_as_text=True))
+        items.append(Div(text="No host events in this trace: no per-step breakdown.", render_as_text=True))
     util = tables["utilization"]
     if util is not None and len(util):
         ud = {"device": [str(int(d)) for d in util["device"]],
@@ -146,7 +146,7 @@ def _text(tables) -> str:
         parts = [f"{BREAKDOWN_COLUMNS[c][0]} {float(avg.get(c, 0)) / total:.0%}" for c in BREAKDOWN_COLUMNS if c in avg]
         lines.append(f"  {len(steps)} steps, average {fmt_ns(total)}: " + ", ".join(parts))
     else:
-        lines.append("  no ProfilerStep ranges")
+        lines.append("  no host events: no steps")
     util = tables["utilization"]
     if util is not None:
         for r in util.itertuples(index=False):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace import schema
-from ...trace.iterations import iteration_ranges
+from ...trace.iterations import iteration_ranges, step_label
 from ...trace.model import Trace
 from ...trace.predicates import is_communication, is_step_row, step_number
 from ...trace.predicates import name_mask as _name_mask
@@ -115,7 +115,7 @@ def _window(trace: Trace, step: int | None, annotation: str | None, instance: in
             if it is not None and (it["step"] == int(step)).any():
                 r = it[it["step"] == int(step)].iloc[0]
                 return int(r["start_ns"]), int(r["end_ns"])
-            raise ValueError(f"no ProfilerStep#{step} in the trace (steps: {trace.steps})")
+            raise ValueError(f"no {step_label(trace, int(step))} in the trace (steps: {trace.steps})")
         return int(ts[idx].min()), int(end[idx].max())
     if annotation:
         mask = _name_mask(names, lambda n: annotation in n)

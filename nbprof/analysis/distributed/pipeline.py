@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...trace import predicates as pred
 from ...trace.model import Trace
 from .. import _intervals as iv
+from ..steps import step_windows
 from .comms import collectives
 from .reductions import comm_compute, compute_intervals, job_reductions
 from .waits import wait_transfer
@@ -70,7 +70,8 @@ def _no_pipeline(reason: str) -> pd.DataFrame:
 def pipeline_bubbles(traces: Sequence[Trace], *, microbatches: int | None = None) -> pd.DataFrame:
     """Pipeline-parallel bubbles per stage (rank) and step, against the schedule's theory.
 
-    One trace per pipeline stage (one stage per rank). In each ``ProfilerStep`` the pipeline's window is
+    One trace per pipeline stage (one stage per rank). In each step (:func:`nbprof.analysis.steps.step_windows`:
+    ``ProfilerStep#N``, else the detected iterations, numbered alike on every stage) the pipeline's window is
     the same for every stage: from the first computation start to the last computation end over all
     stages, on the absolute clock (``meta.origin_ns``). A stage's **bubble** is the window minus its own
     computation: the schedule's microbatch annotations (``Forward <i>``/``Backward <i>``, ``PP:<s>F<i>``...
@@ -114,8 +115,6 @@ def pipeline_bubbles(traces: Sequence[Trace], *, microbatches: int | None = None
     per: dict[int, dict[int, tuple[iv.Intervals, iv.Intervals, int]]] = {}
     for t, ann, blocking, p2p in found:
         o = int(t.meta.origin_ns or 0)
-        ev = t.events
-        steps = ev[pred.is_step_row(ev)]
         if len(ann):  # the schedule's own microbatch annotations, less their blocking P2P
             comp = iv.subtract(iv.merge(ann["ts_ns"].to_numpy(np.int64),
                                         (ann["ts_ns"] + ann["dur_ns"]).to_numpy(np.int64)), blocking)
@@ -123,13 +122,13 @@ def pipeline_bubbles(traces: Sequence[Trace], *, microbatches: int | None = None
             comp = compute_intervals(t, set())
         fwd = ann[ann["fwd"]]
         d: dict[int, tuple[iv.Intervals, iv.Intervals, int]] = {}
-        for _, st in steps.iterrows():
-            s, e = int(st["ts_ns"]), int(st["ts_ns"] + st["dur_ns"])
+        sw = step_windows(t)
+        for step, s, e in zip(sw["step"].tolist(), sw["start_ns"].tolist(), sw["end_ns"].tolist()):
             win = iv.merge(np.array([s]), np.array([e]))
             c = iv.intersect(comp, win)
             q = iv.intersect(p2p, win)
             nmb = int(fwd.loc[(fwd["ts_ns"] >= s) & (fwd["ts_ns"] < e), "mb"].nunique())
-            d[int(st["step"])] = ((c[0] + o, c[1] + o), (q[0] + o, q[1] + o), nmb)
+            d[int(step)] = ((c[0] + o, c[1] + o), (q[0] + o, q[1] + o), nmb)
         per[int(t.meta.rank)] = d
     common = sorted(set.intersection(*(set(d) for d in per.values())))
     rows = []
