@@ -1,0 +1,159 @@
+"""``nbprof.open_job(PATH)``: a distributed job from its Parquet dataset, without every trace in memory.
+
+The dataset (``docs/dataset.md``) is written by ``nbprof.load_ranks(..., dataset=PATH)``. Opening reads
+only ``manifest.json``; each reduction table is read (all ranks, a ``rank`` column) when first asked for,
+the cross-rank analyses run on those reductions, and ``job.trace(rank)`` reads one rank's full ``Trace``
+only when a view zooms into it. ``job.sql(...)`` runs DuckDB over the same Parquet files.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+
+from .sources import dataset as ds
+from .trace.model import LoadReport, Trace
+
+__all__ = ["open_job", "Job"]
+
+
+class Job:
+    """One distributed job's dataset (see :func:`open_job`).
+
+    Attributes
+    ----------
+    path : str
+        The dataset folder.
+    manifest : dict
+        ``manifest.json`` as read (version, nbprof version, reductions, tables with columns and units,
+        sources with size, sha256, status, rank, rows).
+    """
+
+    def __init__(self, path: str, manifest: dict[str, Any]) -> None:
+        self.path = path
+        self.manifest = manifest
+        self._tables: dict[str, pd.DataFrame] = {}
+        self._con: Any = None
+
+    # -- what is there
+    @property
+    def ranks(self) -> list[int]:
+        """Ranks whose source loaded (status ``ok``), ascending."""
+        return ds.ok_ranks(self.manifest)
+
+    @property
+    def tables(self) -> dict[str, str]:
+        """Table name -> kind (``trace``: a Trace table; ``reduction``: a per-rank reduction)."""
+        return {t: v["kind"] for t, v in sorted(self.manifest.get("tables", {}).items())}
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """Sources that could not be loaded: shown name -> error (they have no partition)."""
+        return {s["source"]: s["error"] for s in self.manifest.get("sources", []) if s.get("status") != "ok"}
+
+    @property
+    def report(self) -> LoadReport:
+        """Each failed source as a ``<file>:load_failed`` issue (action ``dropped``), as ``load_ranks`` reports it."""
+        rep = LoadReport(path=self.path)
+        for n, e in self.failed.items():
+            rep.add(f"{os.path.basename(n)}:load_failed", "dropped", 1, f"{n}: not loaded: {e}")
+        return rep
+
+    def columns(self, table: str) -> pd.DataFrame:
+        """The columns of ``table``: ``column, type, unit, description`` (``rank`` first: the partition)."""
+        spec = self.manifest["tables"][table]["columns"]
+        rows = [("rank", "int64", "", "the rank (hive partition rank=<r>)")]
+        rows += [(c, v["type"], v["unit"], v["description"]) for c, v in spec.items()]
+        return pd.DataFrame(rows, columns=["column", "type", "unit", "description"])
+
+    # -- data
+    def table(self, name: str) -> pd.DataFrame:
+        """Table ``name`` over every ``ok`` rank, with a leading int64 ``rank`` column (read once, then kept;
+        the trace tables are not kept: ``events`` of every rank is as large as the traces -- query them with
+        :meth:`sql`).
+
+        Raises
+        ------
+        KeyError
+            No such table (the message lists them).
+        """
+        if name in self._tables:
+            return self._tables[name]
+        df = ds.read_table(self.path, self.manifest, name)
+        if self.tables.get(name) == "reduction":
+            self._tables[name] = df
+        return df
+
+    __getitem__ = table
+
+    def reductions(self) -> dict[str, pd.DataFrame]:
+        """Every reduction table over all ranks (``table(name)`` for each ``reduction`` table)."""
+        return {t: self.table(t) for t, k in self.tables.items() if k == "reduction"}
+
+    def trace(self, rank: int) -> Trace:
+        """Rank ``rank``'s full ``Trace``, read from the dataset (the source file is not needed).
+
+        Raises
+        ------
+        KeyError
+            ``rank`` is not an ``ok`` rank.
+        """
+        tr: Trace = ds.read_rank_trace(self.path, self.manifest, rank)
+        return tr
+
+    def traces(self, ranks: list[int] | None = None) -> list[Trace]:
+        """Full traces of ``ranks`` (default all: as much memory as the traces; prefer the reductions)."""
+        return [self.trace(r) for r in (self.ranks if ranks is None else ranks)]
+
+    def sql(self, query: str) -> pd.DataFrame:
+        """Run a DuckDB ``query`` over the dataset: every table is a view over its hive-partitioned Parquet
+        files (``read_parquet('PATH/<table>/*/*.parquet', hive_partitioning = true)``), all ranks in one
+        table with an int64 ``rank`` column. Times are int64 ns, sizes bytes. Returns a pandas DataFrame.
+
+        Raises
+        ------
+        MissingDependencyError
+            duckdb is not installed (extra ``sql``).
+        duckdb.Error
+            The query is not valid for these tables.
+        """
+        if self._con is None:
+            try:
+                import duckdb
+            except ModuleNotFoundError as exc:
+                from ._deps import missing
+
+                raise missing("duckdb", "sql", "Job.sql", exc) from exc
+            con = duckdb.connect()
+            for t in self.tables:
+                glob = os.path.join(self.path, t, "*", "*.parquet").replace("'", "''")
+                con.execute(f'CREATE VIEW "{t}" AS SELECT * FROM read_parquet(\'{glob}\', hive_partitioning = true, '
+                            "hive_types = {'rank': BIGINT}, union_by_name = true)")
+            self._con = con
+        df: pd.DataFrame = self._con.execute(query).df()
+        return df
+
+    def __repr__(self) -> str:
+        bad = f", {len(self.failed)} sources failed (see .failed)" if self.failed else ""
+        return (f"<nbprof.Job {len(self.ranks)} ranks {self.ranks[:8]}{'...' if len(self.ranks) > 8 else ''}, "
+                f"tables {list(self.tables)}{bad} at {self.path!r}>")
+
+
+def open_job(path: str | os.PathLike[str]) -> Job:
+    """Open the job dataset at ``path`` (written by ``nbprof.load_ranks(..., dataset=path)``); reads only
+    its manifest.
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``manifest.json`` there.
+    TraceFormatError
+        Not an nbprof job dataset, or of a newer version than this nbprof reads (``docs/dataset.md``:
+        the migration rule).
+    """
+    p = os.path.abspath(os.fspath(path))
+    man = ds.read_manifest(p)
+    assert man is not None
+    return Job(p, man)

@@ -1,0 +1,172 @@
+"""Reading a job dataset: the documented, versioned Parquet folder that ``load_ranks(..., dataset=PATH)``
+writes (``docs/dataset.md``; writer: :mod:`nbprof.export.dataset`).
+
+Layout (hive-partitioned by rank, so DuckDB, Dask, Spark and pyarrow read it without nbprof)::
+
+    PATH/manifest.json                         version, nbprof version, tables and columns, sources (size, sha256, status)
+    PATH/<table>/rank=<r>/part-0.parquet       one file per table and rank; the ``rank`` column is the partition
+    PATH/_ranks/rank=<r>/trace.json            that rank's TraceMeta and load report (for ``Job.trace``)
+    PATH/_ranks/rank=<r>/side/<name>.parquet   its side tables (``Trace.tables``, e.g. nsys ``nvtx``)
+
+Tables: the trace tables ``events``, ``flows``, ``memory``, ``counters``, ``threads`` (``nbprof.trace.schema``)
+and the per-rank reductions (their names and columns are in the manifest's ``tables``). Names starting with
+``_`` or ``.`` are private (readers of hive datasets skip them).
+
+This module only reads: the manifest, one table over all ranks, one rank's full ``Trace``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pandas as pd
+
+from ..errors import TraceFormatError
+
+__all__ = ["DATASET_VERSION", "MANIFEST", "TRACE_TABLES", "read_manifest", "table_file", "rank_dir", "read_table",
+           "read_rank_trace", "ok_ranks"]
+
+#: the layout version this nbprof writes and reads. Migration rule (docs/dataset.md): a reader opens any
+#: version up to its own (columns a newer version added are absent from older files and read as missing);
+#: a version above its own is refused (``TraceFormatError`` naming both), and ``load_ranks(dataset=)``
+#: rewrites every rank of a dataset written at another version.
+DATASET_VERSION = 1
+MANIFEST = "manifest.json"
+FORMAT_NAME = "nbprof-job-dataset"
+#: the Trace tables each rank stores, in ``nbprof.trace.schema`` terms (``threads`` has no declared schema)
+TRACE_TABLES = ("events", "flows", "memory", "counters", "threads")
+
+
+def table_file(path: str, table: str, rank: int) -> str:
+    """``PATH/<table>/rank=<rank>/part-0.parquet``."""
+    return os.path.join(path, table, f"rank={int(rank)}", "part-0.parquet")
+
+
+def rank_dir(path: str, rank: int) -> str:
+    """``PATH/_ranks/rank=<rank>``: the rank's metadata, load report and side tables."""
+    return os.path.join(path, "_ranks", f"rank={int(rank)}")
+
+
+def read_manifest(path: str | os.PathLike[str], *, missing_ok: bool = False) -> dict[str, Any] | None:
+    """The manifest of the dataset at ``path`` (a dict, see docs/dataset.md), or None when absent and
+    ``missing_ok``.
+
+    Raises
+    ------
+    FileNotFoundError
+        No ``manifest.json`` in ``path`` (and not ``missing_ok``).
+    TraceFormatError
+        The manifest is not JSON, not an nbprof job dataset, or of a version above ``DATASET_VERSION``.
+    """
+    p = os.path.join(os.fspath(path), MANIFEST)
+    try:
+        with open(p, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise FileNotFoundError(f"no nbprof job dataset at {os.fspath(path)!r}: {MANIFEST} is missing "
+                                "(write one with nbprof.load_ranks(..., dataset=PATH))") from None
+    try:
+        man = json.loads(raw)
+    except ValueError as exc:
+        raise TraceFormatError(p, None, f"the manifest is not JSON ({exc})") from exc
+    if not isinstance(man, dict) or man.get("format") != FORMAT_NAME:
+        raise TraceFormatError(p, None, f"not an nbprof job dataset manifest (no \"format\": \"{FORMAT_NAME}\")")
+    v = man.get("version")
+    if not isinstance(v, int) or v > DATASET_VERSION:
+        raise TraceFormatError(p, None, f"dataset version {v!r}: this nbprof reads versions up to {DATASET_VERSION}; "
+                                        "upgrade nbprof (the Parquet files stay readable by DuckDB/Dask/Spark)")
+    return man
+
+
+def ok_ranks(manifest: dict[str, Any]) -> list[int]:
+    """Ranks whose source was loaded and written (status ``ok``), ascending."""
+    return sorted(int(s["rank"]) for s in manifest.get("sources", []) if s.get("status") == "ok")
+
+
+def _pandas_dtype(typ: str) -> str:
+    return "object" if typ == "string" else typ
+
+
+def read_table(path: str, manifest: dict[str, Any], table: str, ranks: list[int] | None = None) -> pd.DataFrame:
+    """Table ``table`` of the given ranks (default every ``ok`` rank) as one frame with a leading int64
+    ``rank`` column, ranks ascending, each rank's rows in their stored order.
+
+    Columns are the manifest's (``tables[table]["columns"]``): strings as object (None when missing),
+    integers and floats as declared; a column the file lacks (an older version) is filled missing.
+
+    Raises
+    ------
+    KeyError
+        No such table in the manifest (the message lists them).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    spec = manifest.get("tables", {}).get(table)
+    if spec is None:
+        raise KeyError(f"no table {table!r} in the dataset; tables: {sorted(manifest.get('tables', {}))}")
+    cols: dict[str, dict[str, str]] = spec["columns"]
+    parts = []
+    for r in ok_ranks(manifest) if ranks is None else ranks:
+        f = table_file(path, table, r)
+        if not os.path.exists(f):  # a table a rank does not have (a reduction added later): no rows
+            continue
+        t = pq.read_table(f)
+        parts.append(t.append_column("rank", pa.array([r] * t.num_rows, pa.int64())) if t.num_rows else None)
+    tabs = [t for t in parts if t is not None]
+    empty = pd.DataFrame({"rank": pd.Series([], dtype="int64")})
+    df = pa.concat_tables(tabs, promote_options="default").to_pandas() if tabs else empty
+    out = {"rank": df["rank"].astype("int64")}
+    for c, info in cols.items():
+        typ = info["type"]
+        if c in df.columns:
+            s = df[c]
+            out[c] = s.astype(object).where(s.notna(), None) if typ == "string" else s.astype(_pandas_dtype(typ))
+        else:
+            out[c] = pd.Series([None] * len(df) if typ == "string" else [-1] * len(df) if typ.startswith("int")
+                               else [float("nan")] * len(df), dtype=_pandas_dtype(typ))
+    return pd.DataFrame(out)
+
+
+def read_rank_trace(path: str, manifest: dict[str, Any], rank: int) -> Any:
+    """Rank ``rank``'s full ``Trace`` from the dataset alone (no source file needed): its trace tables,
+    metadata, load report and side tables as the loader gave them (categorical columns rebuilt by
+    ``schema.coerce``; their category order may differ from a fresh load, the values do not).
+
+    Raises
+    ------
+    KeyError
+        ``rank`` is not an ``ok`` rank of the dataset.
+    """
+    import pyarrow.parquet as pq
+
+    from ..trace import schema
+    from ..trace.model import LoadIssue, LoadReport, Trace, TraceMeta
+    from ..trace_cache import _side_table_from_parquet, _unplain
+
+    if rank not in ok_ranks(manifest):
+        raise KeyError(f"no rank {rank} in the dataset: ranks are {ok_ranks(manifest)}")
+    d = rank_dir(path, rank)
+    with open(os.path.join(d, "trace.json")) as f:
+        info = _unplain(json.load(f))
+    tabs = {}
+    for n in TRACE_TABLES:
+        tabs[n] = pq.read_table(table_file(path, n, rank)).to_pandas()  # strings: object with None
+    ev = tabs["events"]
+    if "source_rank" in ev.columns:  # the trace's own rank column was not one value (docs/dataset.md)
+        tabs["events"] = ev.rename(columns={"source_rank": "rank"})
+    else:
+        ev["rank"] = info.get("events_rank", info["meta"].get("rank", -1))
+    for n, cols in (("events", schema.EVENT_COLUMNS), ("flows", schema.FLOW_COLUMNS),
+                    ("memory", schema.MEMORY_COLUMNS), ("counters", schema.COUNTER_COLUMNS)):
+        tabs[n] = schema.coerce(tabs[n], cols)
+    side = {n: _side_table_from_parquet(os.path.join(d, "side", f"{n}.parquet"), jc)
+            for n, jc in (info.get("side") or {}).items()}
+    rep = LoadReport(path=info["report"]["path"], issues=[LoadIssue(**i) for i in info["report"]["issues"]])
+    m = info["meta"]
+    tm = TraceMeta(**{k: v for k, v in m.items() if k in TraceMeta.__dataclass_fields__})
+    return Trace(meta=tm, report=rep, tables=side, **tabs)
