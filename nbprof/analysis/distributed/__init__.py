@@ -61,6 +61,12 @@ from .pipeline import (
     ranks_clock,
     ranks_timeline,
 )
+from .reductions import (
+    REDUCTION_SCHEMA,
+    REDUCTION_VERSION,
+    concat_reductions,
+    reduce_rank,
+)
 from .report import (
     DistributedReport,
     distributed_report,
@@ -72,6 +78,10 @@ from .waits import (
 )
 
 __all__ = [
+    "REDUCTION_SCHEMA",
+    "REDUCTION_VERSION",
+    "reduce_rank",
+    "concat_reductions",
     "BUSBW_FACTOR_SOURCE",
     "busbw_factor",
     "collectives",
