@@ -8,7 +8,9 @@ only when a view zooms into it. ``job.sql(...)`` runs DuckDB over the same Parqu
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -16,7 +18,7 @@ import pandas as pd
 from .sources import dataset as ds
 from .trace.model import LoadReport, Trace
 
-__all__ = ["open_job", "Job"]
+__all__ = ["open_job", "build_job", "default_dataset_dir", "Job"]
 
 
 class Job:
@@ -92,6 +94,18 @@ class Job:
         """Every reduction table over all ranks (``table(name)`` for each ``reduction`` table)."""
         return {t: self.table(t) for t, k in self.tables.items() if k == "reduction"}
 
+    #: what ``nbprof stats --ranks DIR`` prints without ``-r``
+    DEFAULT_REPORTS: tuple[str, ...] = ("steps",)
+
+    def reports(self) -> dict[str, Callable[[], pd.DataFrame]]:
+        """Report name -> function giving its frame (``nbprof stats --ranks``): every reduction table (all
+        ranks, ``rank`` column)."""
+        out: dict[str, Callable[[], pd.DataFrame]] = {}
+        for t, k in self.tables.items():
+            if k == "reduction":
+                out[t] = functools.partial(self.table, t)
+        return out
+
     def trace(self, rank: int) -> Trace:
         """Rank ``rank``'s full ``Trace``, read from the dataset (the source file is not needed).
 
@@ -139,6 +153,41 @@ class Job:
         bad = f", {len(self.failed)} sources failed (see .failed)" if self.failed else ""
         return (f"<nbprof.Job {len(self.ranks)} ranks {self.ranks[:8]}{'...' if len(self.ranks) > 8 else ''}, "
                 f"tables {list(self.tables)}{bad} at {self.path!r}>")
+
+
+def default_dataset_dir(spec: str | os.PathLike[str]) -> str:
+    """Where :func:`build_job` keeps the dataset of a job folder when no path is given: ``jobs/<digest of the
+    folder's absolute path>`` beside the trace cache (``nbprof.trace_cache.default_cache_dir``)."""
+    import hashlib
+
+    from .trace_cache import default_cache_dir
+
+    key = hashlib.blake2b(os.path.abspath(os.fspath(spec)).encode(), digest_size=10).hexdigest()
+    return os.path.join(os.path.dirname(os.path.abspath(default_cache_dir())), "jobs", key)
+
+
+def build_job(spec: str | os.PathLike[str], dataset: str | os.PathLike[str] | None = None, **load_kw: Any) -> Job:
+    """Write (or bring up to date: unchanged sources are skipped) the dataset of the ranks in ``spec`` with
+    ``nbprof.load_ranks(spec, dataset=...)`` and open it.
+
+    Parameters
+    ----------
+    spec : path, glob, folder or archive
+        The per-rank traces (what ``load_ranks`` takes).
+    dataset : path, optional
+        The dataset folder; default :func:`default_dataset_dir` of ``spec``.
+    **load_kw
+        Passed to ``load_ranks`` (``client=``, ``workers=``, ``progress=``, ``on_error=``...).
+
+    Raises
+    ------
+    What ``load_ranks`` and :func:`open_job` raise.
+    """
+    from .scale import load_ranks
+
+    path = os.fspath(dataset) if dataset is not None else default_dataset_dir(spec)
+    load_ranks(spec, dataset=path, **load_kw)
+    return open_job(path)
 
 
 def open_job(path: str | os.PathLike[str]) -> Job:

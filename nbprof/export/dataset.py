@@ -29,7 +29,15 @@ from typing import Any
 import pandas as pd
 
 from ..atomic import atomic_dir, atomic_write
-from ..sources.dataset import DATASET_VERSION, FORMAT_NAME, MANIFEST, TRACE_TABLES, rank_dir, table_file
+from ..sources.dataset import (
+    DATASET_VERSION,
+    FORMAT_NAME,
+    MANIFEST,
+    RANK_TABLES,
+    TRACE_TABLES,
+    rank_dir,
+    table_file,
+)
 
 __all__ = ["file_sha256", "stage_rank", "commit", "trace_table_columns", "STAGING"]
 
@@ -55,6 +63,8 @@ def _type_name(dtype: Any) -> str:
         return "string"
     if t == "boolean":
         return "bool"
+    if t in ("Int64", "Int32", "Int16", "Int8"):  # pandas' nullable integers: Parquet nulls
+        return t.lower()
     if t not in _ARROW_TYPES:
         raise TypeError(f"dtype {t!r} has no dataset type (one of {', '.join(_ARROW_TYPES)})")
     return t
@@ -69,10 +79,18 @@ def _declared(columns: dict[str, Any]) -> dict[str, dict[str, str]]:
             continue
         if isinstance(v, dict):
             dt, unit, desc = v.get("type", v.get("dtype")), v.get("unit", ""), v.get("description", "")
+        elif isinstance(v, str):  # {col: dtype} (REDUCTION_SCHEMA): the unit from the name
+            dt, unit, desc = v, _unit(c), ""
         else:
             dt, unit, desc = (tuple(v) + ("", ""))[:3]
-        out[c] = {"type": _type_name(dt), "unit": str(unit), "description": str(desc)}
+        out[c] = {"type": _type_name(dt), "dtype": _pandas_dtype(dt), "unit": str(unit), "description": str(desc)}
     return out
+
+
+def _pandas_dtype(dtype: Any) -> str:
+    """The pandas dtype a reader gives the column (``object`` for strings; nullable ``Int64`` kept)."""
+    t = str(dtype)
+    return "object" if _type_name(t) == "string" else "bool" if t == "boolean" else t
 
 
 def trace_table_columns(name: str, df: pd.DataFrame | None = None) -> dict[str, dict[str, str]]:
@@ -86,10 +104,18 @@ def trace_table_columns(name: str, df: pd.DataFrame | None = None) -> dict[str, 
     return _inferred(df if df is not None else pd.DataFrame())
 
 
+def _unit(col: str) -> str:
+    """The unit a column's name says (house naming: ``*_ns`` ns, ``*_bytes`` bytes, ``*_bytes_per_s`` bytes/s)."""
+    if col.endswith("_ns"):
+        return "ns"
+    if col.endswith("_bytes_per_s"):
+        return "bytes/s"
+    return "bytes" if col == "bytes" or col.endswith("_bytes") else ""
+
+
 def _inferred(df: pd.DataFrame) -> dict[str, dict[str, str]]:
-    return {str(c): {"type": _type_name(df[c].dtype), "unit": "ns" if str(c).endswith("_ns") else
-                     "bytes" if str(c) == "bytes" or str(c).endswith("_bytes") else "", "description": ""}
-            for c in df.columns if c != "rank"}
+    return {str(c): {"type": _type_name(df[c].dtype), "dtype": _pandas_dtype(df[c].dtype), "unit": _unit(str(c)),
+                     "description": ""} for c in df.columns if c != "rank"}
 
 
 def _arrow(df: pd.DataFrame, columns: dict[str, dict[str, str]]) -> Any:
@@ -160,14 +186,18 @@ def stage_rank(dataset: str, sha256: str, trace: Any, reductions: dict[str, pd.D
     ev = trace.events
     ev_rank = pd.unique(ev["rank"]) if "rank" in ev.columns else []
     with atomic_dir(final) as tmp:
-        for name in TRACE_TABLES:
+        os.makedirs(os.path.join(tmp, "rank", "side"))
+        for name in TRACE_TABLES + RANK_TABLES:
             df = getattr(trace, name)
             c = trace_table_columns(name, df)
             if name == "events" and len(ev_rank) > 1:  # keep the trace's own ranks apart from the partition
                 df = df.rename(columns={"rank": "source_rank"})
-                c = {**c, "source_rank": {"type": "int32", "unit": "", "description": "the trace's own rank column"}}
-            _write_parquet(df, c, os.path.join(tmp, f"{name}.parquet"))
-            rows[name], cols[name] = len(df), c
+                c = {**c, "source_rank": {"type": "int32", "dtype": "int32", "unit": "",
+                                          "description": "the trace's own rank column"}}
+            where = tmp if name in TRACE_TABLES else os.path.join(tmp, "rank")
+            _write_parquet(df, c, os.path.join(where, f"{name}.parquet"))
+            if name in TRACE_TABLES:
+                rows[name], cols[name] = len(df), c
         for name, df in reductions.items():
             if not _TABLE_NAME.match(name) or name.startswith(("_", ".")):
                 raise ValueError(f"reduction table name {name!r}: use [A-Za-z0-9_.-], not starting with _ or .")
@@ -175,29 +205,24 @@ def stage_rank(dataset: str, sha256: str, trace: Any, reductions: dict[str, pd.D
             c = _declared(decl) if decl else _inferred(df)
             _write_parquet(df, c, os.path.join(tmp, f"{name}.parquet"))
             rows[name], cols[name] = len(df), c
-        os.makedirs(os.path.join(tmp, "side"))
-        side = {n: _side_table_to_parquet(df, os.path.join(tmp, "side", f"{n}.parquet"), f"tables[{n!r}]")
+        side = {n: _side_table_to_parquet(df, os.path.join(tmp, "rank", "side", f"{n}.parquet"), f"tables[{n!r}]")
                 for n, df in (trace.tables or {}).items()}
         info = {"meta": dict(trace.meta.__dict__), "side": side,
                 "report": {"path": trace.report.path, "issues": [dict(i.__dict__) for i in trace.report.issues]},
                 "events_rank": int(ev_rank[0]) if len(ev_rank) == 1 else trace.meta.rank}
-        _dump_json(info, os.path.join(tmp, "trace.json"), "trace")
+        _dump_json(info, os.path.join(tmp, "rank", "trace.json"), "trace")
     return {"rows": rows, "columns": cols}
 
 
 def _move_rank_out(dataset: str, rank: int, tables: list[str], dest: str) -> None:
-    """Move rank ``rank``'s files (every table, ``_ranks``) into the staging folder ``dest``."""
-    os.makedirs(os.path.join(dest, "side"), exist_ok=True)
+    """Move rank ``rank``'s files (every table, its ``_ranks`` folder) into the staging folder ``dest``."""
+    os.makedirs(dest, exist_ok=True)
     for t in tables:
         f = table_file(dataset, t, rank)
         if os.path.exists(f):
             os.replace(f, os.path.join(dest, f"{t}.parquet"))
-    rd = rank_dir(dataset, rank)
-    if os.path.isdir(rd):
-        os.replace(os.path.join(rd, "trace.json"), os.path.join(dest, "trace.json"))
-        if os.path.isdir(os.path.join(rd, "side")):
-            shutil.rmtree(os.path.join(dest, "side"))
-            os.replace(os.path.join(rd, "side"), os.path.join(dest, "side"))
+    if os.path.isdir(rank_dir(dataset, rank)):
+        os.replace(rank_dir(dataset, rank), os.path.join(dest, "rank"))
 
 
 def _remove_rank(dataset: str, rank: int, tables: list[str]) -> None:
@@ -207,15 +232,13 @@ def _remove_rank(dataset: str, rank: int, tables: list[str]) -> None:
 
 
 def _move_rank_in(dataset: str, rank: int, src: str) -> None:
-    rd = rank_dir(dataset, rank)
-    os.makedirs(rd, exist_ok=True)
     for f in sorted(os.listdir(src)):
         if f.endswith(".parquet"):
             dst = table_file(dataset, f[: -len(".parquet")], rank)
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             os.replace(os.path.join(src, f), dst)
-    os.replace(os.path.join(src, "trace.json"), os.path.join(rd, "trace.json"))
-    os.replace(os.path.join(src, "side"), os.path.join(rd, "side"))
+    os.makedirs(os.path.dirname(rank_dir(dataset, rank)), exist_ok=True)
+    os.replace(os.path.join(src, "rank"), rank_dir(dataset, rank))
 
 
 def commit(dataset: str, sources: list[dict[str, Any]], previous: dict[str, Any] | None,

@@ -6,11 +6,12 @@ Layout (hive-partitioned by rank, so DuckDB, Dask, Spark and pyarrow read it wit
     PATH/manifest.json                         version, nbprof version, tables and columns, sources (size, sha256, status)
     PATH/<table>/rank=<r>/part-0.parquet       one file per table and rank; the ``rank`` column is the partition
     PATH/_ranks/rank=<r>/trace.json            that rank's TraceMeta and load report (for ``Job.trace``)
+    PATH/_ranks/rank=<r>/<name>.parquet        its other Trace tables: flows, memory, counters, threads
     PATH/_ranks/rank=<r>/side/<name>.parquet   its side tables (``Trace.tables``, e.g. nsys ``nvtx``)
 
-Tables: the trace tables ``events``, ``flows``, ``memory``, ``counters``, ``threads`` (``nbprof.trace.schema``)
-and the per-rank reductions (their names and columns are in the manifest's ``tables``). Names starting with
-``_`` or ``.`` are private (readers of hive datasets skip them).
+Tables: ``events`` (``nbprof.trace.schema.EVENT_COLUMNS``) and the per-rank reductions
+(``nbprof.analysis.distributed.reductions``; names and columns are in the manifest's ``tables``). Names
+starting with ``_`` or ``.`` are private (readers of hive datasets skip them).
 
 This module only reads: the manifest, one table over all ranks, one rank's full ``Trace``.
 """
@@ -25,7 +26,7 @@ import pandas as pd
 
 from ..errors import TraceFormatError
 
-__all__ = ["DATASET_VERSION", "MANIFEST", "TRACE_TABLES", "read_manifest", "table_file", "rank_dir", "read_table",
+__all__ = ["DATASET_VERSION", "MANIFEST", "TRACE_TABLES", "RANK_TABLES", "read_manifest", "table_file", "rank_dir", "read_table",
            "read_rank_trace", "ok_ranks"]
 
 #: the layout version this nbprof writes and reads. Migration rule (docs/dataset.md): a reader opens any
@@ -35,8 +36,11 @@ __all__ = ["DATASET_VERSION", "MANIFEST", "TRACE_TABLES", "read_manifest", "tabl
 DATASET_VERSION = 1
 MANIFEST = "manifest.json"
 FORMAT_NAME = "nbprof-job-dataset"
-#: the Trace tables each rank stores, in ``nbprof.trace.schema`` terms (``threads`` has no declared schema)
-TRACE_TABLES = ("events", "flows", "memory", "counters", "threads")
+#: the Trace table each rank stores as a dataset table (``nbprof.trace.schema.EVENT_COLUMNS``)
+TRACE_TABLES = ("events",)
+#: the other Trace tables, kept per rank under ``_ranks/rank=<r>/`` for ``Job.trace`` (``threads`` has no
+#: declared schema)
+RANK_TABLES = ("flows", "memory", "counters", "threads")
 
 
 def table_file(path: str, table: str, rank: int) -> str:
@@ -87,10 +91,6 @@ def ok_ranks(manifest: dict[str, Any]) -> list[int]:
     return sorted(int(s["rank"]) for s in manifest.get("sources", []) if s.get("status") == "ok")
 
 
-def _pandas_dtype(typ: str) -> str:
-    return "object" if typ == "string" else typ
-
-
 def read_table(path: str, manifest: dict[str, Any], table: str, ranks: list[int] | None = None) -> pd.DataFrame:
     """Table ``table`` of the given ranks (default every ``ok`` rank) as one frame with a leading int64
     ``rank`` column, ranks ascending, each rank's rows in their stored order.
@@ -119,16 +119,19 @@ def read_table(path: str, manifest: dict[str, Any], table: str, ranks: list[int]
         parts.append(t.append_column("rank", pa.array([r] * t.num_rows, pa.int64())) if t.num_rows else None)
     tabs = [t for t in parts if t is not None]
     empty = pd.DataFrame({"rank": pd.Series([], dtype="int64")})
-    df = pa.concat_tables(tabs, promote_options="default").to_pandas() if tabs else empty
+    # integers as nullable Int64 first (a null stays NA, values stay exact), then the declared dtype
+    nullable = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(), pa.int16(): pd.Int16Dtype(),
+                pa.int8(): pd.Int8Dtype()}
+    df = pa.concat_tables(tabs, promote_options="default").to_pandas(types_mapper=nullable.get) if tabs else empty
     out = {"rank": df["rank"].astype("int64")}
     for c, info in cols.items():
-        typ = info["type"]
+        typ, dtype = info["type"], info.get("dtype") or ("object" if info["type"] == "string" else info["type"])
         if c in df.columns:
             s = df[c]
-            out[c] = s.astype(object).where(s.notna(), None) if typ == "string" else s.astype(_pandas_dtype(typ))
-        else:
+            out[c] = s.astype(object).where(s.notna(), None) if typ == "string" else s.astype(dtype)
+        else:  # a column an older version lacks: missing (-1 for integers, as in nbprof.trace.schema)
             out[c] = pd.Series([None] * len(df) if typ == "string" else [-1] * len(df) if typ.startswith("int")
-                               else [float("nan")] * len(df), dtype=_pandas_dtype(typ))
+                               else [float("nan")] * len(df), dtype=dtype)
     return pd.DataFrame(out)
 
 
@@ -153,9 +156,8 @@ def read_rank_trace(path: str, manifest: dict[str, Any], rank: int) -> Any:
     d = rank_dir(path, rank)
     with open(os.path.join(d, "trace.json")) as f:
         info = _unplain(json.load(f))
-    tabs = {}
-    for n in TRACE_TABLES:
-        tabs[n] = pq.read_table(table_file(path, n, rank)).to_pandas()  # strings: object with None
+    tabs = {n: pq.read_table(table_file(path, n, rank)).to_pandas() for n in TRACE_TABLES}  # strings: object, None
+    tabs |= {n: pq.read_table(os.path.join(d, f"{n}.parquet")).to_pandas() for n in RANK_TABLES}
     ev = tabs["events"]
     if "source_rank" in ev.columns:  # the trace's own rank column was not one value (docs/dataset.md)
         tabs["events"] = ev.rename(columns={"source_rank": "rank"})
