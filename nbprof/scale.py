@@ -144,7 +144,8 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
         ds_info = {"sha256": sha, "size": size}
         prev = dataset["known"].get(sha)
         if prev is not None:  # the same bytes under another name or mtime: already in the dataset
-            return dsw.unchanged_result(dataset["path"], path, sha, size, prev, dataset["reduction_tables"], t0)
+            return dsw.unchanged_result(dataset["path"], path, sha, size, prev["rank"], dataset["reduction_tables"],
+                                        t0, prev["rows"])
     cache = TraceCache(cache_dir) if use_cache else None
     cache_notes: list[str] = []
     try:
@@ -451,9 +452,7 @@ def _load_paths(paths: list[str], spec: Any, names: dict[str, str], *, client: A
 
         plan = dsw.plan(dataset["path"], paths, names, dataset["reductions"])
         dataset = {**dataset, "known": plan["known"], "reduction_tables": plan["reduction_tables"]}
-        for p, s in plan["unchanged"].items():
-            results.append(dsw.unchanged_result(dataset["path"], p, s["sha256"], s["size"], int(s["rank"]),
-                                                plan["reduction_tables"], time.perf_counter(), s.get("rows")))
+        results += dsw.unchanged_results(dataset["path"], plan)
         todo = [p for p in paths if p not in plan["unchanged"]]
     elif cache:
         tc = TraceCache(cdir)

@@ -242,14 +242,16 @@ def _move_rank_in(dataset: str, rank: int, src: str) -> None:
 
 
 def commit(dataset: str, sources: list[dict[str, Any]], previous: dict[str, Any] | None,
-           reductions: dict[str, Any], tables: dict[str, dict[str, Any]]) -> dict[str, Any]:
+           reductions: dict[str, Any], tables: dict[str, dict[str, Any]],
+           combined: dict[str, Any] | None = None) -> dict[str, Any]:
     """Put staged ranks in place and write the manifest (the calling process, after ranks are numbered).
 
     ``sources``: one dict per source file, in order: ``{"source", "path", "size", "mtime_ns", "sha256",
     "status": "ok"|"failed", "rank", "previous_rank" (an unchanged rank already in the dataset, else None),
     "rows", "world_size", "error", "seconds"}``. ``previous``: the manifest before this run (None: a new
     dataset, or one of another version, rewritten whole). ``reductions``: ``{"name", "version"}`` of
-    the reducer; ``tables``: table -> ``{"kind", "columns"}``.
+    the reducer; ``tables``: table -> ``{"kind", "columns"}``; ``combined``: ``{"id", "tables"}`` of the
+    reductions written in one file per table (removed: every other ``_combined`` folder).
 
     Returns the manifest written. Ranks of ``previous`` not in ``sources`` are removed (the dataset holds
     the job of the last call).
@@ -280,11 +282,16 @@ def commit(dataset: str, sources: list[dict[str, Any]], previous: dict[str, Any]
         "reductions": reductions,
         "partitioning": "hive: <table>/rank=<rank>/part-0.parquet",
         "tables": tables,
+        "combined": combined,
         "sources": [{k: s.get(k) for k in ("source", "size", "mtime_ns", "sha256", "status", "rank",
                                            "world_size", "rows", "error", "seconds")} for s in sources],
     }
     atomic_write(os.path.join(dataset, MANIFEST), json.dumps(man, indent=1))
     shutil.rmtree(stage, ignore_errors=True)
+    cdir = os.path.join(dataset, "_combined")
+    for old in os.listdir(cdir) if os.path.isdir(cdir) else []:
+        if old != (combined or {}).get("id"):
+            shutil.rmtree(os.path.join(cdir, old), ignore_errors=True)
     for t in old_tables:  # a table no rank has any more
         d = os.path.join(dataset, t)
         if t not in tables and os.path.isdir(d) and not os.listdir(d):
@@ -348,33 +355,59 @@ def plan(dataset: str, files: list[str], names: dict[str, str], reductions: dict
         if s is not None:
             unchanged[f] = s
     matched = {id(s) for s in unchanged.values()}
-    known = {s["sha256"]: int(s["rank"]) for s in ok if id(s) not in matched}
-    reduction_tables = sorted(t for t, v in (prev or {}).get("tables", {}).items() if v.get("kind") == "reduction")
+    known = {s["sha256"]: {"rank": int(s["rank"]), "rows": s.get("rows")} for s in ok if id(s) not in matched}
+    reduction_tables = {t: v["columns"] for t, v in sorted((prev or {}).get("tables", {}).items())
+                        if v.get("kind") == "reduction"}
     return {"previous": prev if prev is not None and prev.get("version") == DATASET_VERSION else None,
-            "unchanged": unchanged, "known": known, "reduction_tables": reduction_tables if same else []}
+            "unchanged": unchanged, "known": known, "reduction_tables": reduction_tables if same else {}}
 
 
-def unchanged_result(dataset: str, path: str, sha256: str, size: int, rank: int, reduction_tables: list[str],
+def unchanged_result(dataset: str, path: str, sha256: str, size: int, rank: int,
+                     reduction_tables: dict[str, dict[str, Any]],
                      t0: float, rows: dict[str, int] | None = None) -> Any:
     """The ``load_ranks`` result of a source the dataset already holds as ``rank``: its reductions and
     metadata read from the dataset (small; no trace is parsed)."""
-    import pyarrow.parquet as pq
-
+    from ..sources.dataset import read_files
     from ..trace_cache import _RankResult, _unplain
 
     with open(os.path.join(rank_dir(dataset, rank), "trace.json")) as f:
         info = _unplain(json.load(f))
-    tables = {}
-    for t in reduction_tables:
-        fp = table_file(dataset, t, rank)
-        if os.path.exists(fp):
-            tables[t] = pq.read_table(fp).to_pandas()
+    tables = {t: read_files(dataset, t, [rank], cols, rank_column=False) for t, cols in reduction_tables.items()}
     m = info["meta"]
     return _RankResult(path=path, rank=m.get("rank", 0), rank_source=m.get("rank_source", "assumed"),
                        world_size=m.get("world_size", 1), distributed_info=m.get("distributed_info", {}),
                        digest=None, tables=tables, issues=info["report"]["issues"], from_cache=True,
                        seconds=time.perf_counter() - t0,
                        dataset={"sha256": sha256, "size": size, "previous_rank": rank, "rows": rows})
+
+
+def unchanged_results(dataset: str, the_plan: dict[str, Any]) -> list[Any]:
+    """:func:`unchanged_result` of every file of ``the_plan["unchanged"]``, with each reduction table read once
+    for all of them (the previous manifest's one-file copy, ``_combined``) when it has one."""
+    from ..sources.dataset import read_table
+
+    t0 = time.perf_counter()
+    todo = the_plan["unchanged"]
+    prev = the_plan["previous"]
+    if not todo:
+        return []
+    if not (prev or {}).get("combined"):
+        return [unchanged_result(dataset, p, s["sha256"], s["size"], int(s["rank"]), the_plan["reduction_tables"],
+                                 t0, s.get("rows")) for p, s in todo.items()]
+    by_rank: dict[int, dict[str, pd.DataFrame]] = {int(s["rank"]): {} for s in todo.values()}
+    for t, cols in the_plan["reduction_tables"].items():
+        df = read_table(dataset, prev, t)
+        empty = df.iloc[:0].drop(columns="rank")
+        groups = dict(iter(df.groupby("rank", sort=False))) if len(df) else {}
+        for r, tabs in by_rank.items():
+            g = groups.get(r)
+            tabs[t] = g.drop(columns="rank").reset_index(drop=True) if g is not None else empty
+    out = []
+    for p, s in todo.items():
+        res = unchanged_result(dataset, p, s["sha256"], s["size"], int(s["rank"]), {}, t0, s.get("rows"))
+        res.tables = by_rank[int(s["rank"])]
+        out.append(res)
+    return out
 
 
 def finish(dataset: str, the_plan: dict[str, Any], results: list[Any], rank_of: dict[str, int],
@@ -404,4 +437,25 @@ def finish(dataset: str, the_plan: dict[str, Any], results: list[Any], rank_of: 
                     tables.setdefault(t, prev_tables[t])
         sources.append(s)
     sources.sort(key=lambda s: (s["rank"] is None, s["rank"] if s["rank"] is not None else 0))  # failed last, in file order
-    return commit(dataset, sources, the_plan["previous"], reductions, tables)
+    combined = _write_combined(dataset, tables, sorted((rank_of[r.path], r) for r in results
+                                                       if r.error is None and r.path in rank_of))
+    return commit(dataset, sources, the_plan["previous"], reductions, tables, combined)
+
+
+def _write_combined(dataset: str, tables: dict[str, dict[str, Any]], ranked: list[tuple[int, Any]]) -> dict[str, Any]:
+    """Every reduction table of every rank in one file (``_combined/<id>/<table>.parquet``, a leading ``rank``
+    column), from the reductions this process holds already: one read for a reader instead of one per rank
+    (a thousand small files cost seconds). The manifest names the id; a private copy, not part of the layout."""
+    cid = f"{time.time_ns():x}"
+    out = os.path.join(dataset, "_combined", cid)
+    os.makedirs(out)
+    rows = {}
+    rank_col = {"rank": {"type": "int64", "dtype": "int64", "unit": "", "description": ""}}
+    for t, spec in tables.items():
+        if spec["kind"] != "reduction":
+            continue
+        frames = [r.tables[t].assign(rank=rk) for rk, r in ranked if t in r.tables and len(r.tables[t])]
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"rank": pd.Series([], dtype="int64")})
+        _write_parquet(df, {**rank_col, **spec["columns"]}, os.path.join(out, f"{t}.parquet"))
+        rows[t] = len(df)
+    return {"id": cid, "tables": rows}

@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..errors import TraceFormatError
 
-__all__ = ["DATASET_VERSION", "MANIFEST", "TRACE_TABLES", "RANK_TABLES", "read_manifest", "table_file", "rank_dir", "read_table",
+__all__ = ["DATASET_VERSION", "MANIFEST", "TRACE_TABLES", "RANK_TABLES", "read_manifest", "table_file", "rank_dir", "read_table", "read_files",
            "read_rank_trace", "ok_ranks"]
 
 #: the layout version this nbprof writes and reads. Migration rule (docs/dataset.md): a reader opens any
@@ -103,36 +103,73 @@ def read_table(path: str, manifest: dict[str, Any], table: str, ranks: list[int]
     KeyError
         No such table in the manifest (the message lists them).
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     spec = manifest.get("tables", {}).get(table)
     if spec is None:
         raise KeyError(f"no table {table!r} in the dataset; tables: {sorted(manifest.get('tables', {}))}")
-    cols: dict[str, dict[str, str]] = spec["columns"]
-    parts = []
-    for r in ok_ranks(manifest) if ranks is None else ranks:
-        f = table_file(path, table, r)
-        if not os.path.exists(f):  # a table a rank does not have (a reduction added later): no rows
-            continue
-        t = pq.read_table(f)
-        parts.append(t.append_column("rank", pa.array([r] * t.num_rows, pa.int64())) if t.num_rows else None)
-    tabs = [t for t in parts if t is not None]
-    empty = pd.DataFrame({"rank": pd.Series([], dtype="int64")})
-    # integers as nullable Int64 first (a null stays NA, values stay exact), then the declared dtype
-    nullable = {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(), pa.int16(): pd.Int16Dtype(),
-                pa.int8(): pd.Int8Dtype()}
-    df = pa.concat_tables(tabs, promote_options="default").to_pandas(types_mapper=nullable.get) if tabs else empty
-    out = {"rank": df["rank"].astype("int64")}
-    for c, info in cols.items():
+    comb = manifest.get("combined") or {}
+    if ranks is None and table in comb.get("tables", {}):  # every rank in one file, written with this manifest
+        import pyarrow.parquet as pq
+
+        f = os.path.join(path, "_combined", comb["id"], f"{table}.parquet")
+        return _typed(pq.read_table(f).to_pandas(types_mapper=_NULLABLE_INTS.get), spec["columns"], True)
+    return read_files(path, table, ok_ranks(manifest) if ranks is None else ranks, spec["columns"])
+
+
+def read_files(path: str, table: str, ranks: list[int], columns: dict[str, dict[str, str]], *,
+               rank_column: bool = True) -> pd.DataFrame:
+    """``table``'s files of ``ranks`` (a rank without the file has no rows) as one frame typed by ``columns``
+    (the manifest's ``{col: {"type", "dtype", ...}}``), with a leading int64 ``rank`` column when
+    ``rank_column``."""
+    import pyarrow as pa
+    import pyarrow.dataset as pds
+
+    types = {"int64": pa.int64(), "int32": pa.int32(), "int16": pa.int16(), "int8": pa.int8(), "float64": pa.float64(),
+             "float32": pa.float32(), "bool": pa.bool_(), "string": pa.string()}
+    files = [f for f in (table_file(path, table, r) for r in ranks) if os.path.exists(f)]  # no file: no rows
+    part = pa.schema([("rank", pa.int64())])
+    schema = pa.schema([(c, types[v["type"]]) for c, v in columns.items()] + [("rank", pa.int64())])
+    # one read over every file (threads), a file without a column (an older version) gives nulls
+    d = pds.dataset(files, schema=schema, format="parquet", partitioning=pds.partitioning(part, flavor="hive"),
+                    partition_base_dir=os.path.join(path, table))
+    df = d.to_table().to_pandas(types_mapper=_NULLABLE_INTS.get)
+    if not df["rank"].is_monotonic_increasing:
+        df = df.sort_values("rank", kind="stable", ignore_index=True)
+    return _typed(df, columns, rank_column)
+
+
+def _nullable_ints() -> dict[Any, Any]:
+    import pyarrow as pa
+
+    return {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype(), pa.int16(): pd.Int16Dtype(),
+            pa.int8(): pd.Int8Dtype()}
+
+
+class _LazyInts(dict):  # type: ignore[type-arg]
+    """Arrow integer type -> pandas nullable dtype (built on first use: pyarrow is imported lazily)."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if not self:
+            self.update(_nullable_ints())
+        return super().get(key, default)
+
+
+#: integers are read as nullable first (a null stays NA, values stay exact), then cast to the declared dtype
+_NULLABLE_INTS = _LazyInts()
+
+
+def _typed(df: pd.DataFrame, columns: dict[str, dict[str, str]], rank_column: bool) -> pd.DataFrame:
+    """``df`` (read with :data:`_NULLABLE_INTS`) with the manifest's column dtypes, ``rank`` first when asked."""
+    out = {"rank": df["rank"].astype("int64")} if rank_column else {}
+    for c, info in columns.items():
         typ, dtype = info["type"], info.get("dtype") or ("object" if info["type"] == "string" else info["type"])
-        if c in df.columns:
-            s = df[c]
-            out[c] = s.astype(object).where(s.notna(), None) if typ == "string" else s.astype(dtype)
-        else:  # a column an older version lacks: missing (-1 for integers, as in nbprof.trace.schema)
-            out[c] = pd.Series([None] * len(df) if typ == "string" else [-1] * len(df) if typ.startswith("int")
-                               else [float("nan")] * len(df), dtype=dtype)
-    return pd.DataFrame(out)
+        s = df[c]
+        if typ == "string":
+            out[c] = s.astype(object).where(s.notna(), None)
+        elif typ.startswith("int") and dtype == typ:  # a column an older version lacks: -1 (nbprof.trace.schema)
+            out[c] = s.fillna(-1).astype(dtype)
+        else:
+            out[c] = s.astype(dtype)
+    return pd.DataFrame(out, index=pd.RangeIndex(len(df)))
 
 
 def read_rank_trace(path: str, manifest: dict[str, Any], rank: int) -> Any:
