@@ -26,6 +26,7 @@ import sys
 import time
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_dir, atomic_write
@@ -395,13 +396,14 @@ def unchanged_results(dataset: str, the_plan: dict[str, Any]) -> list[Any]:
         return [unchanged_result(dataset, p, s["sha256"], s["size"], int(s["rank"]), the_plan["reduction_tables"],
                                  t0, s.get("rows")) for p, s in todo.items()]
     by_rank: dict[int, dict[str, pd.DataFrame]] = {int(s["rank"]): {} for s in todo.values()}
+    ranks = np.array(sorted(by_rank), dtype=np.int64)
     for t, cols in the_plan["reduction_tables"].items():
-        df = read_table(dataset, prev, t)
-        empty = df.iloc[:0].drop(columns="rank")
-        groups = dict(iter(df.groupby("rank", sort=False))) if len(df) else {}
-        for r, tabs in by_rank.items():
-            g = groups.get(r)
-            tabs[t] = g.drop(columns="rank").reset_index(drop=True) if g is not None else empty
+        df = read_table(dataset, prev, t)  # sorted by rank: each rank's rows are one slice
+        lo = np.searchsorted(df["rank"].to_numpy(), ranks, "left")
+        hi = np.searchsorted(df["rank"].to_numpy(), ranks, "right")
+        body = df.drop(columns="rank")
+        for r, a, b in zip(ranks.tolist(), lo.tolist(), hi.tolist()):
+            by_rank[r][t] = body.iloc[a:b].reset_index(drop=True)
     out = []
     for p, s in todo.items():
         res = unchanged_result(dataset, p, s["sha256"], s["size"], int(s["rank"]), {}, t0, s.get("rows"))
@@ -454,8 +456,12 @@ def _write_combined(dataset: str, tables: dict[str, dict[str, Any]], ranked: lis
     for t, spec in tables.items():
         if spec["kind"] != "reduction":
             continue
-        frames = [r.tables[t].assign(rank=rk) for rk, r in ranked if t in r.tables and len(r.tables[t])]
-        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"rank": pd.Series([], dtype="int64")})
+        have = [(rk, r.tables[t]) for rk, r in ranked if t in r.tables and len(r.tables[t])]
+        if have:
+            df = pd.concat([f for _, f in have], ignore_index=True)
+            df["rank"] = np.repeat(np.array([rk for rk, _ in have], dtype=np.int64), [len(f) for _, f in have])
+        else:
+            df = pd.DataFrame({"rank": pd.Series([], dtype="int64")})
         _write_parquet(df, {**rank_col, **spec["columns"]}, os.path.join(out, f"{t}.parquet"))
         rows[t] = len(df)
     return {"id": cid, "tables": rows}
