@@ -1,6 +1,11 @@
 """Multi-rank analysis: collectives, bus bandwidth, compute/communication overlap, skew, ZeRO patterns.
 
-Pure functions over one or several :class:`~nbprof.trace.model.Trace` (one per rank).
+Pure functions over one or several :class:`~nbprof.trace.model.Trace` (one per rank). The cross-rank
+analyses (:func:`wait_transfer`, :func:`stragglers`, :func:`collective_skew`, :func:`skew`, :func:`overlap`,
+:func:`step_breakdown`, :func:`collective_summary`, :func:`busbw_vs_link`, :func:`memory_per_rank`,
+:func:`ranks_clock`, :func:`distributed_report`) compute from the per-rank reductions of
+:mod:`~nbprof.analysis.distributed.reductions` (:func:`reduce_rank`): give them the traces, or the job's
+concatenated reduction tables (a dataset read) when the full traces do not fit in one process.
 
 Where communication lives in a Kineto trace:
 
@@ -36,11 +41,13 @@ outside the communication threads that neither are nor contain a ``c10d::``/``re
 (an approximation: host time inside a wrapper that blocks on a collective cannot be told apart).
 """
 
+from .bandwidth import (
+    busbw_vs_link,
+    collective_summary,
+)
 from .comms import (
     BUSBW_FACTOR_SOURCE,
     busbw_factor,
-    busbw_vs_link,
-    collective_summary,
     collectives,
 )
 from .overlap_skew import (

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -203,7 +202,7 @@ def collectives(trace: Trace) -> pd.DataFrame:
         ``step``, ``pid, tid, device, stream, correlation``, ``group_size``, ``msg_bytes`` (nccl-tests size S,
         NaN when the trace has no shapes), ``algbw_bytes_per_s = S/t``, ``busbw_bytes_per_s``
         (:func:`busbw_factor`), ``pg_name`` (the process group's name from the kernel's ``Process Group
-        Name`` arg, NaN when the trace does not say). Empty (with these columns) when the trace has no
+        Name`` arg, None when the trace does not say). Empty (with these columns) when the trace has no
         collectives.
     """
     ev = trace.events
@@ -342,7 +341,7 @@ def collectives(trace: Trace) -> pd.DataFrame:
         "msg_bytes": size_a,
         "algbw_bytes_per_s": algbw,
         "busbw_bytes_per_s": algbw * factor,
-        "pg_name": ex["pg_name"].astype(object).to_numpy(),
+        "pg_name": ex["pg_name"].astype(object).where(ex["pg_name"].notna(), None).to_numpy(),
     })
     return out.reset_index(drop=True)
 
@@ -351,124 +350,3 @@ def _as_list(traces: Trace | Iterable[Trace]) -> list[Trace]:
     if isinstance(traces, Trace):
         return [traces]
     return list(traces)
-
-
-def collective_summary(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
-    """Per rank and collective: ``rank, collective, family, count, total_ns, mean_ns, total_bytes,
-    algbw_bytes_per_s, busbw_bytes_per_s, group_size``.
-
-    Bandwidths are time-weighted (total bytes over total time of the calls that have a size); see the
-    module docstring for the formula and units.
-    """
-    frames = [collectives(t) for t in _as_list(traces)]
-    frames = [f for f in frames if len(f)]
-    cols = ["rank", "collective", "family", "count", "total_ns", "mean_ns", "total_bytes", "algbw_bytes_per_s",
-            "busbw_bytes_per_s", "group_size"]
-    if not frames:
-        return pd.DataFrame(columns=cols)
-    c = pd.concat(frames, ignore_index=True)
-    rows = []
-    for (rank, coll), g in c.groupby(["rank", "collective"], sort=True):
-        sized = g[g["msg_bytes"].notna() & (g["dur_ns"] > 0)]
-        tb = float(sized["msg_bytes"].sum()) if len(sized) else float("nan")
-        tt = float(sized["dur_ns"].sum()) * 1e-9 if len(sized) else float("nan")
-        n = int(g["group_size"].iloc[0])
-        alg = tb / tt if len(sized) and tt > 0 else float("nan")
-        rows.append(dict(rank=int(rank), collective=coll, family=g["family"].iloc[0], count=len(g),
-                         total_ns=int(g["dur_ns"].sum()), mean_ns=float(g["dur_ns"].mean()),
-                         total_bytes=tb, algbw_bytes_per_s=alg, busbw_bytes_per_s=alg * busbw_factor(coll, n),
-                         group_size=n))
-    return pd.DataFrame(rows, columns=cols)
-
-
-def busbw_vs_link(frame: pd.DataFrame | Trace | Sequence[Trace], link: str | None = None, *,
-                  peak_bytes_per_s: float | None = None, override: Any = None, inter_link: str | None = None,
-                  gpus_per_node: int = 8) -> pd.DataFrame:
-    """Bus bandwidth as a fraction of the peak of the link it crossed (see :mod:`nbprof.analysis.links`).
-
-    A two-tier link model: a collective whose group fits in one node (``group_size <= gpus_per_node``)
-    runs over the intra-node link (``link``: NVLink, xGMI, PCIe); a larger group is bottlenecked by the
-    inter-node network (``inter_link``: the NIC, one per GPU as in rail-optimised clusters), whatever the
-    intra-node link (nccl-tests ``doc/PERFORMANCE.md``: busbw "should reflect the speed of the hardware
-    bottleneck"). A fraction above 1 means the model does not fit the measurement (a wrong link or tier,
-    in-network reduction such as NVLS/SHARP, nccl-tests#153, #312, or a duration that misses part of
-    the transfer): such rows have ``model_fits`` False and must not be read as a utilisation.
-
-    Parameters
-    ----------
-    frame : DataFrame or Trace or sequence of Trace
-        A frame with ``busbw_bytes_per_s`` (:func:`collectives` or :func:`collective_summary`), or traces
-        (their :func:`collective_summary`).
-    link : str, optional
-        The intra-node tier: a row of the link table (``nvlink4``, ``pcie5``, ``xgmi_mi300x``...); default
-        :func:`~nbprof.analysis.links.guess_link` of the first trace (traces only).
-    peak_bytes_per_s : float, optional
-        Your own per-direction peak of the intra-node tier; wins over ``link``'s (``link`` is then only a
-        label).
-    override : mapping or path, optional
-        Passed to :func:`~nbprof.analysis.links.link_peaks`.
-    inter_link : str, optional
-        The inter-node tier (``ib_ndr``, ``roce400``...); without it, rows of groups larger than a node
-        have NaN fractions (their bottleneck is unknown).
-    gpus_per_node : int, default 8
-        Ranks per node (HGX/DGX and MI300X platforms have 8): a group larger than this spans nodes.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``frame`` (for traces, :func:`collective_summary`: ``rank, collective, family, count, total_ns,
-        mean_ns, total_bytes, algbw_bytes_per_s, busbw_bytes_per_s, group_size``) plus ``tier``
-        (``"intra-node"``/``"inter-node"``), ``link`` (that tier's link), ``link_peak_bytes_per_s``,
-        ``busbw_link_fraction`` (busbw / peak), ``achievable_bytes_per_s`` (peak x NCCL's achievable
-        fraction, NaN for a user peak of an unknown link), ``busbw_achievable_fraction`` and
-        ``model_fits`` (False where ``busbw_link_fraction`` > 1). Without a link or peak for a row's tier
-        its fractions are NaN (and ``model_fits`` True: nothing is claimed).
-
-    Raises
-    ------
-    ValueError
-        Unknown link or inter_link.
-    """
-    from .. import links as L
-
-    if isinstance(frame, pd.DataFrame):
-        out = frame.copy()
-    else:
-        ts = _as_list(frame)
-        if link is None and peak_bytes_per_s is None and ts:
-            link = L.guess_link(ts[0])
-        out = collective_summary(ts)
-    table = L.link_peaks(override)
-
-    def tier_peaks(name: str | None, own: float | None) -> tuple[float, float]:
-        peak = ach = float("nan")
-        if name is not None:
-            row = table[table["link"] == name]
-            if row.empty and own is None:
-                msg = f"unknown link {name!r}; choose from {table['link'].tolist()} or pass peak_bytes_per_s"
-                raise ValueError(msg)
-            if len(row):
-                peak = float(row["peak_bytes_per_s"].iloc[0])
-                ach = float(row["achievable_bytes_per_s"].iloc[0])
-        if own is not None:
-            frac = ach / peak if peak == peak and peak > 0 else float("nan")
-            peak = float(own)
-            ach = peak * frac
-        return peak, ach
-
-    intra_peak, intra_ach = tier_peaks(link, peak_bytes_per_s)
-    inter_peak, inter_ach = tier_peaks(inter_link, None) if inter_link is not None else (float("nan"), float("nan"))
-    bus = out["busbw_bytes_per_s"].astype(float) if "busbw_bytes_per_s" in out else pd.Series(float("nan"), index=out.index)
-    gs = out["group_size"].to_numpy(dtype=np.float64) if "group_size" in out else np.full(len(out), np.nan)
-    inter = gs > gpus_per_node
-    peak = np.where(inter, inter_peak, intra_peak)
-    ach = np.where(inter, inter_ach, intra_ach)
-    out["tier"] = np.where(inter, "inter-node", "intra-node")
-    out["link"] = pd.Series([inter_link if x else link for x in inter], index=out.index, dtype=object)
-    out["link_peak_bytes_per_s"] = peak
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["busbw_link_fraction"] = bus.to_numpy() / peak
-        out["achievable_bytes_per_s"] = ach
-        out["busbw_achievable_fraction"] = bus.to_numpy() / ach
-    out["model_fits"] = ~(out["busbw_link_fraction"].to_numpy(dtype=np.float64) > 1.0)
-    return out

@@ -2,64 +2,35 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ...trace import predicates as pred
 from ...trace.model import Trace
 from .. import _intervals as iv
-from ..steps import step_times, step_windows
-from ..utilization import _before_last_step
-from .comms import _as_list, collectives
+from .comms import collectives
+from .reductions import by_rank, job_reductions
+from .waits import stragglers, wait_transfer
 
-#: HTA's ``NCCL_COMPUTE_KERNEL_RE`` exclusion (communication, memcpy/memset, sync and MTIA ``dma*`` kernels are
-#: not compute)
-_HTA_NON_COMPUTE = re.compile(r"^(nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)|(dma)")
-
-
-def _compute_intervals(trace: Trace, comm_tids: set[int], keep_corr: set[int] | None = None,
-                       before_ns: int | None = None) -> iv.Intervals:
-    ev = trace.events
-    if trace.has_device:
-        is_kernel = pred.is_kernel(ev)
-        k = ev[is_kernel & ~pred.is_communication(ev, where="device")]
-        # HTA's NCCL_COMPUTE_KERNEL_RE exclusion, kept verbatim for parity with get_comm_comp_overlap
-        memlike = pred.name_mask(k["name"], _HTA_NON_COMPUTE.match)  # once per distinct name
-        k = k[~memlike]
-        if keep_corr is not None:
-            k = k[k["correlation"].isin(keep_corr)]
-        return iv.merge(k["ts_ns"].to_numpy(), (k["ts_ns"] + k["dur_ns"]).to_numpy())
-    host = ev[pred.is_host_op(ev, annotations=False)]
-    host = host[~host["tid"].isin(comm_tids)]
-    if before_ns is not None:
-        host = host[host["ts_ns"] < before_ns]
-    is_comm = pred.name_mask(host["name"], lambda n: n.startswith("c10d::") or n == "record_param_comms")
-    comm_ops = host[is_comm]
-    cand = host[~is_comm]
-    if len(comm_ops) and len(cand):
-        cs = np.sort(comm_ops["ts_ns"].to_numpy())
-        st = cand["ts_ns"].to_numpy()
-        en = st + cand["dur_ns"].to_numpy()
-        contains = np.searchsorted(cs, en, side="left") - np.searchsorted(cs, st, side="left") > 0
-        cand = cand[~contains]
-    comp = iv.merge(cand["ts_ns"].to_numpy(), (cand["ts_ns"] + cand["dur_ns"]).to_numpy())
-    if len(comm_ops):
-        comp = iv.subtract(comp, iv.merge(comm_ops["ts_ns"].to_numpy(),
-                                          (comm_ops["ts_ns"] + comm_ops["dur_ns"]).to_numpy()))
-    return comp
+_OVERLAP_COLUMNS = ["rank", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns", "comm_comp_overlap_ratio",
+                    "exposed_comm_ratio", "span_ns", "basis"]
 
 
-def overlap(traces: Trace | Iterable[Trace], *, until_last_step: bool = False) -> pd.DataFrame:
+def _intervals_of(frame: pd.DataFrame | None, start: str, end: str) -> iv.Intervals:
+    if frame is None or frame.empty:
+        return iv.empty()
+    return iv.merge(frame[start].to_numpy(np.int64), frame[end].to_numpy(np.int64))
+
+def overlap(traces: Any, *, until_last_step: bool = False) -> pd.DataFrame:
     """Compute/communication overlap and exposed communication per rank.
 
     Parameters
     ----------
-    traces : Trace or iterable of Trace
+    traces : Trace, iterable of Trace, or mapping of table name to frame
+        The ranks' traces or their concatenated reductions (``rank_info``, ``collectives``, ``compute``;
+        :mod:`~nbprof.analysis.distributed.reductions`).
     until_last_step : bool, default False
         Keep only what was launched before the last ``ProfilerStep`` starts -- HTA's default
         (``TraceAnalysis(include_last_profiler_step=False)``), for like-for-like comparisons with
@@ -74,32 +45,35 @@ def overlap(traces: Trace | Iterable[Trace], *, until_last_step: bool = False) -
         ``comp_comm_overlap_ratio``; NaN without communication), ``exposed_comm_ratio`` (exposed over
         the trace span), ``span_ns``, ``basis`` ("gpu_kernels" or "cpu_ops").
     """
+    red = job_reductions(traces, ("rank_info", "collectives", "compute"))
+    colls = by_rank(red["collectives"].assign(end_ns=red["collectives"]["ts_ns"] + red["collectives"]["dur_ns"]))
+    comps = by_rank(red["compute"])
     rows = []
-    for t in _as_list(traces):
-        c = collectives(t)
-        last, keep = _before_last_step(t) if until_last_step else (None, None)
-        if len(c) and last is not None:
-            gpu_rows = c["device"] >= 0
-            c = c[(gpu_rows & c["correlation"].isin(keep)) | (~gpu_rows & (c["ts_ns"] < last))]
-        comm = iv.merge(c["ts_ns"].to_numpy(np.int64), (c["ts_ns"] + c["dur_ns"]).to_numpy(np.int64)) if len(c) else iv.empty()
-        comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
-        comp = _compute_intervals(t, comm_tids, keep, last)
+    for info in red["rank_info"].itertuples(index=False):
+        r = int(info.rank)
+        c, comp_rows = colls.get(r), comps.get(r)
+        hta = until_last_step and info.last_profiler_step_ns >= 0
+        if hta and c is not None:
+            c = c[c["before_last_step"]]
+        if comp_rows is not None:
+            comp_rows = comp_rows[comp_rows["until_last_step"] == hta]
+        comm = _intervals_of(c, "ts_ns", "end_ns")
+        comp = _intervals_of(comp_rows, "start_ns", "end_ns")
         ov = iv.total_ns(iv.intersect(comm, comp))
         cn = iv.total_ns(comm)
-        span = t.duration_ns
-        rows.append(dict(rank=t.meta.rank, comm_ns=cn, compute_ns=iv.total_ns(comp), overlap_ns=ov,
+        span = int(info.span_ns)
+        rows.append(dict(rank=r, comm_ns=cn, compute_ns=iv.total_ns(comp), overlap_ns=ov,
                          exposed_comm_ns=cn - ov, comm_comp_overlap_ratio=ov / cn if cn else float("nan"),
                          exposed_comm_ratio=(cn - ov) / span if span else float("nan"), span_ns=span,
-                         basis="gpu_kernels" if t.has_device else "cpu_ops"))
-    return pd.DataFrame(rows, columns=["rank", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns",
-                                       "comm_comp_overlap_ratio", "exposed_comm_ratio", "span_ns", "basis"])
+                         basis="gpu_kernels" if info.has_device else "cpu_ops"))
+    return pd.DataFrame(rows, columns=_OVERLAP_COLUMNS)
 
 
 _STEP_BREAKDOWN_COLUMNS = ["rank", "step", "step_ns", "compute_ns", "overlapped_comm_ns", "exposed_comm_ns", "idle_ns",
                            "basis"]
 
 
-def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
+def step_breakdown(traces: Any) -> pd.DataFrame:
     """Per rank and ``ProfilerStep``: computation, overlapped and exposed communication, idle.
 
     The categories of the PyTorch TensorBoard plugin's Distributed view ("Computation", "Overlapping",
@@ -110,6 +84,12 @@ def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
     ``overlapped_comm_ns = |comm ∩ comp|``, ``compute_ns = |comp| - overlapped``, ``exposed_comm_ns =
     |comm| - overlapped``, ``idle_ns`` = the rest of the window.
 
+    Parameters
+    ----------
+    traces : Trace, iterable of Trace, or mapping of table name to frame
+        The ranks' traces or their concatenated reductions (``rank_info``, ``steps``, ``collectives``,
+        ``compute``).
+
     Returns
     -------
     pandas.DataFrame
@@ -118,17 +98,20 @@ def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
         idle_ns`` (int64 ns; they sum to ``step_ns``), ``basis`` ("gpu_kernels" or "cpu_ops"). Traces without
         host events give no rows (empty, with these columns).
     """
+    red = job_reductions(traces, ("rank_info", "steps", "collectives", "compute"))
+    colls = by_rank(red["collectives"].assign(end_ns=red["collectives"]["ts_ns"] + red["collectives"]["dur_ns"]))
+    comps = by_rank(red["compute"][~red["compute"]["until_last_step"]])
+    steps_of = by_rank(red["steps"])
     rows = []
-    for t in _as_list(traces):
-        steps = step_windows(t)
-        if steps.empty:
+    for info in red["rank_info"].itertuples(index=False):
+        r = int(info.rank)
+        steps = steps_of.get(r)
+        if steps is None:
             continue
-        c = collectives(t)
-        comm = iv.merge(c["ts_ns"].to_numpy(np.int64), (c["ts_ns"] + c["dur_ns"]).to_numpy(np.int64)) if len(c) else iv.empty()
-        comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
-        comp = _compute_intervals(t, comm_tids)
+        comm = _intervals_of(colls.get(r), "ts_ns", "end_ns")
+        comp = _intervals_of(comps.get(r), "start_ns", "end_ns")
         both = iv.intersect(comm, comp)
-        basis = "gpu_kernels" if t.has_device else "cpu_ops"
+        basis = "gpu_kernels" if info.has_device else "cpu_ops"
         s0 = steps["start_ns"].to_numpy(np.int64)
         s1 = steps["end_ns"].to_numpy(np.int64)
         c_in = iv.overlap_with_windows(comm, s0, s1)
@@ -137,7 +120,7 @@ def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
         for i, st in enumerate(steps["step"].to_numpy(np.int64)):
             n = int(s1[i] - s0[i])
             cn, pn, bn = int(c_in[i]), int(p_in[i]), int(b_in[i])
-            rows.append(dict(rank=int(t.meta.rank), step=int(st), step_ns=n, compute_ns=pn - bn, overlapped_comm_ns=bn,
+            rows.append(dict(rank=r, step=int(st), step_ns=n, compute_ns=pn - bn, overlapped_comm_ns=bn,
                              exposed_comm_ns=cn - bn, idle_ns=n - (cn + pn - bn), basis=basis))
     out = pd.DataFrame(rows, columns=_STEP_BREAKDOWN_COLUMNS)
     for k in _STEP_BREAKDOWN_COLUMNS[:-1]:
@@ -145,7 +128,7 @@ def step_breakdown(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
     return out
 
 
-def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
+def collective_skew(traces: Any) -> pd.DataFrame:
     """Arrival skew of matched collectives across ranks.
 
     Instances and arrivals are :func:`nbprof.analysis.distributed.wait_transfer`'s (its one definition):
@@ -154,6 +137,11 @@ def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
     annotation's), on the absolute clock (``meta.origin_ns``, Kineto ``baseTimeNanoseconds``; clocks of
     different hosts assumed synchronised). The last rank to arrive is the one the others wait for.
 
+    Parameters
+    ----------
+    traces : sequence of Trace, or mapping of table name to frame
+        One per rank, or their concatenated reductions (``rank_info``, ``collectives``).
+
     Returns
     -------
     pandas.DataFrame
@@ -161,10 +149,8 @@ def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
         int64 ns) and one ``lag_ns_r{R}`` column per rank (arrival minus the first arrival). Only instances
         seen on every rank compared; empty when fewer than two ranks have an absolute origin.
     """
-    from .waits import wait_transfer
-
     cols = ["collective", "pg_name", "k", "ranks", "first_rank", "last_rank", "spread_ns"]
-    wt = wait_transfer(list(traces))
+    wt = traces if isinstance(traces, pd.DataFrame) else wait_transfer(traces)
     if wt.empty:
         return pd.DataFrame(columns=cols)
     piv = wt.pivot_table(index=["collective", "pg_name", "k"], columns="rank", values="arrival_abs_ns",
@@ -182,12 +168,12 @@ def collective_skew(traces: Sequence[Trace]) -> pd.DataFrame:
         "last_rank": piv.columns.to_numpy()[vals.argmax(axis=1)],
         "spread_ns": (vals.max(axis=1) - first).astype(np.int64),
     })
-    for j, r in enumerate(piv.columns):
-        out[f"lag_ns_r{int(r)}"] = (vals[:, j] - first).astype(np.int64)
+    lags = pd.DataFrame((vals - first[:, None]).astype(np.int64), columns=[f"lag_ns_r{int(r)}" for r in piv.columns])
+    out = pd.concat([out, lags], axis=1)
     return out.sort_values(["collective", "pg_name", "k"]).reset_index(drop=True)
 
 
-def skew(traces: Sequence[Trace], *, recurrence: float = 0.5) -> pd.DataFrame:
+def skew(traces: Any, *, recurrence: float = 0.5) -> pd.DataFrame:
     """Per-rank skew, with the straggler verdict of :func:`nbprof.analysis.distributed.stragglers`.
 
     Who is a straggler has one definition, :func:`~nbprof.analysis.distributed.stragglers`' (the rank
@@ -196,8 +182,9 @@ def skew(traces: Sequence[Trace], *, recurrence: float = 0.5) -> pd.DataFrame:
 
     Parameters
     ----------
-    traces : sequence of Trace
-        One per rank.
+    traces : sequence of Trace, or mapping of table name to frame
+        One per rank, or their concatenated reductions (``rank_info``, ``steps``, ``collectives``,
+        ``compute``).
     recurrence : float
         Passed to :func:`~nbprof.analysis.distributed.stragglers`.
 
@@ -211,22 +198,21 @@ def skew(traces: Sequence[Trace], *, recurrence: float = 0.5) -> pd.DataFrame:
         others' wait at the instances it arrived last at, int64 ns), ``straggler`` (bool, from
         :func:`~nbprof.analysis.distributed.stragglers`).
     """
-    from .waits import stragglers, wait_transfer
-
-    traces = list(traces)
-    ov = overlap(traces).set_index("rank")
-    wt = wait_transfer(traces)
-    cs = collective_skew(traces)
+    red = job_reductions(traces, ("rank_info", "steps", "collectives", "compute"))
+    ov = overlap(red).set_index("rank")
+    wt = wait_transfer(red)
+    cs = collective_skew(wt)
     sg = stragglers(wt, recurrence=recurrence).set_index("rank")
+    st = red["steps"].groupby("rank")["step_ns"].agg(["size", "mean"])
+    lasts = cs["last_rank"].value_counts() if len(cs) else pd.Series(dtype=np.int64)
     rows = []
-    for t in traces:
-        st = step_times(t)
-        r = t.meta.rank
+    for r in red["rank_info"]["rank"].astype(int).tolist():
         lagcol = f"lag_ns_r{r}"
         nmatch = len(cs) if lagcol in cs else 0
-        last = int((cs["last_rank"] == r).sum()) if nmatch else 0
+        last = int(lasts.get(r, 0)) if nmatch else 0
+        n_steps = int(st.loc[r, "size"]) if r in st.index else 0
         rows.append(dict(
-            rank=r, steps=len(st), step_mean_ns=float(st.mean()) if len(st) else float("nan"),
+            rank=r, steps=n_steps, step_mean_ns=float(st.loc[r, "mean"]) if n_steps else float("nan"),
             comm_ns=int(ov.loc[r, "comm_ns"]) if r in ov.index else 0,
             exposed_comm_ns=int(ov.loc[r, "exposed_comm_ns"]) if r in ov.index else 0,
             matched_collectives=nmatch, last_arrival_count=last,
@@ -264,7 +250,7 @@ class ZeroPattern:
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
-def zero_stage_pattern(trace: Trace) -> ZeroPattern:
+def zero_stage_pattern(trace: Trace | pd.DataFrame) -> ZeroPattern:
     """Guess the ZeRO stage from the collectives issued per ProfilerStep.
 
     DeepSpeed's patterns (DeepSpeed 0.19.8 on 2 ranks, the comms-logger samples in
@@ -273,8 +259,11 @@ def zero_stage_pattern(trace: Trace) -> ZeroPattern:
     stage 3 gathers parameters per module (several ``all_gather_into_tensor`` per step, forward and
     backward) and ``reduce_scatter_tensor``\\ s the gradients. Stages 1 and 2 differ in when gradients
     are reduced, not in which collectives, so they are reported together.
+
+    ``trace`` is one rank's trace or its collectives (:func:`collectives`, or the rank's rows of the
+    ``collectives`` reduction table: ``step, collective, family`` are read).
     """
-    c = collectives(trace)
+    c = trace if isinstance(trace, pd.DataFrame) else collectives(trace)
     c = c[c["step"] >= 0] if len(c) else c
     if c.empty:
         return ZeroPattern("unknown", pd.DataFrame(), {})
@@ -294,8 +283,10 @@ def zero_stage_pattern(trace: Trace) -> ZeroPattern:
     return ZeroPattern(stage, per, dict(mean_calls_per_step=mean, reduce_scatter_called=rs_api))
 
 
-def memory_per_rank(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
+def memory_per_rank(traces: Any) -> pd.DataFrame:
     """Peak memory per rank and device from each trace's ``[memory]`` events (``profile_memory=True``).
+
+    ``traces``: the ranks' traces or their concatenated reductions (the ``memory`` table).
 
     Returns
     -------
@@ -303,13 +294,4 @@ def memory_per_rank(traces: Trace | Iterable[Trace]) -> pd.DataFrame:
         ``rank, device_type, device, peak_allocated_bytes, peak_reserved_bytes`` (from
         :func:`nbprof.analysis.memory.memory_peak`); ranks without memory events are absent.
     """
-    from ..memory import memory_peak
-
-    rows = []
-    for t in _as_list(traces):
-        mp = memory_peak(t)
-        for _, r in mp.iterrows():
-            rows.append(dict(rank=t.meta.rank, device_type=int(r["device_type"]), device=int(r["device"]),
-                             peak_allocated_bytes=int(r["peak_allocated_bytes"]),
-                             peak_reserved_bytes=int(r["peak_reserved_bytes"])))
-    return pd.DataFrame(rows, columns=["rank", "device_type", "device", "peak_allocated_bytes", "peak_reserved_bytes"])
+    return job_reductions(traces, ("memory",))["memory"].reset_index(drop=True)

@@ -14,7 +14,7 @@ from ...trace import predicates as pred
 from ...trace.model import Trace
 from .. import _intervals as iv
 from .comms import collectives
-from .overlap_skew import _compute_intervals
+from .reductions import compute_intervals, job_reductions
 from .waits import wait_transfer
 
 _PP_COLUMNS = ["rank", "step", "window_ns", "compute_ns", "bubble_ns", "p2p_wait_ns", "idle_ns", "bubble_ratio",
@@ -119,7 +119,7 @@ def pipeline_bubbles(traces: Sequence[Trace], *, microbatches: int | None = None
             comp = iv.subtract(iv.merge(ann["ts_ns"].to_numpy(np.int64),
                                         (ann["ts_ns"] + ann["dur_ns"]).to_numpy(np.int64)), blocking)
         else:
-            comp = _compute_intervals(t, set())
+            comp = compute_intervals(t, set())
         fwd = ann[ann["fwd"]]
         d: dict[int, tuple[iv.Intervals, iv.Intervals, int]] = {}
         for _, st in steps.iterrows():
@@ -232,7 +232,7 @@ def fsdp_pattern(trace: Trace) -> FsdpPattern:
     units = pd.DataFrame(list(rows.values()), columns=unit_cols)
     c = collectives(trace)
     comm_tids = set(int(x) for x in c.loc[c["device"] < 0, "tid"]) if len(c) else set()
-    comp = _compute_intervals(trace, comm_tids)
+    comp = compute_intervals(trace, comm_tids)
     ov_rows = []
     for step in sorted(set(int(s) for s in c["step"]) if len(c) else []):
         cs = c[c["step"] == step]
@@ -253,7 +253,7 @@ _RT_COLUMNS = ["rank", "ts_ns", "dur_ns", "name", "cat", "tid", "device", "strea
 _LINK_COLUMNS = ["collective", "k", "rank", "ts_ns", "dur_ns", "wait_ns", "last_rank", "pg_name"]
 
 
-def ranks_clock(traces: Sequence[Trace], *, align: str = "end") -> tuple[dict[int, int], pd.DataFrame]:
+def ranks_clock(traces: Any, *, align: str = "end") -> tuple[dict[int, int], pd.DataFrame]:
     """The common time axis of several ranks: per-rank shifts and the matched collectives on that axis.
 
     A rank's event at ``ts_ns`` (relative to its own origin) is at ``ts_ns + shifts[rank]`` on the common
@@ -263,8 +263,9 @@ def ranks_clock(traces: Sequence[Trace], *, align: str = "end") -> tuple[dict[in
 
     Parameters
     ----------
-    traces : sequence of Trace
-        One per rank; those without an absolute origin are left out.
+    traces : sequence of Trace, or mapping of table name to frame
+        One per rank, or their concatenated reductions (``rank_info``, ``collectives``); ranks without an
+        absolute origin are left out.
     align : {"end", "none"}
 
     Returns
@@ -283,11 +284,13 @@ def ranks_clock(traces: Sequence[Trace], *, align: str = "end") -> tuple[dict[in
     if align not in ("none", "end"):
         msg = f"align must be 'none' or 'end', got {align!r}"
         raise ValueError(msg)
-    ts = [t for t in traces if t.meta.origin_ns is not None]
-    wt = wait_transfer(ts, align=align)
+    red = job_reductions(traces, ("rank_info", "collectives"))
+    info = red["rank_info"]
+    info = info[info["origin_ns"] >= 0]
+    wt = wait_transfer(red, align=align)
     offsets = (wt.groupby("rank")["clock_offset_ns"].first().to_dict() if len(wt) else {})
-    raw = {int(t.meta.rank): int(t.meta.origin_ns or 0) - int(offsets.get(int(t.meta.rank), 0)) for t in ts}
-    firsts = [raw[int(t.meta.rank)] + int(t.events["ts_ns"].min()) for t in ts if len(t.events)]
+    raw = {int(r): int(o) - int(offsets.get(int(r), 0)) for r, o in zip(info["rank"], info["origin_ns"])}
+    firsts = [raw[int(r)] + int(f) for r, f, n in zip(info["rank"], info["first_ts_ns"], info["events"]) if n]
     zero = min(firsts) if firsts else 0
     shifts = {r: v - zero for r, v in raw.items()}
     links = wt.assign(ts_ns=(wt["arrival_abs_ns"] - zero).astype(np.int64))[_LINK_COLUMNS] if len(wt) else \

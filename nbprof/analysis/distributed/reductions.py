@@ -18,7 +18,9 @@ trace clock, i.e. relative to ``rank_info.origin_ns``, unless a column says ``_a
     One row: ``origin_ns`` (Kineto ``baseTimeNanoseconds``; -1 when the trace has none), ``first_ts_ns``,
     ``last_end_ns`` (first event start, last event end; 0 for an empty trace), ``span_ns`` (their
     difference, :attr:`Trace.duration_ns`), ``events``, ``has_device``, ``world_size`` (-1 unknown),
-    ``link`` (:func:`nbprof.analysis.links.guess_link` of its GPU, None when unknown).
+    ``link`` (:func:`nbprof.analysis.links.guess_link` of its GPU, None when unknown),
+    ``last_profiler_step_ns`` (start of the last ``ProfilerStep``, the end of HTA's default window; -1 with
+    fewer than two ProfilerSteps).
 ``steps``
     One row per step window of :func:`nbprof.analysis.steps.step_windows` (THE step definition: ProfilerStep,
     NVTX or detected iterations, extended to their device work): ``step, start_ns, end_ns, host_start_ns,
@@ -34,7 +36,7 @@ trace clock, i.e. relative to ``rank_info.origin_ns``, unless a column says ``_a
     kernels that are not communication nor memcpy/memset/sync (HTA's ``NCCL_COMPUTE_KERNEL_RE``), or, on a
     CPU trace, host ops outside the communication threads that neither are nor contain a collective call
     (:func:`overlap`'s basis). ``until_last_step`` False rows: the whole trace; True rows: the same
-    restricted to HTA's window (present only when the trace has at least two ProfilerSteps).
+    restricted to HTA's window (only when ``rank_info.last_profiler_step_ns`` >= 0).
 ``idle``
     Device idle intervals per ``device, stream``: the gaps between the stream's merged device ops (kernels,
     memcpy, memset), from its first op to its last. Their sum per stream is
@@ -79,7 +81,8 @@ _BREAKDOWN = ("kernel_ns", "memcpy_ns", "memset_ns", "communication_ns", "runtim
 #: so); ``Int64`` is pandas' nullable integer (NA = unknown). A dataset adds an ``int64`` ``rank`` column.
 REDUCTION_SCHEMA: dict[str, dict[str, str]] = {
     "rank_info": {"origin_ns": "int64", "first_ts_ns": "int64", "last_end_ns": "int64", "span_ns": "int64",
-                  "events": "int64", "has_device": "bool", "world_size": "int64", "link": "object"},
+                  "events": "int64", "has_device": "bool", "world_size": "int64", "link": "object",
+                  "last_profiler_step_ns": "int64"},
     "steps": {"step": "int64", "start_ns": "int64", "end_ns": "int64", "host_start_ns": "int64",
               "host_end_ns": "int64", "device_ops": "int64", "step_ns": "int64",
               **{c: "int64" for c in _BREAKDOWN}, "skipped": "bool", "skip_reason": "object"},
@@ -134,6 +137,7 @@ def conform(table: str, frame: pd.DataFrame, *, rank: bool = False) -> pd.DataFr
     return out
 
 
+@per_trace
 def _last_step(trace: Trace) -> tuple[int | None, set[int] | None]:
     from ..utilization import _before_last_step
 
@@ -193,10 +197,12 @@ def _rank_info(trace: Trace) -> pd.DataFrame:
     first = int(ev["ts_ns"].min()) if len(ev) else 0
     last = int((ev["ts_ns"] + ev["dur_ns"]).max()) if len(ev) else 0
     m = trace.meta
+    last_step, _keep = _last_step(trace)
     return pd.DataFrame({
         "origin_ns": [int(m.origin_ns) if m.origin_ns is not None else -1], "first_ts_ns": [first],
         "last_end_ns": [last], "span_ns": [trace.duration_ns], "events": [len(ev)], "has_device": [trace.has_device],
-        "world_size": [int(m.world_size) if m.world_size is not None else -1], "link": [guess_link(trace)]})
+        "world_size": [int(m.world_size) if m.world_size is not None else -1], "link": [guess_link(trace)],
+        "last_profiler_step_ns": [-1 if last_step is None else int(last_step)]})
 
 
 def _steps(trace: Trace) -> pd.DataFrame:
@@ -317,8 +323,14 @@ def reduce_rank(trace: Trace, tables: Iterable[str] | None = None) -> dict[str, 
     return {name: reduction_table(trace, name) for name in (TABLES if tables is None else tables)}
 
 
+class JobReductions(dict):  # type: ignore[type-arg]
+    """A job's reduction tables (table name -> frame with ``rank`` and the schema's columns), already cast to
+    :data:`REDUCTION_SCHEMA` and ordered: what :func:`concat_reductions` and :func:`job_reductions` return. The
+    analyses take it as it is; any other mapping is cast and put in rank order first."""
+
+
 def concat_reductions(per_rank: Iterable[tuple[int, Mapping[str, pd.DataFrame]]],
-                      tables: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
+                      tables: Iterable[str] | None = None) -> JobReductions:
     """Concatenate per-rank reductions into the job's tables, each with a leading int64 ``rank`` column.
 
     Parameters
@@ -330,12 +342,12 @@ def concat_reductions(per_rank: Iterable[tuple[int, Mapping[str, pd.DataFrame]]]
 
     Returns
     -------
-    dict of str to pandas.DataFrame
+    JobReductions
         What the cross-rank analyses take: table -> frame with ``rank`` then the schema's columns.
     """
     items = list(per_rank)
     names = list(tables) if tables is not None else [t for t in TABLES if items and t in items[0][1]]
-    out = {}
+    out = JobReductions()
     for name in names:
         frames = [f[name].assign(rank=np.int64(r)) for r, f in items if len(f[name])]
         cols = ["rank", *REDUCTION_SCHEMA[name]]
@@ -344,33 +356,48 @@ def concat_reductions(per_rank: Iterable[tuple[int, Mapping[str, pd.DataFrame]]]
     return out
 
 
-def job_reductions(source: Any, tables: Sequence[str]) -> dict[str, pd.DataFrame]:
+#: Row order within a rank's table (what :func:`reduce_rank` produces; restored for a mapping read elsewhere)
+_ORDER: dict[str, list[str]] = {"rank_info": [], "steps": ["start_ns"], "collectives": ["seq"],
+                                "compute": ["until_last_step", "start_ns"], "idle": ["device", "stream", "start_ns"],
+                                "kernels": [], "operators": [], "memory": ["device_type", "device"]}
+
+
+def job_reductions(source: Any, tables: Sequence[str]) -> JobReductions:
     """The job's reduction tables from either form the cross-rank analyses accept.
 
     Parameters
     ----------
     source : Trace, iterable of Trace, or mapping of table name to frame
-        Traces (one per rank: each is reduced with :func:`reduce_rank`, its rank ``meta.rank``) or the
-        already concatenated reductions (:func:`concat_reductions`, a dataset read).
+        Traces (one per rank: each is reduced with :func:`reduce_rank`, its rank ``meta.rank``; ranks stay in
+        the given order) or the already concatenated reductions (:func:`concat_reductions`, a DuckDB or
+        Parquet read of a dataset: any row order and integer widths; they are cast to
+        :data:`REDUCTION_SCHEMA` and put in rank order, each rank's rows in :func:`reduce_rank`'s order).
     tables : sequence of str
         The tables needed.
 
     Returns
     -------
-    dict of str to pandas.DataFrame
+    JobReductions
         ``tables`` -> frame with ``rank`` and the schema's columns.
 
     Raises
     ------
     KeyError
-        A needed table is missing from a given mapping.
+        A needed table (or one of its columns) is missing from a given mapping.
     """
     if isinstance(source, Mapping):
         missing = [t for t in tables if t not in source]
         if missing:
             msg = f"reductions lack tables {missing} (have {sorted(source)})"
             raise KeyError(msg)
-        return {t: source[t] for t in tables}
+        out = JobReductions()
+        if isinstance(source, JobReductions):
+            out.update((t, source[t]) for t in tables)
+            return out
+        for t in tables:
+            f = conform(t, source[t], rank=True)
+            out[t] = f.sort_values(["rank", *_ORDER[t]], kind="stable").reset_index(drop=True)
+        return out
     traces = [source] if isinstance(source, Trace) else list(source)
     return concat_reductions(((int(t.meta.rank), reduce_rank(t, tables)) for t in traces), tables)
 
@@ -378,3 +405,14 @@ def job_reductions(source: Any, tables: Sequence[str]) -> dict[str, pd.DataFrame
 def ranks_of(info: pd.DataFrame) -> list[int]:
     """The ranks of a job's ``rank_info`` table, in its order."""
     return [int(r) for r in info["rank"]]
+
+
+def by_rank(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """A job table split per rank (one pass, not one scan per rank): rank -> its rows, in their order."""
+    return {int(r): g for r, g in frame.groupby("rank", sort=False)} if len(frame) else {}
+
+
+def analysis_collectives(frame: pd.DataFrame) -> pd.DataFrame:
+    """A job ``collectives`` table in the form :func:`~nbprof.analysis.distributed.collectives` returns:
+    ``msg_bytes`` as float64 bytes (NaN unknown), without the ``before_last_step`` flag."""
+    return frame.drop(columns="before_last_step").astype({"msg_bytes": "float64"})

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from ...trace.model import Trace
-from .comms import _COLL_COLUMNS, collective_summary, collectives
+from .bandwidth import collective_summary
 from .overlap_skew import collective_skew, memory_per_rank, overlap, skew, zero_stage_pattern
+from .reductions import analysis_collectives, by_rank, job_reductions
 from .waits import _WT_COLUMNS, stragglers, wait_transfer, wait_transfer_summary
 
 
@@ -35,20 +34,23 @@ class DistributedReport:
                 f"collectives={len(self.collectives)}, zero={self.zero})")
 
 
-def distributed_report(traces: Sequence[Trace]) -> DistributedReport:
-    """Run every analysis of this module over the traces of one job (one per rank)."""
-    traces = list(traces)
-    coll = [collectives(t) for t in traces]
-    coll = [c for c in coll if len(c)]
-    wt = wait_transfer(traces)
+def distributed_report(traces: Any) -> DistributedReport:
+    """Run every analysis of this module over one job: its traces (one per rank) or their concatenated
+    reductions (:mod:`~nbprof.analysis.distributed.reductions`: ``rank_info``, ``steps``, ``collectives``,
+    ``compute``, ``memory``). ``collectives`` is the job's ``collectives`` table in
+    :func:`~nbprof.analysis.distributed.collectives`' form (``rank`` int64)."""
+    red = job_reductions(traces, ("rank_info", "steps", "collectives", "compute", "memory"))
+    coll = analysis_collectives(red["collectives"])
+    per_rank = by_rank(coll)
+    wt = wait_transfer(red)
     return DistributedReport(
-        collectives=pd.concat(coll, ignore_index=True) if coll else pd.DataFrame(columns=_COLL_COLUMNS),
-        summary=collective_summary(traces),
-        overlap=overlap(traces),
-        skew=skew(traces),
-        collective_skew=collective_skew(traces),
-        memory=memory_per_rank(traces),
-        zero={t.meta.rank: zero_stage_pattern(t).stage for t in traces},
+        collectives=coll,
+        summary=collective_summary(red),
+        overlap=overlap(red),
+        skew=skew(red),
+        collective_skew=collective_skew(wt),
+        memory=memory_per_rank(red),
+        zero={int(r): zero_stage_pattern(per_rank.get(int(r), coll.iloc[0:0])).stage for r in red["rank_info"]["rank"]},
         wait_transfer=wt,
         wait_summary=wait_transfer_summary(wt),
         stragglers=stragglers(wt),

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ...trace.model import Trace
-from .comms import collectives
+from .reductions import job_reductions
 
 _WT_COLUMNS: list[str] = ["collective", "k", "rank", "step", "ranks", "arrival_abs_ns", "last_arrival_abs_ns", "last_rank",
                "dur_ns", "wait_ns", "transfer_ns", "clock_offset_ns", "consistent", "pg_name"]
@@ -27,7 +26,7 @@ def _end_offsets(a: pd.DataFrame) -> dict[int, int]:
     return out
 
 
-def wait_transfer(traces: Sequence[Trace], *, align: str = "none") -> pd.DataFrame:
+def wait_transfer(traces: Any, *, align: str = "none") -> pd.DataFrame:
     """Split each collective instance, per rank, into **waiting** for the last rank and **transfer**.
 
     The k-th executed call of a collective on one rank is matched with the k-th of the same collective
@@ -48,8 +47,9 @@ def wait_transfer(traces: Sequence[Trace], *, align: str = "none") -> pd.DataFra
 
     Parameters
     ----------
-    traces : sequence of Trace
-        One per rank; ranks without an absolute origin or without collectives are left out.
+    traces : sequence of Trace, or mapping of table name to frame
+        One per rank, or their concatenated reductions (:mod:`~nbprof.analysis.distributed.reductions`:
+        ``rank_info``, ``collectives``); ranks without an absolute origin or without collectives are left out.
     align : {"none", "end"}
         ``"end"``: shift each rank's clock by the median, over matched instances, of its collective end
         minus the lowest rank's (collectives complete together on all ranks); the shift is
@@ -77,23 +77,20 @@ def wait_transfer(traces: Sequence[Trace], *, align: str = "none") -> pd.DataFra
     Sources: the "Synchronizing vs Data Transfer" split of the PyTorch TensorBoard profiler plugin
     (``tb_plugin/torch_tb_profiler/profiler/communication.py``); HTA issue #360.
     """
-    frames = []
-    for t in traces:
-        if t.meta.origin_ns is None:
-            continue
-        c = collectives(t)
-        if c.empty:
-            continue
-        c = c.assign(pg=c["pg_name"].fillna("").astype(str))
-        c = c.assign(k=c.groupby(["collective", "pg"]).cumcount())
-        frames.append(c[["rank", "collective", "pg", "k", "step", "start_abs_ns", "dur_ns"]])
     if align not in ("none", "end"):
         msg = f"align must be 'none' or 'end', got {align!r}"
         raise ValueError(msg)
-    if len(frames) < 2:
+    red = job_reductions(traces, ("rank_info", "collectives"))
+    info = red["rank_info"]
+    c = red["collectives"]
+    c = c[c["rank"].isin(info.loc[info["origin_ns"] >= 0, "rank"])]
+    if c["rank"].nunique() < 2:
         return pd.DataFrame(columns=_WT_COLUMNS)
-    a = pd.concat(frames, ignore_index=True)
-    a = a.drop_duplicates(["collective", "pg", "k", "rank"])
+    c = c.assign(pg=c["pg_name"].fillna("").astype(str))
+    # the k-th call of a collective in a process group, per rank (rows are in execution order per rank)
+    c = c.assign(k=c.groupby(["rank", "collective", "pg"], sort=False).cumcount())
+    a = c[["rank", "collective", "pg", "k", "step", "start_abs_ns", "dur_ns"]]
+    a = a.drop_duplicates(["collective", "pg", "k", "rank"]).reset_index(drop=True)
     offsets = _end_offsets(a) if align == "end" else {}
     a["clock_offset_ns"] = a["rank"].map(lambda r: offsets.get(int(r), 0)).astype(np.int64)
     a["start_abs_ns"] = a["start_abs_ns"].astype(np.int64) - a["clock_offset_ns"]
@@ -149,7 +146,7 @@ def wait_transfer_summary(wt: pd.DataFrame) -> pd.DataFrame:
     return s[cols]
 
 
-def stragglers(traces: Sequence[Trace] | pd.DataFrame, *, recurrence: float = 0.5) -> pd.DataFrame:
+def stragglers(traces: Any, *, recurrence: float = 0.5) -> pd.DataFrame:
     """The rank the others wait for, step after step.
 
     In each step (the ``step`` of the instance on its last-arriving rank; instances outside a step form
@@ -159,7 +156,8 @@ def stragglers(traces: Sequence[Trace] | pd.DataFrame, *, recurrence: float = 0.
 
     Parameters
     ----------
-    traces : sequence of Trace, or the frame of :func:`wait_transfer`
+    traces : sequence of Trace, the job's reductions (a mapping, see :func:`wait_transfer`), or the frame of
+        :func:`wait_transfer`
     recurrence : float
         A rank is a ``straggler`` when it is the step's straggler in more than this fraction of steps.
 
@@ -171,7 +169,7 @@ def stragglers(traces: Sequence[Trace] | pd.DataFrame, *, recurrence: float = 0.
         straggler), ``caused_wait_ns`` (others' wait it caused, int64 ns), ``own_wait_ns`` (its own wait),
         ``last_arrivals`` (instances it arrived last at), ``straggler`` (bool).
     """
-    wt = traces if isinstance(traces, pd.DataFrame) else wait_transfer(list(traces))
+    wt = traces if isinstance(traces, pd.DataFrame) else wait_transfer(traces)
     cols = ["rank", "steps", "straggler_steps", "recurrence", "longest_run", "caused_wait_ns", "own_wait_ns",
             "last_arrivals", "straggler"]
     if wt.empty:
@@ -189,6 +187,9 @@ def stragglers(traces: Sequence[Trace] | pd.DataFrame, *, recurrence: float = 0.
             per_step.append(int(caused.loc[s].idxmax()))
         else:
             per_step.append(None)
+    own = w.groupby("rank")["wait_ns"].sum()
+    lasts = w[w["rank"] == w["last_rank"]].groupby("rank").size()
+    total_caused = caused.sum(axis=0)
     rows = []
     for r in ranks:
         flags = [p == r for p in per_step]
@@ -200,9 +201,9 @@ def stragglers(traces: Sequence[Trace] | pd.DataFrame, *, recurrence: float = 0.
         rows.append(dict(
             rank=r, steps=len(steps), straggler_steps=n, recurrence=n / len(steps) if steps else float("nan"),
             longest_run=best,
-            caused_wait_ns=int(caused[r].sum()) if r in caused.columns else 0,
-            own_wait_ns=int(w.loc[w["rank"] == r, "wait_ns"].sum()),
-            last_arrivals=int(((w["rank"] == r) & (w["last_rank"] == r)).sum()),
+            caused_wait_ns=int(total_caused[r]) if r in total_caused.index else 0,
+            own_wait_ns=int(own.get(r, 0)),
+            last_arrivals=int(lasts.get(r, 0)),
         ))
     df = pd.DataFrame(rows, columns=cols[:-1])
     df["straggler"] = (len(ranks) > 1) & (df["recurrence"] > recurrence)
