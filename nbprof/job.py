@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -90,20 +90,94 @@ class Job:
 
     __getitem__ = table
 
-    def reductions(self) -> dict[str, pd.DataFrame]:
-        """Every reduction table over all ranks (``table(name)`` for each ``reduction`` table)."""
-        return {t: self.table(t) for t, k in self.tables.items() if k == "reduction"}
+    def reductions(self) -> Mapping[str, pd.DataFrame]:
+        """The job's reduction tables (``nbprof.analysis.distributed.reductions``: ``rank_info``, ``steps``,
+        ``collectives``, ...), each over all ranks with a leading ``rank`` column: what the cross-rank analyses
+        of ``nbprof.analysis.distributed`` take in place of the traces. A mapping that reads a table when it
+        is first looked up (an analysis reads only the tables it needs)."""
+        return _Reductions(self)
+
+    # -- cross-rank analyses (nbprof.analysis.distributed) over the reductions: no trace is loaded
+    def wait_transfer(self, **kw: Any) -> pd.DataFrame:
+        """``distributed.wait_transfer`` of the job (each collective instance: waiting for the last rank vs transfer)."""
+        from .analysis import distributed as D
+
+        return D.wait_transfer(self.reductions(), **kw)
+
+    def stragglers(self, **kw: Any) -> pd.DataFrame:
+        """``distributed.stragglers`` of the job (the rank the others wait for, step after step)."""
+        from .analysis import distributed as D
+
+        return D.stragglers(self.reductions(), **kw)
+
+    def skew(self, **kw: Any) -> pd.DataFrame:
+        """``distributed.skew`` of the job (per rank: matched collectives, last arrivals, lag)."""
+        from .analysis import distributed as D
+
+        return D.skew(self.reductions(), **kw)
+
+    def collective_skew(self) -> pd.DataFrame:
+        """``distributed.collective_skew`` of the job (per collective instance: each rank's lag)."""
+        from .analysis import distributed as D
+
+        return D.collective_skew(self.reductions())
+
+    def overlap(self, **kw: Any) -> pd.DataFrame:
+        """``distributed.overlap`` of the job (per rank: computation / communication overlap, HTA's definition)."""
+        from .analysis import distributed as D
+
+        return D.overlap(self.reductions(), **kw)
+
+    def step_breakdown(self) -> pd.DataFrame:
+        """``distributed.step_breakdown`` of the job (per rank and step: computation, overlapped and exposed
+        communication, idle)."""
+        from .analysis import distributed as D
+
+        return D.step_breakdown(self.reductions())
+
+    def collective_summary(self) -> pd.DataFrame:
+        """``distributed.collective_summary`` of the job (per rank and collective: count, bytes, bandwidth)."""
+        from .analysis import distributed as D
+
+        return D.collective_summary(self.reductions())
+
+    def busbw_vs_link(self, link: str | None = None, **kw: Any) -> pd.DataFrame:
+        """``distributed.busbw_vs_link`` of the job (bus bandwidth as a fraction of the link's peak)."""
+        from .analysis import distributed as D
+
+        return D.busbw_vs_link(self.reductions(), link, **kw)
+
+    def memory_per_rank(self) -> pd.DataFrame:
+        """``distributed.memory_per_rank`` of the job (peak allocated / reserved bytes per rank and device)."""
+        from .analysis import distributed as D
+
+        return D.memory_per_rank(self.reductions())
+
+    def ranks_clock(self, **kw: Any) -> tuple[dict[int, int], pd.DataFrame]:
+        """``distributed.ranks_clock`` of the job (per-rank shifts onto one clock; the all-ranks timeline's axis)."""
+        from .analysis import distributed as D
+
+        return D.ranks_clock(self.reductions(), **kw)
+
+    def distributed_report(self) -> Any:
+        """``distributed.distributed_report`` of the job (every analysis above in one object)."""
+        from .analysis import distributed as D
+
+        return D.distributed_report(self.reductions())
 
     #: what ``nbprof stats --ranks DIR`` prints without ``-r``
-    DEFAULT_REPORTS: tuple[str, ...] = ("steps",)
+    DEFAULT_REPORTS: tuple[str, ...] = ("step_breakdown", "overlap", "skew", "stragglers")
+    #: the cross-rank analyses ``nbprof stats --ranks`` offers (methods of this class)
+    ANALYSES: tuple[str, ...] = ("step_breakdown", "overlap", "skew", "stragglers", "wait_transfer",
+                                 "collective_skew", "collective_summary", "busbw_vs_link", "memory_per_rank")
 
     def reports(self) -> dict[str, Callable[[], pd.DataFrame]]:
-        """Report name -> function giving its frame (``nbprof stats --ranks``): every reduction table (all
-        ranks, ``rank`` column)."""
-        out: dict[str, Callable[[], pd.DataFrame]] = {}
+        """Report name -> function giving its frame (``nbprof stats --ranks``): the cross-rank analyses
+        (:data:`ANALYSES`) and every reduction table (all ranks, ``rank`` column)."""
+        out: dict[str, Callable[[], pd.DataFrame]] = {n: getattr(self, n) for n in self.ANALYSES}
         for t, k in self.tables.items():
             if k == "reduction":
-                out[t] = functools.partial(self.table, t)
+                out.setdefault(t, functools.partial(self.table, t))
         return out
 
     def trace(self, rank: int) -> Trace:
@@ -153,6 +227,25 @@ class Job:
         bad = f", {len(self.failed)} sources failed (see .failed)" if self.failed else ""
         return (f"<nbprof.Job {len(self.ranks)} ranks {self.ranks[:8]}{'...' if len(self.ranks) > 8 else ''}, "
                 f"tables {list(self.tables)}{bad} at {self.path!r}>")
+
+
+class _Reductions(Mapping[str, pd.DataFrame]):
+    """A job's reduction tables, each read on first lookup (:meth:`Job.reductions`)."""
+
+    def __init__(self, job: Job) -> None:
+        self._job = job
+        self._names = [t for t, k in job.tables.items() if k == "reduction"]
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        if name not in self._names:
+            raise KeyError(name)
+        return self._job.table(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def default_dataset_dir(spec: str | os.PathLike[str]) -> str:

@@ -66,6 +66,30 @@ def test_open_job_reductions_equal_the_full_traces(pair):
         assert sorted(back.tables) == sorted(t.tables)
 
 
+def _same_analyses(job, traces):
+    """Every cross-rank analysis from the dataset's reductions equals the one from the full traces."""
+    from nbprof.analysis import distributed as D
+
+    for name in job.ANALYSES:
+        pd.testing.assert_frame_equal(getattr(job, name)(), getattr(D, name)(traces), obj=name)
+    shifts, links = job.ranks_clock()
+    full_shifts, full_links = D.ranks_clock(traces)
+    assert shifts == full_shifts
+    pd.testing.assert_frame_equal(links, full_links)
+    rep, full = job.distributed_report(), D.distributed_report(traces)
+    assert rep.zero == full.zero
+    for f in ("collectives", "summary", "overlap", "skew", "wait_summary", "stragglers"):
+        pd.testing.assert_frame_equal(getattr(rep, f), getattr(full, f), obj=f)
+
+
+def test_cross_rank_analyses_from_the_dataset_equal_the_full_traces(pair):
+    ds, traces = pair
+    job = nbprof.open_job(ds)
+    _same_analyses(job, traces)
+    st = job.stragglers().set_index("rank")  # HTA's pair: rank 1 arrives last in 8 of the 10 collectives
+    assert st.loc[1, "straggler"] and st.loc[1, "last_arrivals"] == 8 and not st.loc[0, "straggler"]
+
+
 def test_manifest_names_sources_with_size_and_sha256(pair, pair_dir):
     ds, traces = pair
     man = json.loads((ds / "manifest.json").read_text())
@@ -180,11 +204,11 @@ def test_versions_and_foreign_folders(pair, tmp_path):
     (newer / "manifest.json").write_text(json.dumps(man))
     with pytest.raises(TraceFormatError, match="dataset version 2: this nbprof reads versions up to 1"):
         nbprof.open_job(newer)
-    with pytest.raises(FileNotFoundError, match="manifest.json is missing"):
+    with pytest.raises(FileNotFoundError, match=r"manifest\.json is missing"):
         nbprof.open_job(tmp_path)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
-    with pytest.raises(NbprofError, match="other files and no manifest.json"):
+    with pytest.raises(NbprofError, match=r"other files and no manifest\.json"):
         load_ranks(str(corpus_path(TF + "sampled_rank-0.json.gz")), dataset=str(tmp_path / "other"), progress=False)
     assert os.listdir(tmp_path / "other") == ["notes.txt"]
 
@@ -200,6 +224,9 @@ def test_stats_ranks_cli(pair_dir, tmp_path):
     assert steps["rank"].tolist() == [0, 0, 1, 1] and steps["step"].tolist() == [551, 552, 551, 552]
     assert len(pd.read_csv(f"{out}_collectives.csv")) == 20
     assert main(["stats", "--ranks", str(pair_dir), "--dataset", str(ds), "-r", "nope"]) == 2
+    assert main(["stats", "--ranks", str(pair_dir), "--dataset", str(ds), "-f", "json", "-o", str(out)]) == 0
+    st = pd.read_json(f"{out}_stragglers.json")
+    assert st.set_index("rank").loc[1, "straggler"]
 
 
 def test_readme_cross_rank_sql_runs(pair):
@@ -210,7 +237,7 @@ def test_readme_cross_rank_sql_runs(pair):
     assert block, "README has no 'Cross-rank SQL' python block"
     code = block.group(1).replace('"job-dataset/"', repr(str(ds)))
     ns: dict = {}
-    exec(compile(code, "README.md", "exec"), ns)  # noqa: S102 -- the README's own example
+    exec(compile(code, "README.md", "exec"), ns)  # the README's own example
     res = ns["late"]
     assert list(res.columns[:3]) == ["pg_name", "seq", "last_rank"] and len(res) == 10
 
@@ -270,6 +297,7 @@ def test_gloo_ddp_job_dataset_equals_full_traces(tmp_path):
         pd.testing.assert_frame_equal(job.table(name), frame, check_dtype=True)
     c = job.table("collectives")
     assert set(c["collective"]) >= {"all_reduce"} and (c["device"] == -1).all()
+    _same_analyses(job, traces)
 
 
 def test_spark_free_python_reads_without_nbprof(pair):

@@ -397,7 +397,7 @@ def unchanged_results(dataset: str, the_plan: dict[str, Any]) -> list[Any]:
                                  t0, s.get("rows")) for p, s in todo.items()]
     by_rank: dict[int, dict[str, pd.DataFrame]] = {int(s["rank"]): {} for s in todo.values()}
     ranks = np.array(sorted(by_rank), dtype=np.int64)
-    for t, cols in the_plan["reduction_tables"].items():
+    for t in the_plan["reduction_tables"]:
         df = read_table(dataset, prev, t)  # sorted by rank: each rank's rows are one slice
         lo = np.searchsorted(df["rank"].to_numpy(), ranks, "left")
         hi = np.searchsorted(df["rank"].to_numpy(), ranks, "right")
