@@ -476,9 +476,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if val and not os.path.exists(val):
             flag = "--nsys" if field == "nsys_report" else "--" + field.replace("_", "-")
             raise _CliError(f"{flag} {val!r} does not exist")
-    if not (args.script or args.trace or args.nsys_report or args.logdir or args.ds_log or args.ds_trace):
+    if not (args.script or args.trace or args.nsys_report or args.logdir or args.ds_log or args.ds_trace or args.ranks):
         raise _CliError("nothing to report on: give --script or at least one of "
-                        "--trace/--nsys/--logdir/--ds-log/--ds-trace")
+                        "--trace/--nsys/--logdir/--ds-log/--ds-trace/--ranks")
+    if args.ranks:  # step 4 analyses the job from its dataset (docs/dataset.md), built or updated here
+        args.ds_trace = [*args.ds_trace, _job(args).path]
     try:
         if args.script:
             art = run_workload(args.script, args.script_args, os.path.join(out, time.strftime("run-%Y%m%d-%H%M%S")),
@@ -640,6 +642,10 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     r.add_argument("--logdir", help="existing TensorBoard logdir")
     r.add_argument("--ds-log", help="existing DeepSpeed log (flops profiler / comms logger output)")
     r.add_argument("--ds-trace", action="append", default=[], help="per-rank trace of a distributed job (repeatable), or a folder of them")
+    r.add_argument("--ranks", default=None, metavar="DIR",
+                   help="the per-rank traces of one job: step 4 analyses it from its Parquet dataset (docs/dataset.md)")
+    r.add_argument("--dataset", default=None, metavar="PATH",
+                   help="with --ranks: the dataset folder to write or update (default: a folder in the nbprof cache)")
     r.add_argument("--no-nsys", action="store_true", help="do not run Nsight Systems on --script")
     r.add_argument("--watch", action="store_true",
                    help="run --script under the step watch (nbprof watch): report on the window that captured a slow step")

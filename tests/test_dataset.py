@@ -309,3 +309,29 @@ def test_spark_free_python_reads_without_nbprof(pair):
                        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd=str(ds))
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["4", "[0,", "1]"]
+
+
+def test_report_step4_from_a_job_dataset(pair, tmp_path):
+    """``nbprof report --ranks DIR`` hands step 4 the dataset: its tables from the reductions, the views on two ranks."""
+    from nbprof.report import Artefacts, build_report
+
+    ds, _ = pair
+    html = build_report(Artefacts(ds_traces=[str(ds)]), progress=False, notebooks=["04_distributed_deepspeed.ipynb"],
+                        output=tmp_path / "job.html").read_text(encoding="utf-8")
+    assert "2 ranks from the job dataset" in html and "the views show ranks [0, 1]" in html
+    assert "nbprof_dist_breakdown" in html and "nbprof_rank_links" in html
+    assert "MISSING_RENDERERS" not in html and "Traceback" not in html
+
+
+def test_docs_list_every_column():
+    """docs/dataset.md documents every column of every table the dataset writes."""
+    from nbprof.export.dataset import trace_table_columns
+
+    doc = (ROOT / "docs" / "dataset.md").read_text()
+    tables = {t: list(c) for t, c in R.REDUCTION_SCHEMA.items()} | {"events": list(trace_table_columns("events"))}
+    for t, cols in tables.items():
+        section = doc.split(f"#### `{t}`", 1)
+        assert len(section) == 2, f"no section for {t}"
+        body = section[1].split("####", 1)[0]
+        missing = [c for c in cols if f"| `{c}` |" not in body]
+        assert not missing, f"{t}: {missing}"

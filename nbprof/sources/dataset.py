@@ -26,9 +26,8 @@ import pandas as pd
 
 from ..errors import TraceFormatError
 
-__all__ = ["DATASET_VERSION", "MANIFEST", "TRACE_TABLES", "RANK_TABLES", "read_manifest", "table_file", "rank_dir", "read_table",
-           "read_files",
-           "read_rank_trace", "ok_ranks"]
+__all__ = ["DATASET_VERSION", "MANIFEST", "TRACE_TABLES", "RANK_TABLES", "read_manifest", "table_file", "rank_dir",
+           "read_table", "read_files", "read_rank_trace", "ok_ranks"]
 
 #: the layout version this nbprof writes and reads. Migration rule (docs/dataset.md): a reader opens any
 #: version up to its own (columns a newer version added are absent from older files and read as missing);
