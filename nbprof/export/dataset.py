@@ -121,7 +121,7 @@ def _inferred(df: pd.DataFrame) -> dict[str, dict[str, str]]:
 
 def _arrow(df: pd.DataFrame, columns: dict[str, dict[str, str]]) -> Any:
     """``df`` as an Arrow table of exactly ``columns`` (in that order, declared types, no pandas metadata)."""
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     types = {"int64": pa.int64(), "int32": pa.int32(), "int16": pa.int16(), "int8": pa.int8(), "float64": pa.float64(),
              "float32": pa.float32(), "bool": pa.bool_(), "string": pa.string()}
@@ -146,7 +146,7 @@ def _arrow(df: pd.DataFrame, columns: dict[str, dict[str, str]]) -> Any:
 
 
 def _write_parquet(df: pd.DataFrame, columns: dict[str, dict[str, str]], path: str) -> None:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     pq.write_table(_arrow(df, columns), path, compression="zstd")
 

@@ -108,7 +108,7 @@ def read_table(path: str, manifest: dict[str, Any], table: str, ranks: list[int]
         raise KeyError(f"no table {table!r} in the dataset; tables: {sorted(manifest.get('tables', {}))}")
     comb = manifest.get("combined") or {}
     if ranks is None and table in comb.get("tables", {}):  # every rank in one file, written with this manifest
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
         f = os.path.join(path, "_combined", comb["id"], f"{table}.parquet")
         return _typed(pq.read_table(f).to_pandas(types_mapper=_NULLABLE_INTS.get), spec["columns"], True)
@@ -121,7 +121,7 @@ def read_files(path: str, table: str, ranks: list[int], columns: dict[str, dict[
     (the manifest's ``{col: {"type", "dtype", ...}}``), with a leading int64 ``rank`` column when
     ``rank_column``."""
     import pyarrow as pa
-    import pyarrow.dataset as pds
+    import pyarrow.dataset as pds  # type: ignore[import-untyped]
 
     types = {"int64": pa.int64(), "int32": pa.int32(), "int16": pa.int16(), "int8": pa.int8(), "float64": pa.float64(),
              "float32": pa.float32(), "bool": pa.bool_(), "string": pa.string()}
@@ -144,7 +144,7 @@ def _nullable_ints() -> dict[Any, Any]:
             pa.int8(): pd.Int8Dtype()}
 
 
-class _LazyInts(dict):  # type: ignore[type-arg]
+class _LazyInts(dict[Any, Any]):
     """Arrow integer type -> pandas nullable dtype (built on first use: pyarrow is imported lazily)."""
 
     def get(self, key: Any, default: Any = None) -> Any:
