@@ -280,8 +280,6 @@ def _cmd_stats(args: argparse.Namespace) -> int:
     """``nsys stats`` for any trace: each report on stdout, or in ``<BASE>_<report>.<ext>`` with ``-o BASE``."""
     if getattr(args, "ranks", None):
         return _cmd_stats_ranks(args)
-    if not args.trace:
-        raise _CliError("give a trace, or --ranks DIR (the per-rank traces of one job)")
     names = _report_names(args.report) if args.report else (
         ["steps"] if os.path.isdir(args.trace) else list(DEFAULT_REPORTS))
     if args.format == "parquet" and not args.output:
@@ -685,6 +683,8 @@ def _main(argv: list[str] | None) -> int:
         return 2
     if extra:
         subs[args.cmd].error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.cmd == "stats" and not (args.trace or args.ranks):  # usage error: exits 2 with the usage line
+        subs["stats"].error("the following arguments are required: trace (or --ranks DIR)")
     from .errors import NbprofError
 
     try:
