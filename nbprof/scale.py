@@ -261,10 +261,17 @@ class MultiRankTrace:
         return pd.concat(parts, ignore_index=True)
 
     def __getitem__(self, rank: int) -> Trace:
-        """The full ``Trace`` of ``rank`` (from the cache when there, else parsed again)."""
+        """The full ``Trace`` of ``rank`` (from the dataset or the cache when there, else parsed again)."""
         if rank not in self.paths:
             msg = f"no rank {rank}: ranks are {self.ranks}"
             raise KeyError(msg)
+        if self.dataset:  # load_ranks(dataset=): the dataset holds the whole rank
+            from .sources import dataset as ds
+
+            man = ds.read_manifest(self.dataset)
+            if man is not None and rank in ds.ok_ranks(man):
+                tr: Trace = ds.read_rank_trace(self.dataset, man, rank)
+                return tr
         d = self.digests.get(rank)
         if d and self.cache_dir:
             c = TraceCache(self.cache_dir)

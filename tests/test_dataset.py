@@ -172,6 +172,9 @@ def test_rerun_is_incremental(pair_dir, tmp_path):
     again = load_ranks(str(d), dataset=str(ds), progress=False, workers=1)
     assert again.from_cache == {0: True, 1: True}  # name, size and mtime unchanged: not even hashed
     assert _part_stamps(ds) == stamps
+    # mr[rank] reads the rank from the dataset
+    pd.testing.assert_frame_equal(again[0].events, nbprof.load(d / "sampled_rank-0.json.gz").events,
+                                  check_categorical=False)
     for name, frame in first.summaries[1].items():
         pd.testing.assert_frame_equal(again.summaries[1][name].reset_index(drop=True), frame.reset_index(drop=True),
                                       check_dtype=False)
