@@ -94,7 +94,24 @@ class Job:
         """The job's reduction tables (``nbprof.analysis.distributed.reductions``: ``rank_info``, ``steps``,
         ``collectives``, ...), each over all ranks with a leading ``rank`` column: what the cross-rank analyses
         of ``nbprof.analysis.distributed`` take in place of the traces. A mapping that reads a table when it
-        is first looked up (an analysis reads only the tables it needs)."""
+        is first looked up (an analysis reads only the tables it needs).
+
+        Raises
+        ------
+        NbprofError
+            The dataset's reductions are of another version or schema than this nbprof computes (the
+            migration rule, docs/dataset.md: rebuild with ``load_ranks(..., dataset=)``).
+        """
+        from .scale import dataset_reducer
+
+        now = dataset_reducer()[1]
+        if self.manifest.get("reductions") != now:
+            from .errors import NbprofError
+
+            msg = (f"the dataset at {self.path!r} holds reductions {self.manifest.get('reductions')}, this nbprof "
+                   f"computes {now}: run nbprof.load_ranks(<the traces>, dataset={self.path!r}) again (each rank is "
+                   "reduced anew); its tables stay readable with job.table / job.sql")
+            raise NbprofError(msg)
         return _Reductions(self)
 
     # -- cross-rank analyses (nbprof.analysis.distributed) over the reductions: no trace is loaded

@@ -106,15 +106,19 @@ def rank_summary(trace: Trace) -> dict[str, pd.DataFrame]:
 
 
 def dataset_reducer() -> tuple[Callable[[Trace], dict[str, pd.DataFrame]], dict[str, Any], dict[str, Any] | None]:
-    """The reducer whose tables a job dataset stores: ``(function, {"name", "version"}, declared columns per
-    table or None)`` -- ``nbprof.analysis.distributed.reductions.reduce_rank`` with its ``REDUCTION_SCHEMA``."""
-    try:
-        from .analysis.distributed import reductions as red
-    except ImportError:  # before the reductions module existed: the default summary
-        return rank_summary, {"name": f"{rank_summary.__module__}.rank_summary", "version": 0}, None
+    """The reducer whose tables a job dataset stores: ``(function, {"name", "version", "schema"}, declared
+    columns per table)`` -- ``nbprof.analysis.distributed.reductions.reduce_rank``, its ``REDUCTION_VERSION``,
+    a digest of its ``REDUCTION_SCHEMA`` and that schema."""
+    import hashlib
+    import json
+
+    from .analysis.distributed import reductions as red
+
     fn = red.reduce_rank
-    version = getattr(red, "REDUCTION_VERSION", getattr(red, "SCHEMA_VERSION", 1))
-    return fn, {"name": f"{fn.__module__}.{fn.__qualname__}", "version": version}, getattr(red, "REDUCTION_SCHEMA", None)
+    # the schema's digest too: a column added without a new REDUCTION_VERSION still means recomputing
+    digest = hashlib.blake2b(json.dumps(red.REDUCTION_SCHEMA, sort_keys=True).encode(), digest_size=8).hexdigest()
+    info = {"name": f"{fn.__module__}.{fn.__qualname__}", "version": red.REDUCTION_VERSION, "schema": digest}
+    return fn, info, red.REDUCTION_SCHEMA
 
 
 def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[Trace], dict[str, pd.DataFrame]],

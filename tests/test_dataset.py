@@ -96,7 +96,8 @@ def test_manifest_names_sources_with_size_and_sha256(pair, pair_dir):
     assert man["format"] == "nbprof-job-dataset" and man["version"] == 1
     assert man["nbprof_version"] == nbprof.__version__
     assert man["reductions"] == {"name": "nbprof.analysis.distributed.reductions.reduce_rank",
-                                 "version": R.REDUCTION_VERSION}
+                                 "version": R.REDUCTION_VERSION, "schema": man["reductions"]["schema"]}
+    assert re.fullmatch(r"[0-9a-f]{16}", man["reductions"]["schema"])
     for s, r in zip(man["sources"], (0, 1)):
         f = pair_dir / f"sampled_rank-{r}.json.gz"
         assert s["source"] == str(f) and s["status"] == "ok" and s["rank"] == r
@@ -207,6 +208,16 @@ def test_versions_and_foreign_folders(pair, tmp_path):
     (newer / "manifest.json").write_text(json.dumps(man))
     with pytest.raises(TraceFormatError, match="dataset version 2: this nbprof reads versions up to 1"):
         nbprof.open_job(newer)
+    # reductions of another version (or schema): the tables read, the analyses ask for a rebuild
+    older = tmp_path / "older"
+    shutil.copytree(ds, older)
+    man = json.loads((older / "manifest.json").read_text())
+    man["reductions"]["version"] = 0
+    (older / "manifest.json").write_text(json.dumps(man))
+    job = nbprof.open_job(older)
+    assert len(job.table("steps")) == 4
+    with pytest.raises(NbprofError, match=r"holds reductions .* run nbprof\.load_ranks"):
+        job.stragglers()
     with pytest.raises(FileNotFoundError, match=r"manifest\.json is missing"):
         nbprof.open_job(tmp_path)
     (tmp_path / "other").mkdir()
