@@ -257,7 +257,8 @@ def test_readme_cross_rank_sql_runs(pair):
 
 
 def _mini_trace(rank: int, world: int) -> dict:
-    """A small gloo-shaped CPU trace: two ProfilerSteps, a matmul, an all-reduce call and its gloo annotation."""
+    """A small gloo-shaped CPU trace: two ProfilerSteps, a matmul, an all-reduce call and its gloo annotation
+    (rank r's all-reduce starts r ns later: the last rank arrives last)."""
     ev = []
     for s in range(2):
         t0 = 1000 + s * 1000
@@ -265,8 +266,8 @@ def _mini_trace(rank: int, world: int) -> dict:
             {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t0, "dur": 900},
             {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0 + 10, "dur": 300 + rank % 7},
             {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1, "ts": t0 + 400, "dur": 100},
-            {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1, "tid": 2, "ts": t0 + 420 + rank % 5,
-             "dur": 60, "args": {"Input Dims": [[1024]], "Input type": ["float"]}},
+            {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1, "tid": 2,
+             "ts": round(t0 + 420 + rank / 1000, 3), "dur": 60, "args": {"Input Dims": [[1024]], "Input type": ["float"]}},
         ]
     return {"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": world},
             "baseTimeNanoseconds": 1_700_000_000_000_000_000, "traceEvents": ev}
@@ -287,7 +288,9 @@ def test_1024_small_ranks(tmp_path):
     c = job.table("collectives")
     assert len(c) == 2 * n and c.groupby("rank").size().eq(2).all()
     late = job.sql("SELECT seq, arg_max(rank, start_abs_ns) AS last_rank FROM collectives GROUP BY seq ORDER BY seq")
-    assert late["last_rank"].tolist() == [4, 4]  # rank % 5 == 4 arrives last; the first such rank wins ties
+    assert late["last_rank"].tolist() == [n - 1, n - 1]
+    st = job.stragglers()
+    assert st.loc[st["straggler"], "rank"].tolist() == [n - 1]
     assert int(job.sql("SELECT count(*) AS n FROM events")["n"].iloc[0]) == 8 * n
     again = load_ranks(str(src), dataset=str(ds), progress=False, workers=2)
     assert all(again.from_cache.values())
