@@ -241,6 +241,7 @@ def test_stats_ranks_cli(pair_dir, tmp_path):
     assert main(["stats", "--ranks", str(pair_dir), "--dataset", str(ds), "-f", "json", "-o", str(out)]) == 0
     st = pd.read_json(f"{out}_stragglers.json")
     assert st.set_index("rank").loc[1, "straggler"]
+    assert main(["report", "--ranks", str(tmp_path / "nope")]) == 2  # refused before anything runs
 
 
 def test_readme_cross_rank_sql_runs(pair):
