@@ -73,12 +73,14 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _measure(name: str, trace_dir: str, cache_dir: str) -> dict:
+def _measure(name: str, trace_dir: str, cache_dir: str, *, body: str | None = None, extra: list[str] | None = None) -> dict:
+    """Run snippet ``name`` (or ``body``) in a fresh process with ``sys.argv[1:] = [trace_dir, cache_dir, *extra]``;
+    its ``out`` dict plus ``seconds`` and the process tree's ``peak_rss_gib`` (sampled every 50 ms)."""
     import psutil
 
-    code = RUNNER.format(body=SNIPPETS[name])
+    code = RUNNER.format(body=body if body is not None else SNIPPETS[name])
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.Popen([sys.executable, "-c", code, trace_dir, cache_dir], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-c", code, trace_dir, cache_dir, *(extra or [])], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env)
     peak = 0
     stop = threading.Event()

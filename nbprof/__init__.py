@@ -22,6 +22,7 @@ from .errors import (
     TraceFileNotFoundError,
     TraceFormatError,
 )
+from .job import open_job
 from .profiling import profile, step
 from .scale import load_ranks
 from .sources import load
@@ -41,6 +42,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "load_ranks",
+    "open_job",
     "load",
     "merge",
     "profile",

@@ -240,8 +240,54 @@ def _render(name: str, df: Any, fmt: str, path: str) -> str | bytes:
     return buf.getvalue()
 
 
+def _job(args: argparse.Namespace) -> Any:
+    """The job dataset of ``--ranks DIR`` (``nbprof.job.build_job``: written or brought up to date in ``--dataset
+    PATH``, else a cache folder), opened; every rank that could not be loaded is named on stderr."""
+    import warnings
+
+    from .errors import NbprofError
+    from .job import build_job
+
+    if not os.path.exists(args.ranks):
+        raise _CliError(f"--ranks {args.ranks!r} does not exist")
+    try:
+        with warnings.catch_warnings():  # the skipped ranks are noted below, once
+            warnings.simplefilter("ignore", UserWarning)
+            job = build_job(args.ranks, getattr(args, "dataset", None), progress=False)
+    except (FileNotFoundError, NbprofError) as exc:
+        raise _CliError(f"--ranks {args.ranks!r}: {exc}") from None
+    for n, e in job.failed.items():
+        _note(f"note: {n}: not loaded, skipped: {e}")
+    return job
+
+
+def _cmd_stats_ranks(args: argparse.Namespace) -> int:
+    """``nbprof stats --ranks DIR``: the job's reports from its dataset's reductions (``nbprof.job.Job.reports``)."""
+    if args.trace:
+        raise _CliError(f"give a trace or --ranks DIR, not both ({args.trace!r})")
+    job = _job(args)
+    avail = job.reports()
+    names = [n.strip() for part in args.report for n in part.split(",") if n.strip()] or list(job.DEFAULT_REPORTS)
+    for n in names:
+        if n not in avail:
+            raise _CliError(f"unknown report {n!r} for --ranks; known: {', '.join(avail)}")
+    if args.format == "parquet" and not args.output:
+        raise _CliError("-f parquet writes files: give -o BASE (writes BASE_<report>.parquet)")
+    _output_folder(args.output)
+    outputs = []
+    for n in dict.fromkeys(names):
+        df = avail[n]()
+        if not len(df):
+            _note(f"SKIPPED: {args.ranks} has no data for the {n} report")
+            continue
+        outputs.append((n, _render(n, df, args.format, args.ranks)))
+    return _emit(args, outputs, names)
+
+
 def _cmd_stats(args: argparse.Namespace) -> int:
     """``nsys stats`` for any trace: each report on stdout, or in ``<BASE>_<report>.<ext>`` with ``-o BASE``."""
+    if getattr(args, "ranks", None):
+        return _cmd_stats_ranks(args)
     names = _report_names(args.report) if args.report else (
         ["steps"] if os.path.isdir(args.trace) else list(DEFAULT_REPORTS))
     if args.format == "parquet" and not args.output:
@@ -260,6 +306,12 @@ def _cmd_stats(args: argparse.Namespace) -> int:
             _note(f"SKIPPED: {args.trace} has no data for the {n} report")
             continue
         outputs.append((n, _render(n, df, args.format, args.trace)))
+    return _emit(args, outputs, names)
+
+
+def _emit(args: argparse.Namespace, outputs: list[tuple[str, str | bytes]], names: list[str]) -> int:
+    """Write the rendered reports: ``BASE_<report>.<ext>`` with ``-o BASE``, else stdout (one JSON document for
+    several JSON reports, ``# <report>`` headers between CSV ones)."""
     if args.output:
         for n, data in outputs:
             _write_file(f"{args.output}_{n}.{_EXT[args.format]}", data)
@@ -443,9 +495,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if val and not os.path.exists(val):
             flag = "--nsys" if field == "nsys_report" else "--" + field.replace("_", "-")
             raise _CliError(f"{flag} {val!r} does not exist")
-    if not (args.script or args.trace or args.nsys_report or args.logdir or args.ds_log or args.ds_trace):
+    if not (args.script or args.trace or args.nsys_report or args.logdir or args.ds_log or args.ds_trace or args.ranks):
         raise _CliError("nothing to report on: give --script or at least one of "
-                        "--trace/--nsys/--logdir/--ds-log/--ds-trace")
+                        "--trace/--nsys/--logdir/--ds-log/--ds-trace/--ranks")
+    if args.ranks:  # step 4 analyses the job from its dataset (docs/dataset.md), built or updated here
+        args.ds_trace = [*args.ds_trace, _job(args).path]
     try:
         if args.script:
             art = run_workload(args.script, args.script_args, os.path.join(out, time.strftime("run-%Y%m%d-%H%M%S")),
@@ -542,7 +596,12 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
                         epilog="reports:\n  nsys stats names (nsys's column headers; ns, bytes): " + ", ".join(NSYS_REPORTS)
                         + "\n  nbprof: " + ", ".join(NBPROF_REPORTS)
                         + "\n  default: " + ",".join(DEFAULT_REPORTS) + " (as nsys stats); empty ones are SKIPPED")
-    st.add_argument("trace", help=_TRACE_HELP)
+    st.add_argument("trace", nargs="?", default=None, help=_TRACE_HELP)
+    st.add_argument("--ranks", default=None, metavar="DIR",
+                    help="the per-rank traces of one job (folder, glob or archive): reports from its Parquet dataset's "
+                    "reductions (docs/dataset.md), not from every trace in memory")
+    st.add_argument("--dataset", default=None, metavar="PATH",
+                    help="with --ranks: the dataset folder to write or update (default: a folder in the nbprof cache)")
     st.add_argument("-r", "--report", action="append", default=[], metavar="REPORT[,REPORT]",
                     help="report(s) to compute (repeatable, comma-separated; 2022 nsys names such as gpukernsum too)")
     st.add_argument("-f", "--format", choices=tuple(_EXT), default="table",
@@ -603,6 +662,10 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     r.add_argument("--logdir", help="existing TensorBoard logdir")
     r.add_argument("--ds-log", help="existing DeepSpeed log (flops profiler / comms logger output)")
     r.add_argument("--ds-trace", action="append", default=[], help="per-rank trace of a distributed job (repeatable), or a folder of them")
+    r.add_argument("--ranks", default=None, metavar="DIR",
+                   help="the per-rank traces of one job: step 4 analyses it from its Parquet dataset (docs/dataset.md)")
+    r.add_argument("--dataset", default=None, metavar="PATH",
+                   help="with --ranks: the dataset folder to write or update (default: a folder in the nbprof cache)")
     r.add_argument("--no-nsys", action="store_true", help="do not run Nsight Systems on --script")
     for flag, what in (("--wait", "steps of --script skipped before warm-up (default 3)"),
                        ("--warmup", "warm-up steps of --script, profiled and discarded (default 1)"),
@@ -648,6 +711,8 @@ def _main(argv: list[str] | None) -> int:
         return 2
     if extra:
         subs[args.cmd].error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.cmd == "stats" and not (args.trace or args.ranks):  # usage error: exits 2 with the usage line
+        subs["stats"].error("the following arguments are required: trace (or --ranks DIR)")
     from .errors import NbprofError
 
     try:

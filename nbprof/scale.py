@@ -38,7 +38,8 @@ from .trace_cache import (
     reducer_key,
 )
 
-__all__ = ["load_ranks", "MultiRankTrace", "rank_summary", "reducer_key", "TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION"]
+__all__ = ["load_ranks", "MultiRankTrace", "rank_summary", "dataset_reducer", "reducer_key", "TraceCache",
+           "default_cache_dir", "CACHE_FORMAT_VERSION"]
 
 
 # --------------------------------------------------------------------------- per-rank work
@@ -104,9 +105,29 @@ def rank_summary(trace: Trace) -> dict[str, pd.DataFrame]:
 
 
 
+def dataset_reducer() -> tuple[Callable[[Trace], dict[str, pd.DataFrame]], dict[str, Any], dict[str, Any] | None]:
+    """The reducer whose tables a job dataset stores: ``(function, {"name", "version", "schema"}, declared
+    columns per table)`` -- ``nbprof.analysis.distributed.reductions.reduce_rank``, its ``REDUCTION_VERSION``,
+    a digest of its ``REDUCTION_SCHEMA`` and that schema."""
+    import hashlib
+    import json
+
+    from .analysis.distributed import reductions as red
+
+    fn = red.reduce_rank
+    # the schema's digest too: a column added without a new REDUCTION_VERSION still means recomputing
+    digest = hashlib.blake2b(json.dumps(red.REDUCTION_SCHEMA, sort_keys=True).encode(), digest_size=8).hexdigest()
+    info = {"name": f"{fn.__module__}.{fn.__qualname__}", "version": red.REDUCTION_VERSION, "schema": digest}
+    return fn, info, red.REDUCTION_SCHEMA
+
+
 def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[Trace], dict[str, pd.DataFrame]],
-          strict: bool) -> _RankResult:
+          strict: bool, dataset: dict[str, Any] | None = None) -> _RankResult:
     """Runs in a pool process or Dask worker: load (or read cache), reduce, return the small result.
+
+    With ``dataset`` (``load_ranks(dataset=)``): the file is hashed first (sha256); a hash the dataset
+    already holds is not parsed (its reductions are read back), otherwise the rank's tables and
+    reductions are staged into the dataset here (``nbprof.export.dataset.stage_rank``).
 
     A trace that cannot be loaded (an ``NbprofError`` or ``OSError`` from the loader) gives a result
     with ``error`` set and no tables; the reducer's own exceptions propagate. A cache that cannot be
@@ -116,6 +137,19 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
     from .sources import load
 
     t0 = time.perf_counter()
+    ds_info: dict[str, Any] | None = None
+    if dataset is not None:
+        from .export import dataset as dsw
+
+        try:
+            sha, size = dsw.file_sha256(path)
+        except OSError as exc:
+            return _failed(path, exc, t0)
+        ds_info = {"sha256": sha, "size": size}
+        prev = dataset["known"].get(sha)
+        if prev is not None:  # the same bytes under another name or mtime: already in the dataset
+            return dsw.unchanged_result(dataset["path"], path, sha, size, prev["rank"], dataset["reduction_tables"],
+                                        t0, prev["rows"])
     cache = TraceCache(cache_dir) if use_cache else None
     cache_notes: list[str] = []
     try:
@@ -133,13 +167,15 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
         try:
             tr = load(path, strict=strict)
         except (NbprofError, OSError) as exc:
-            return _failed(path, exc, t0)
+            return _failed(path, exc, t0, ds_info)
         if cache is not None and digest is not None:
             try:
                 cache.put(digest, tr)
             except OSError as exc:
                 cache_notes.append(f"cache not written ({type(exc).__name__}: {exc})")
     tables = reducer(tr)
+    if dataset is not None and ds_info is not None:
+        ds_info["staged"] = dsw.stage_rank(dataset["path"], ds_info["sha256"], tr, tables, dataset["columns"])
     issues = [i.__dict__ for i in tr.report.issues]
     res = _RankResult(
         path=path,
@@ -152,6 +188,7 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
         issues=issues,
         from_cache=hit,
         seconds=time.perf_counter() - t0,
+        dataset=ds_info,
     )
     if cache is not None and digest is not None and not cache_notes:
         try:
@@ -164,11 +201,11 @@ def _work(path: str, cache_dir: str | None, use_cache: bool, reducer: Callable[[
     return res
 
 
-def _failed(path: str, exc: BaseException, t0: float) -> _RankResult:
+def _failed(path: str, exc: BaseException, t0: float, ds_info: dict[str, Any] | None = None) -> _RankResult:
     """The result of a rank whose trace could not be loaded: its error, no tables."""
     return _RankResult(path=path, rank=-1, rank_source="failed", world_size=-1, distributed_info={}, digest=None,
                        tables={}, issues=[], from_cache=False, seconds=time.perf_counter() - t0,
-                       error=f"{type(exc).__name__}: {exc}")
+                       error=f"{type(exc).__name__}: {exc}", dataset=ds_info)
 
 
 # --------------------------------------------------------------------------- public object
@@ -202,6 +239,8 @@ class MultiRankTrace:
     members: dict[int, tuple[str, str, int]] = field(default_factory=dict)
     #: the traces that could not be loaded (``on_error="skip"``): file (``archive::member``) -> error
     failed: dict[str, str] = field(default_factory=dict)
+    #: the job dataset written (``load_ranks(dataset=)``; open it with ``nbprof.open_job``), else None
+    dataset: str | None = None
 
     @property
     def ranks(self) -> list[int]:
@@ -226,10 +265,17 @@ class MultiRankTrace:
         return pd.concat(parts, ignore_index=True)
 
     def __getitem__(self, rank: int) -> Trace:
-        """The full ``Trace`` of ``rank`` (from the cache when there, else parsed again)."""
+        """The full ``Trace`` of ``rank`` (from the dataset or the cache when there, else parsed again)."""
         if rank not in self.paths:
             msg = f"no rank {rank}: ranks are {self.ranks}"
             raise KeyError(msg)
+        if self.dataset:  # load_ranks(dataset=): the dataset holds the whole rank
+            from .sources import dataset as ds
+
+            man = ds.read_manifest(self.dataset)
+            if man is not None and rank in ds.ok_ranks(man):
+                tr: Trace = ds.read_rank_trace(self.dataset, man, rank)
+                return tr
         d = self.digests.get(rank)
         if d and self.cache_dir:
             c = TraceCache(self.cache_dir)
@@ -296,13 +342,14 @@ def load_ranks(
     *,
     client: Any = None,
     workers: int | None = None,
-    cache: bool = True,
+    cache: bool | None = None,
     cache_dir: str | None = None,
-    reducer: Callable[[Trace], dict[str, pd.DataFrame]] = rank_summary,
+    reducer: Callable[[Trace], dict[str, pd.DataFrame]] | None = None,
     progress: bool = True,
     strict: bool = False,
     allow_mixed: bool = False,
     on_error: str = "skip",
+    dataset: str | os.PathLike[str] | None = None,
 ) -> MultiRankTrace:
     """Load the per-rank traces of one distributed job.
 
@@ -319,14 +366,23 @@ def load_ranks(
         process pool.
     workers : int, optional
         Local pool size; default from cores and free memory (``psutil``) vs. file sizes.
-    cache : bool, default True
+    cache : bool, default True (False with ``dataset``: the dataset holds every rank already)
         Keep parsed tables and the reducer's tables in a Parquet cache keyed by file content (see
         ``TraceCache``; the reducer's part also by ``reducer_key``): reopening reads only the summaries.
     cache_dir : str, optional
         Cache location; default ``default_cache_dir()`` — never the traces' folder unless you pass it.
-    reducer : callable, default ``rank_summary``
+    reducer : callable, default ``rank_summary`` (with ``dataset``: the dataset's reductions, see below)
         ``Trace -> dict[str, DataFrame]``, run where the rank is parsed; must be picklable (a module-level
-        function).
+        function). With ``dataset`` its tables are the dataset's reductions.
+    dataset : path, optional
+        Write (or update) the job's Parquet dataset there (``docs/dataset.md``; open it with
+        ``nbprof.open_job``): per rank, hive-partitioned (``<table>/rank=<r>/part-0.parquet``), the trace
+        tables and the reductions, written where the rank is parsed (pool process or Dask worker: with
+        Dask the folder must be on storage the workers share), then ``manifest.json`` (version, nbprof
+        version, every source with size, sha256 and status: a file that failed is listed ``failed`` with
+        its error and has no partition). A source whose name, size and mtime, or whose sha256, match an
+        ``ok`` source of the existing manifest (same version and reductions) is not parsed again; ranks
+        no longer given are removed. One writer at a time per folder.
     progress : bool, default True
         tqdm progress bar (notebook widget or terminal).
     strict : bool, default False
@@ -357,6 +413,10 @@ def load_ranks(
     ValueError
         ``on_error`` is not "skip" or "raise".
     NbprofError
+        ``dataset`` is a folder with other files and no manifest.
+    TraceFormatError
+        ``dataset`` holds a dataset of a newer version.
+    NbprofError
         When the local process pool breaks; in a script without an ``if __name__ == "__main__":``
         guard the message says so and names the fix (the guard, or ``workers=1``).
     KeyboardInterrupt
@@ -365,8 +425,17 @@ def load_ranks(
     if on_error not in ("skip", "raise"):
         msg = f"on_error must be 'skip' or 'raise', not {on_error!r}"
         raise ValueError(msg)
-    kw = {"client": client, "workers": workers, "cache": cache, "cache_dir": cache_dir, "reducer": reducer,
-          "progress": progress, "strict": strict, "allow_mixed": allow_mixed, "on_error": on_error}
+    ds: dict[str, Any] | None = None
+    if dataset is not None:
+        fn, info, columns = dataset_reducer()
+        if reducer is not None and reducer is not fn:
+            msg = "load_ranks(dataset=...): the dataset's reductions are the summaries; leave reducer unset"
+            raise ValueError(msg)
+        reducer = fn
+        ds = {"path": os.path.abspath(os.fspath(dataset)), "reductions": info, "columns": columns}
+    kw = {"client": client, "workers": workers, "cache": (dataset is None) if cache is None else cache,
+          "cache_dir": cache_dir, "reducer": reducer or rank_summary, "progress": progress, "strict": strict,
+          "allow_mixed": allow_mixed, "on_error": on_error, "dataset": ds}
     if isinstance(spec, (str, os.PathLike)) and _is_archive(spec):
         return _load_archive(os.fspath(spec), **kw)
     return _load_paths(_expand(spec), spec, {}, **kw)
@@ -374,7 +443,7 @@ def load_ranks(
 
 def _load_paths(paths: list[str], spec: Any, names: dict[str, str], *, client: Any, workers: int | None, cache: bool,
                 cache_dir: str | None, reducer: Callable[[Trace], dict[str, pd.DataFrame]], progress: bool,
-                strict: bool, allow_mixed: bool, on_error: str) -> MultiRankTrace:
+                strict: bool, allow_mixed: bool, on_error: str, dataset: dict[str, Any] | None = None) -> MultiRankTrace:
     """:func:`load_ranks` over trace files; ``names``: file -> the name to show for it (archive members)."""
     t0 = time.perf_counter()
     if not paths:
@@ -388,7 +457,15 @@ def _load_paths(paths: list[str], spec: Any, names: dict[str, str], *, client: A
     results: list[_RankResult] = []
     # ranks whose reduced tables are cached need no parsing (and no worker): a reopen reads summaries only
     todo = paths
-    if cache:
+    plan = None
+    if dataset is not None:  # sources the dataset holds unchanged: read back, not parsed
+        from .export import dataset as dsw
+
+        plan = dsw.plan(dataset["path"], paths, names, dataset["reductions"])
+        dataset = {**dataset, "known": plan["known"], "reduction_tables": plan["reduction_tables"]}
+        results += dsw.unchanged_results(dataset["path"], plan)
+        todo = [p for p in paths if p not in plan["unchanged"]]
+    elif cache:
         tc = TraceCache(cdir)
         cached: list[_RankResult | None] = [_get_summary(tc, p, reducer) for p in paths]
         results = [r for r in cached if r is not None]
@@ -398,20 +475,29 @@ def _load_paths(paths: list[str], spec: Any, names: dict[str, str], *, client: A
         if not todo:
             pass
         elif client is not None:
-            results += _run_dask(client, todo, cdir, cache, reducer, strict, bar)
+            results += _run_dask(client, todo, cdir, cache, reducer, strict, bar, dataset)
         else:
             n = workers or _default_workers(todo)
             if n <= 1 or len(todo) == 1:
                 for p in todo:
-                    results.append(_work(p, cdir, cache, reducer, strict))
+                    results.append(_work(p, cdir, cache, reducer, strict, dataset))
                     if bar:
                         bar.update(1)
             else:
-                results += _run_pool(n, todo, cdir, cache, reducer, strict, bar)
+                results += _run_pool(n, todo, cdir, cache, reducer, strict, bar, dataset)
+        mr = _assemble(results, paths, cdir, allow_mixed, time.perf_counter() - t0, on_error, names)
+        if dataset is not None and plan is not None:
+            rank_of = {p: rk for rk, p in mr.paths.items()}
+            dsw.finish(dataset["path"], plan, results, rank_of, names, dataset["reductions"])
+            mr.dataset = dataset["path"]
     finally:
         if bar:
             bar.close()
-    return _assemble(results, paths, cdir, allow_mixed, time.perf_counter() - t0, on_error, names)
+        if dataset is not None:  # staged ranks of a run that did not commit (an error, Ctrl-C)
+            import shutil
+
+            shutil.rmtree(os.path.join(dataset["path"], dsw.STAGING), ignore_errors=True)
+    return mr
 
 
 def _load_archive(archive: str, **kw: Any) -> MultiRankTrace:
@@ -483,14 +569,14 @@ def _broken_pool_error(exc: BaseException) -> NbprofError:
     return NbprofError(msg)
 
 
-def _run_pool(n, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:
+def _run_pool(n, paths, cdir, cache, reducer, strict, bar, dataset=None) -> list[_RankResult]:
     import multiprocessing as mp
 
     ctx = mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
     ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init)
     out: list[_RankResult] = []
     try:
-        futs = [ex.submit(_work, p, cdir, cache, reducer, strict) for p in paths]
+        futs = [ex.submit(_work, p, cdir, cache, reducer, strict, dataset) for p in paths]
         for f in as_completed(futs):
             out.append(f.result())
             if bar:
@@ -519,7 +605,7 @@ def _worker_init() -> None:
     os.environ["NBPROF_LOAD_PROCESSES"] = "1"
 
 
-def _run_dask(client, paths, cdir, cache, reducer, strict, bar) -> list[_RankResult]:
+def _run_dask(client, paths, cdir, cache, reducer, strict, bar, dataset=None) -> list[_RankResult]:
     try:
         from dask.distributed import Client
         from dask.distributed import as_completed as d_as_completed
@@ -532,7 +618,8 @@ def _run_dask(client, paths, cdir, cache, reducer, strict, bar) -> list[_RankRes
         client = Client(client)
         own = True
     try:
-        futs = client.map(_work, paths, cache_dir=cdir, use_cache=cache, reducer=reducer, strict=strict, pure=False)
+        futs = client.map(_work, paths, cache_dir=cdir, use_cache=cache, reducer=reducer, strict=strict,
+                          dataset=dataset, pure=False)
         out = []
         try:
             for f in d_as_completed(futs):

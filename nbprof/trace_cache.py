@@ -290,6 +290,8 @@ class _RankResult:
     from_cache: bool
     seconds: float
     error: str | None = None  # the trace could not be loaded: the exception's type and message
+    #: load_ranks(dataset=): the source's sha256 and size, and what was staged (``nbprof.export.dataset``)
+    dataset: dict[str, Any] | None = None
 
 
 def reducer_key(reducer: Callable[..., Any]) -> str:

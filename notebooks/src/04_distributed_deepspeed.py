@@ -39,6 +39,7 @@ merged_cache = ""       # `nsys_report` and `trace` merged once by nbprof report
 in_report = False       # nbprof report sets True (its page opens with the verdict)
 
 # %% id="b618e5bf"
+import os
 from pathlib import Path
 import pandas as pd
 from nbprof.report import NotebookInputs
@@ -55,8 +56,18 @@ if not paths and use_examples and (CORPUS / "facebookresearch__HolisticTraceAnal
     print("No per-rank traces given: using two ranks of a real 128-rank NCCL job from the corpus.")
 from nbprof.report import load_input, report_has_collectives
 from nbprof.results.table import table
-traces = []
-if paths:
+traces, rep = [], None
+if paths and os.path.isfile(os.path.join(paths[0], "manifest.json")):  # a job dataset (nbprof report --ranks DIR)
+    import nbprof
+    ds_job = nbprof.open_job(paths[0])
+    rep = ds_job.distributed_report()  # every table from the per-rank reductions: no trace held in memory
+    st = rep.stragglers
+    zoom = sorted(set(([int(r) for r in st.loc[st["straggler"], "rank"]] + ds_job.ranks)[:2]))
+    traces = ds_job.traces(zoom)  # the views zoom into two ranks: the straggler (if any) and the first rank
+    print(f"{len(ds_job.ranks)} ranks from the job dataset {paths[0]} (docs/dataset.md); the views show ranks {zoom}")
+    for name, err in ds_job.failed.items():
+        print(f"not loaded, skipped: {name}: {err}")
+elif paths:
     from nbprof.scale import load_ranks
     job = load_ranks(paths[0] if len(paths) == 1 else paths, progress=False)  # one entry: a folder, glob or archive
     traces = list(job.traces())
@@ -68,10 +79,10 @@ elif trace:
         print(f"One rank of a distributed job (rank {one.meta.rank} of {one.meta.world_size}): "
               "per-rank numbers below; give every rank's trace (--ds-trace) for skew and stragglers.")
 if traces:
-    rep = distributed.distributed_report(traces)
+    rep = rep if rep is not None else distributed.distributed_report(traces)
     display(table(rep.summary, caption="Per rank"))
     display(table(rep.overlap, caption="Compute / communication overlap"))
-    if len(traces) > 1:
+    if len(rep.zero) > 1:
         display(table(rep.skew, caption="Skew across ranks"))
         display(table(rep.wait_summary, caption="Wait vs transfer per rank and collective "
                       "(wait: for the last rank to arrive; transfer: the rest)"))
