@@ -277,3 +277,11 @@ def test_one_memo_for_per_trace_results():
     from nbprof.analysis.critical_path import graph
 
     assert all(getattr(f, "__wrapped__", None) for f in (graph.whole_graph, whatif._plan_of))  # both per_trace
+
+
+def test_one_codec_for_metadata_and_side_tables():
+    """The trace cache and the saved ``.nbprof`` file share ``nbprof.codec``, not each other's private helpers."""
+    edges = {(m, t) for m, t, _, _ in EDGES}
+    assert {("nbprof.trace_cache", "nbprof.codec"), ("nbprof.export.saved", "nbprof.codec")} <= edges
+    assert ("nbprof.export.saved", "nbprof.trace_cache") not in edges
+    assert ("nbprof.trace_cache", "nbprof.export.saved") not in edges

@@ -66,7 +66,7 @@ def test_registry_shape_lazy_targets_sniffing_and_the_error_listing_keys():
     assert r.choose(["text", "json"], b"[1]") == "text"  # no sniffer said yes: the fallback
     with pytest.raises(LookupError, match="unknown widget 'yaml'; registered: text, json, list"):
         r.resolve("yaml")
-    with pytest.raises(ValueError, match="must be 'package.module:attr'"):
+    with pytest.raises(ValueError, match=r"must be 'package\.module:attr'"):
         r.register("bad", "builtins.str")
 
 
