@@ -285,3 +285,16 @@ def test_one_codec_for_metadata_and_side_tables():
     assert {("nbprof.trace_cache", "nbprof.codec"), ("nbprof.export.saved", "nbprof.codec")} <= edges
     assert ("nbprof.export.saved", "nbprof.trace_cache") not in edges
     assert ("nbprof.trace_cache", "nbprof.export.saved") not in edges
+
+
+def test_public_errors_live_in_errors_py():
+    """The error policy (``nbprof/errors.py``'s docstring): every public nbprof exception class is defined there."""
+    bad = []
+    for m in MODULES:
+        if m == "nbprof.errors":
+            continue
+        for node in ast.walk(ast.parse(MODULES[m].read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and any(
+                    ast.unparse(b).split(".")[-1].endswith(("Error", "Exception")) for b in node.bases):
+                bad.append(f"{MODULES[m].relative_to(PKG.parent)}:{node.lineno} defines {node.name}")
+    assert not bad, "exception classes outside nbprof/errors.py:\n  " + "\n  ".join(bad)
