@@ -127,3 +127,7 @@ class Registry:
     def snapshot(self) -> dict[str, Entry]:
         """A copy of the entries (to tell whether something changed the registry, e.g. a test)."""
         return dict(self._entries)
+
+    def restore(self, snapshot: dict[str, Entry]) -> None:
+        """Make the entries those of ``snapshot`` (:meth:`snapshot`) again."""
+        self._entries = dict(snapshot)

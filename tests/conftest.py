@@ -1,8 +1,19 @@
-"""Shared fixtures: paths to the real corpus (skip with a reason when absent) and to data/."""
+"""Shared fixtures: paths to the real corpus (skip with a reason when absent) and to data/; markers set from
+what a test uses; a check that no test leaks a profiler session or a registry change.
+
+Markers (``pyproject.toml``) are set at collection, never by hand:
+
+- ``browser``, ``lab``, ``nsys``, ``corpus``: from the fixtures a test uses (``browser``, ``lab``, ``corpus``)
+  and from what the test or its fixtures call (``need_chromium``/Playwright, JupyterLab, ``nsys_or_skip``,
+  ``corpus_path``), so ``-m "not browser"`` leaves out every Chromium test;
+- ``slow``: the tests listed in :data:`SLOW` (measured over 10 s), so ``-m "not slow"`` is the fast loop.
+"""
 
 from __future__ import annotations
 
+import inspect
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +65,112 @@ def browser():
             yield b
         finally:
             b.close()
+
+
+# ------------------------------------------------------------------------------------------------ markers
+#: marker -> (fixture names, text in the source of the test or of one of its fixtures)
+_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "browser": (("browser",), ("need_chromium(", "sync_playwright")),
+    "lab": (("lab",), ("jupyterlab", '"lab"')),
+    "nsys": ((), ("nsys_or_skip(",)),
+    "corpus": (("corpus",), ("corpus_path(",)),
+}
+
+#: tests measured over 10 s (``pytest --durations``: node id -> seconds, and where it was measured). The 2-core
+#: machine shared by 8 sessions and a CI run (load 11-14) inflates them; the next CI run's ``--durations``
+#: (pyproject addopts) refreshes the list.
+SLOW: dict[str, float] = {
+    "tests/test_analysis_whatif.py::test_cpu_predict_preprocess_half_and_zero": 106.1,  # its CPU runs (setup)
+    "tests/test_cli.py::test_report_of_a_positional_trace_with_o_dir_writes_a_report_folder_there": 35.2,
+    "tests/test_scale_archives.py::test_script_without_main_guard_gets_a_clear_error": 22.3,
+    "tests/test_cli.py::test_check_usage_errors": 17.5,
+    "tests/test_scale.py::test_dask_local_cluster_gives_identical_results": 16.4,
+    "tests/test_cli.py::test_export_writes_perfetto_and_chrome_files_that_read_back": 16.2,
+    "tests/test_cli.py::test_check_refuses_runs_of_different_hardware": 16.2,
+    "tests/test_cli.py::test_check_is_noise_aware_and_deterministic": 15.3,
+    "tests/test_cli.py::test_stats_csv_has_nsys_report_names_headers_and_numbers": 15.0,
+    "tests/test_cli.py::test_summary_counts_equal_devices_and_names_the_one_with_events": 12.9,
+    "tests/test_cli.py::test_check_json_same_trace_and_improvement_pass": 12.5,
+    "tests/test_cli.py::test_summary_text_is_for_people_and_o_writes_the_file": 11.1,
+}
+
+_SOURCES: dict[object, str] = {}
+
+
+def _source(fn: object) -> str:
+    if fn not in _SOURCES:
+        try:
+            _SOURCES[fn] = inspect.getsource(fn)  # type: ignore[arg-type]
+        except (OSError, TypeError):
+            _SOURCES[fn] = ""
+    return _SOURCES[fn]
+
+
+def _markers_of(item: pytest.Item) -> set[str]:
+    names = set(getattr(item, "fixturenames", ()))
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
+    texts = [_source(getattr(item, "function", None))]
+    texts += [_source(d[-1].func) for n, d in defs.items() if d and n in names]
+    out = {m for m, (fixtures, calls) in _NEEDS.items()
+           if names & set(fixtures) or any(c in t for t in texts for c in calls)}
+    rel = item.nodeid.split("[")[0]
+    if rel in SLOW or f"tests/{rel}" in SLOW:
+        out.add("slow")
+    return out
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for m in sorted(_markers_of(item) - {mk.name for mk in item.iter_markers()}):
+            item.add_marker(getattr(pytest.mark, m))
+
+
+# ------------------------------------------------------------------------------------------------ leak check
+def _registries() -> dict[str, object]:
+    """Every plug-in registry of nbprof, by name (imported: all are cheap, strings only)."""
+    from nbprof import cli, sources
+    from nbprof.results.render import RENDERERS
+    from nbprof.trace.hooks import HOOKS
+    from nbprof.viz.registry import VIEW_REGISTRY
+
+    return {"sources.FORMATS": sources.FORMATS, "viz.registry.VIEW_REGISTRY": VIEW_REGISTRY,
+            "results.render.RENDERERS": RENDERERS, "trace.hooks.HOOKS": HOOKS, "cli.REPORTS": cli.REPORTS}
+
+
+def _profiler_on() -> bool:
+    torch = sys.modules.get("torch")  # a test that never imported torch cannot have started a session
+    return bool(torch is not None and torch._C._autograd._profiler_enabled())
+
+
+def leak_state() -> tuple[dict[str, dict], bool]:
+    """What :func:`leaks_since` compares against: each registry's entries, and whether a profiler session runs."""
+    return {n: r.snapshot() for n, r in _registries().items()}, _profiler_on()  # type: ignore[attr-defined]
+
+
+def leaks_since(state: tuple[dict[str, dict], bool]) -> list[str]:
+    """What changed since ``state`` (a profiler session left running, a registry changed), each undone."""
+    before, was_on = state
+    leaks = []
+    if _profiler_on() and not was_on:
+        import torch
+
+        torch._C._autograd._disable_profiler()
+        leaks.append("a torch profiler session is still running (exit its `with profile(...)` block)")
+    for n, r in _registries().items():
+        after = r.snapshot()  # type: ignore[attr-defined]
+        if after != before[n]:
+            changed = sorted(set(after) ^ set(before[n]) | {k for k in after if k in before[n] and after[k] != before[n][k]})
+            r.restore(before[n])  # type: ignore[attr-defined]
+            leaks.append(f"{n} changed ({', '.join(changed)}): restore it (register, then unregister in a finally)")
+    return leaks
+
+
+@pytest.fixture(autouse=True)
+def _no_leaks():
+    """Fail the test that leaves a torch profiler session running or a registry changed (both undone, so that
+    the tests after it run as if it had not)."""
+    state = leak_state()
+    yield
+    leaks = leaks_since(state)
+    if leaks:
+        pytest.fail("leaked out of the test: " + "; ".join(leaks), pytrace=False)
