@@ -80,7 +80,7 @@ trace = param(trace, "trace")
 tr = load_input(trace, trace_cache) if trace else sys_trace
 if merged_cache:  # nbprof report merged the two once (the page's verdict above is computed on this trace)
     tr = load_input(trace, merged_cache)
-    from nbprof.results.format import fmt_ns
+    from nbprof.units import fmt_ns
     al = tr.meta.extra["merge"]
     print(f"One run, two sources: the nsys report and the PyTorch trace merged into one trace ({al['pairs']} "
           f"{al['anchor']} pairs aligned the clocks, residual max {fmt_ns(al['residual_max_ns'] or 0)}, median "
@@ -91,7 +91,7 @@ elif tr is not None and sys_trace is not None and tr is not sys_trace:
     # (nbprof.merge: clocks aligned on the NVTX ranges / kernels both saw; OS runtime calls join the operators)
     try:
         tr = nbprof.merge(sys_trace, tr)
-        from nbprof.results.format import fmt_ns
+        from nbprof.units import fmt_ns
         al = tr.meta.extra["merge"]
         print(f"One run, two sources: the nsys report and the PyTorch trace merged into one trace ({al['pairs']} "
               f"{al['anchor']} pairs aligned the clocks, residual max {fmt_ns(al['residual_max_ns'] or 0)}, median "

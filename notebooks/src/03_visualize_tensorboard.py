@@ -53,7 +53,7 @@ if trace and compare_trace:
     pair = {"before": load_input(trace, trace_cache), "after": load_input(compare_trace, compare_cache)}
 runs = tb.discover(logdir) if logdir else pd.DataFrame(columns=["run"])
 if logdir:
-    from nbprof.results.format import fmt_epoch_digits
+    from nbprof.units import fmt_epoch_digits
     shown = runs.drop(columns=["path"], errors="ignore").rename(columns={"span_ts": "written"})
     if "written" in shown:  # the file name's time digits as a date (a raw ns number reads as a duration)
         shown["written"] = shown["written"].map(fmt_epoch_digits)
