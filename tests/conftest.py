@@ -77,9 +77,22 @@ _NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "corpus": (("corpus",), ("corpus_path(",)),
 }
 
-#: tests measured over 10 s (``pytest --durations``, seconds) on the 2-core machine shared by 8 sessions and a CI
+#: tests measured over 10 s (``pytest --durations``, seconds: setup + call) on the 2-core machine shared by 8 sessions and a CI
 #: run (load 11-14, so 2-4x a quiet run's); the next CI run's ``--durations`` (pyproject addopts) refreshes them
 SLOW: dict[str, float] = {
+    "tests/test_browser_reload.py::test_dashboard_survives_page_reload_and_reads_in_light_and_dark": 322.9,
+    "tests/test_browser.py::test_views_in_jupyterlab": 73.8,
+    "tests/test_browser_watch_lab.py::test_watch_chart_flag_click_dashboard_and_reload": 47.1,
+    "tests/test_browser_distributed_lab.py::test_dashboard_of_two_ranks_in_jupyterlab": 37.8,
+    "tests/test_browser_merge.py::test_merged_timeline_static_page_has_both_sources_lanes": 33.4,
+    "tests/test_browser_lab_layout.py::test_dashboard_fits_the_notebook_panel_with_the_file_browser_open": 32.9,
+    "tests/test_browser_lab_layout.py::test_show_on_the_timeline_brings_the_plot_into_the_window": 31.9,
+    "tests/test_browser_dashboard_links.py::test_finding_button_selects_the_timeline_and_zooms_to_the_evidence": 29.3,
+    "tests/test_browser_modules.py::test_live_views_in_jupyterlab": 27.5,
+    "tests/test_browser_report_tables.py::test_column_header_click_sorts_numerically": 21.7,
+    "tests/test_report_browser.py::test_report_renders_offline": 18.3,
+    "tests/test_browser_report_themes.py::test_report_first_screen_light_and_dark": 17.8,
+    "tests/test_browser.py::test_static_html_offline": 14.4,
     "tests/test_report_demo.py::test_demo_loop_answers_all_four_questions": 116.5,
     "tests/test_report.py::test_cli_report_from_a_real_run": 63.3,
     "tests/test_tensorboard_notebook.py::test_tensorboard_compare_notebook": 50.4,
