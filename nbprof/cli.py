@@ -17,6 +17,8 @@ import time
 from typing import Any
 
 from .atomic import atomic_write
+from .registry import Registry
+from .sources import suffixes as _loader_suffixes
 
 __all__ = ["main", "EXIT_CODES", "STATS_REPORTS"]
 
@@ -32,12 +34,25 @@ EXIT_CODES = {
 NSYS_REPORTS = ("cuda_gpu_kern_sum", "cuda_api_sum", "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "nvtx_sum",
                 "osrt_sum", "nvtx_pushpop_trace", "nvtx_gpu_proj_trace")
 NBPROF_REPORTS = ("ops", "kernels", "steps", "idle", "collectives", "findings", "annotations", "aten_kernels")
-STATS_REPORTS = NSYS_REPORTS + NBPROF_REPORTS
+#: report name -> ``f(trace) -> DataFrame`` (int64 ns / bytes), imported when the report runs
+REPORTS = Registry("report", error=ValueError)
+for _n in NSYS_REPORTS:
+    REPORTS.register(_n, f"nbprof.analysis.nsys_stats:{_n}")
+REPORTS.register("ops", "nbprof.analysis.operators:operator_summary")
+REPORTS.register("kernels", "nbprof.analysis.kernels:kernel_summary")
+REPORTS.register("steps", "nbprof.analysis.steps:step_breakdown")
+REPORTS.register("idle", "nbprof.analysis.utilization:idle_breakdown")
+REPORTS.register("collectives", "nbprof.analysis.distributed.comms:collectives")
+REPORTS.register("findings", "nbprof.cli:_findings")
+REPORTS.register("annotations", "nbprof.analysis.annotations:annotation_breakdown")
+REPORTS.register("aten_kernels", "nbprof.analysis.launch_ops:aten_op_kernels")
+STATS_REPORTS = REPORTS.keys()
 #: what ``nbprof stats`` runs without ``-r`` (the reports ``nsys stats`` runs by default)
 DEFAULT_REPORTS = ("nvtx_sum", "osrt_sum", "cuda_api_sum", "cuda_gpu_kern_sum", "cuda_gpu_mem_time_sum",
                    "cuda_gpu_mem_size_sum")
 _EXT = {"table": "txt", "csv": "csv", "json": "json", "parquet": "parquet"}
-_TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".nsys-rep", ".pickle", ".nbprof", ".pftrace")
+#: what a trace path looks like: the loaders' suffixes (nbprof.sources.FORMATS) and the Perfetto export's
+_TRACE_SUFFIXES = (*_loader_suffixes(), ".pftrace")
 
 
 class _CliError(Exception):
@@ -186,38 +201,11 @@ def _report_names(spec: list[str]) -> list[str]:
 
 
 def _compute(name: str, tr: Any) -> Any:
-    if name in NSYS_REPORTS:
-        from .analysis import nsys_stats
+    return REPORTS.resolve(name)(tr)
 
-        return getattr(nsys_stats, name)(tr)
-    if name == "ops":
-        from .analysis.operators import operator_summary
 
-        return operator_summary(tr)
-    if name == "kernels":
-        from .analysis.kernels import kernel_summary
-
-        return kernel_summary(tr)
-    if name == "steps":
-        from .analysis.steps import step_breakdown
-
-        return step_breakdown(tr)
-    if name == "idle":
-        from .analysis.utilization import idle_breakdown
-
-        return idle_breakdown(tr)
-    if name == "collectives":
-        from .analysis.distributed.comms import collectives
-
-        return collectives(tr)
-    if name == "annotations":
-        from .analysis.annotations import annotation_breakdown
-
-        return annotation_breakdown(tr)
-    if name == "aten_kernels":
-        from .analysis.launch_ops import aten_op_kernels
-
-        return aten_op_kernels(tr)
+def _findings(tr: Any) -> Any:
+    """The ``findings`` report: the advisor's findings as a frame."""
     from .analysis.advisor import advise, findings_frame
 
     return findings_frame(advise(tr))

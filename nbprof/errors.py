@@ -1,8 +1,24 @@
-"""One exception hierarchy for nbprof.
+"""One exception hierarchy for nbprof, and the error policy.
 
-Every loader error carries the ``path`` of the file and where in it the
-problem sits (``offset`` = byte offset for JSON, ``table`` for SQLite), as
-attributes and not only in the message, so callers can act on them.
+Policy (every module follows it; ``tests/test_contracts.py`` checks the hierarchy):
+
+- Only nbprof errors escape nbprof on purpose: every class here subclasses :class:`NbprofError` and the
+  builtin a caller would catch (``ValueError``, ``FileNotFoundError``, ``ModuleNotFoundError``,
+  ``RuntimeError``), so ``except ValueError`` keeps working. All of them live in this module.
+- A user's exception (raised in a profiled function, a workload, a trainer callback) is re-raised as it is,
+  never wrapped or swallowed.
+- Loading keeps every sound event. By default a loader repairs or drops what it must and lists each repair,
+  drop and assumption in the load report (``trace.report``); there is no warning for them (the report is the
+  one channel). ``strict=True`` raises :class:`TraceFormatError` where tolerant mode would report. A file that
+  cannot be read at all is a :class:`TraceFormatError` carrying the ``path`` and where in it the problem
+  sits (``offset`` = byte offset for JSON, ``table`` for SQLite) as attributes, not only in the message.
+- A missing optional package is a :class:`MissingDependencyError` naming the pip extra.
+- An analysis asked about events the trace lacks returns an empty frame (a kernel summary of a CPU-only
+  profile); :class:`EmptyProfileError` only when it cannot answer at all (no events).
+- Errors keep their attributes through pickling (multiprocessing, Dask).
+- Warnings (:class:`NbprofWarning`) only ask the user to change a setting (e.g. a DeepSpeed config section
+  nbprof translated); the CLI maps bad input (a format error, a missing package, :class:`ReportInputError`)
+  to exit 2 and a failed run (:class:`ReportError`, :class:`CaptureError`) to exit 3.
 """
 
 from __future__ import annotations
@@ -15,8 +31,10 @@ __all__ = [
     "EmptyProfileError",
     "CaptureError",
     "MissingDependencyError",
+    "ReportError",
+    "ReportInputError",
+    "TensorBoardStartError",
     "NbprofWarning",
-    "LoadRepairWarning",
 ]
 
 
@@ -152,19 +170,53 @@ class MissingDependencyError(NbprofError, ModuleNotFoundError):
     """
 
 
-class NbprofWarning(UserWarning):
-    """Base class of nbprof's warnings (``warnings.simplefilter("error", NbprofWarning)`` makes them errors)."""
+class ReportError(NbprofError, RuntimeError):
+    """Raised when a report notebook (or the profiled workload) fails.
 
-
-class LoadRepairWarning(NbprofWarning):
-    """Issued when a loader repaired or dropped something (see ``Trace.report``).
+    Attributes
+    ----------
+    notebook : str or None
+        The executed notebook with the error, kept for inspection (None when no notebook ran).
 
     Examples
     --------
-    >>> import warnings
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     warnings.warn("t.json: truncated at byte 80", LoadRepairWarning)
-    >>> caught[0].category.__name__
-    'LoadRepairWarning'
+    >>> err = ReportError("02_operators_pytorch.ipynb failed", notebook="out/02_operators_pytorch.ipynb")
+    >>> err.notebook
+    'out/02_operators_pytorch.ipynb'
     """
+
+    def __init__(self, msg: str, notebook: str | None = None) -> None:
+        super().__init__(msg)
+        self.notebook = notebook
+
+
+class ReportInputError(ReportError):
+    """Raised when a given input is not a trace nbprof can read (a folder, a missing file, an unknown format),
+    before anything runs: a bad input (``nbprof report`` exits 2), not a failed run (exit 3)."""
+
+
+class TensorBoardStartError(NbprofError, RuntimeError):
+    """Raised when TensorBoard could not be started (port taken, exited early, not ready in time).
+
+    Attributes
+    ----------
+    port : int or None
+    stderr : str
+        The last lines TensorBoard wrote to stderr (may be empty).
+
+    Examples
+    --------
+    >>> err = TensorBoardStartError("port 6006 is taken", port=6006)
+    >>> err.port
+    6006
+    """
+
+    def __init__(self, message: str, *, port: int | None = None, stderr: str = "") -> None:
+        self.port = port
+        self.stderr = stderr
+        tail = "\n".join(stderr.strip().splitlines()[-15:])
+        super().__init__(message + (f"\n--- tensorboard stderr (last lines) ---\n{tail}" if tail else ""))
+
+
+class NbprofWarning(UserWarning):
+    """Base class of nbprof's warnings (``warnings.simplefilter("error", NbprofWarning)`` makes them errors)."""

@@ -8,7 +8,10 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-_TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz", ".json", ".json.gz")
+from .sources import FORMATS
+
+#: the Kineto reader's suffixes (the per-rank traces a job folder or archive holds)
+_TRACE_SUFFIXES: tuple[str, ...] = FORMATS.entry("kineto").info["suffixes"]
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".tar.bz2", ".tar.xz", ".zip")
 
 

@@ -7,7 +7,8 @@ calls (``nbprof.trace.hooks``) are each one :class:`Registry`. An entry is
 - a key (a format, view, result class, report or writer name);
 - a target: ``"package.module:attr"``, imported on first :meth:`Registry.resolve` (so registering imports
   nothing, and the layer test reads these strings as imports), or the object itself;
-- optional ``sniff``: ``f(head: bytes) -> bool`` on the first bytes of a file, and ``priority``: among the
+- optional ``sniff``: ``f(head: bytes) -> bool`` on the first bytes of a file (or its ``"module:attr"``,
+  imported when first asked), and ``priority``: among the
   entries a file could be (a shared suffix such as ``.json``), the sniffers are asked highest priority first
   and the first yes wins; an entry without a sniffer is the fallback (:meth:`Registry.choose`);
 - ``info``: whatever else the registry's users need (a view's title, a loader's suffixes), in order.
@@ -62,7 +63,7 @@ class Entry:
 
     key: str
     target: Any
-    sniff: Callable[[bytes], bool] | None = None
+    sniff: Callable[[bytes], bool] | str | None = None
     priority: int = 0
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -79,7 +80,7 @@ class Registry:
         self.error = error
         self._entries: dict[str, Entry] = {}
 
-    def register(self, key: str, target: Any, *, sniff: Callable[[bytes], bool] | None = None, priority: int = 0,
+    def register(self, key: str, target: Any, *, sniff: Callable[[bytes], bool] | str | None = None, priority: int = 0,
                  **info: Any) -> None:
         """Add (or replace) ``key``; ``target`` is ``"module:attr"`` (imported on use) or the object."""
         if isinstance(target, str) and ":" not in target:
@@ -118,10 +119,15 @@ class Registry:
         order), else the first without a sniffer (the fallback), else None."""
         cands = [self.entry(k) for k in keys]
         for e in sorted((e for e in cands if e.sniff is not None), key=lambda e: -e.priority):
-            if e.sniff is not None and e.sniff(head):
+            test = import_target(e.sniff) if isinstance(e.sniff, str) else e.sniff
+            if test is not None and test(head):
                 return e.key
         return next((e.key for e in cands if e.sniff is None), None)
 
     def snapshot(self) -> dict[str, Entry]:
         """A copy of the entries (to tell whether something changed the registry, e.g. a test)."""
         return dict(self._entries)
+
+    def restore(self, snapshot: dict[str, Entry]) -> None:
+        """Make the entries those of ``snapshot`` (:meth:`snapshot`) again."""
+        self._entries = dict(snapshot)

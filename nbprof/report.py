@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_write
-from .errors import NbprofError
+from .errors import NbprofError, ReportError, ReportInputError
 
 __all__ = ["NOTEBOOKS", "EXAMPLES", "NotebookInputs",
            "ReportError", "ReportInputError", "Artefacts", "notebooks_dir", "bundled_example", "run_workload",
@@ -78,31 +78,6 @@ class NotebookInputs:
             return self.resolve(value)
         ex = EXAMPLES.get(name, "") if self.use_examples else ""
         return self.resolve(ex) if ex and Path(self.resolve(ex)).exists() else ""
-
-class ReportError(NbprofError, RuntimeError):
-    """Raised when a report notebook (or the profiled workload) fails.
-
-    Attributes
-    ----------
-    notebook : str or None
-        The executed notebook with the error, kept for inspection (None when no notebook ran).
-
-    Examples
-    --------
-    >>> err = ReportError("02_operators_pytorch.ipynb failed", notebook="out/02_operators_pytorch.ipynb")
-    >>> err.notebook
-    'out/02_operators_pytorch.ipynb'
-    """
-
-    def __init__(self, msg: str, notebook: str | None = None) -> None:
-        super().__init__(msg)
-        self.notebook = notebook
-
-
-class ReportInputError(ReportError):
-    """Raised when a given input is not a trace nbprof can read (a folder, a missing file, an unknown format),
-    before anything runs: a bad input (``nbprof report`` exits 2), not a failed run (exit 3)."""
-
 
 @dataclass
 class Artefacts:

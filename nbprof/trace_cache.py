@@ -9,19 +9,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .atomic import atomic_dir, atomic_write
-from .errors import SchemaError, TraceFormatError
+from .codec import decode_header, encode_header, from_plain, read_side_tables, to_plain, write_side_tables
+from .errors import TraceFormatError
 from .trace import schema
-from .trace.model import LoadReport, Trace, TraceMeta
+from .trace.model import Trace
 
 __all__ = ["TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION", "reducer_key"]
 
@@ -41,77 +40,9 @@ def default_cache_dir() -> str:
 # --------------------------------------------------------------------------- cache
 
 
-_TAGS = ("__tuple__", "__items__", "__np__")
-_TABLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
-
-
-def _plain(v: Any, where: str) -> Any:
-    """``v`` as JSON values that :func:`_unplain` turns back into the same types.
-
-    Kept exactly: None, bool, int (any size), float (NaN/inf too), str, list, tuple, dict (any plain
-    keys), numpy scalars. Anything else raises ``SchemaError`` naming where it sits (nothing is str()-ed).
-    """
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if isinstance(v, np.generic) and v.dtype.kind in "biufU":
-        return {"__np__": v.dtype.str, "v": v.item()}
-    if isinstance(v, list):
-        return [_plain(x, f"{where}[{i}]") for i, x in enumerate(v)]
-    if isinstance(v, tuple):
-        return {"__tuple__": [_plain(x, f"{where}[{i}]") for i, x in enumerate(v)]}
-    if isinstance(v, dict):
-        if all(type(k) is str for k in v) and not any(k in _TAGS for k in v):
-            return {k: _plain(x, f"{where}[{k!r}]") for k, x in v.items()}
-        return {"__items__": [[_plain(k, f"{where} key"), _plain(x, f"{where}[{k!r}]")] for k, x in v.items()]}
-    raise SchemaError(f"cannot cache {where}: a {type(v).__module__}.{type(v).__name__} is not plain data "
-                      "(metadata may hold None, bool, int, float, str, lists, tuples, dicts and numpy scalars)")
-
-
-def _unplain(v: Any) -> Any:
-    if isinstance(v, list):
-        return [_unplain(x) for x in v]
-    if isinstance(v, dict):
-        if len(v) == 1 and "__tuple__" in v:
-            return tuple(_unplain(x) for x in v["__tuple__"])
-        if len(v) == 1 and "__items__" in v:
-            return {_unplain(k): _unplain(x) for k, x in v["__items__"]}
-        if set(v) == {"__np__", "v"}:
-            return np.dtype(v["__np__"]).type(v["v"])
-        return {k: _unplain(x) for k, x in v.items()}
-    return v
-
-
 def _dump_json(obj: Any, path: str, where: str) -> None:
     with open(path, "w") as f:
-        json.dump(_plain(obj, where), f)
-
-
-def _side_table_to_parquet(df: pd.DataFrame, path: str | IO[bytes], where: str) -> dict[str, list[str]]:
-    """Write a side table. Object columns: all str/None -> Parquet strings, read back as object with
-    None; anything else -> JSON text per cell (exact types). Returns ``{"json": [...], "object": [...]}``."""
-    out, json_cols, obj_cols = df, [], []
-    for c in df.columns:
-        if df[c].dtype != object:
-            continue
-        if all(x is None or isinstance(x, str) for x in df[c]):
-            obj_cols.append(str(c))
-            continue
-        if out is df:
-            out = df.copy()
-        out[c] = [json.dumps(_plain(x, f"{where}.{c}")) for x in df[c]]
-        json_cols.append(str(c))
-    out.to_parquet(path)
-    return {"json": json_cols, "object": obj_cols}
-
-
-def _side_table_from_parquet(path: str | IO[bytes], cols: dict[str, list[str]]) -> pd.DataFrame:
-    df = pd.read_parquet(path)
-    for c in cols.get("json", []):
-        df[c] = pd.Series([_unplain(json.loads(x)) for x in df[c]], index=df.index, dtype=object)
-    for c in cols.get("object", []):
-        s = df[c].astype(object)
-        df[c] = s.where(df[c].notna(), None)
-    return df
+        json.dump(to_plain(obj, where), f)
 
 
 class TraceCache:
@@ -201,17 +132,8 @@ class TraceCache:
             os.makedirs(os.path.join(tmp, "tables"))
             for name in ("events", "flows", "memory", "counters", "threads"):
                 getattr(trace, name).to_parquet(os.path.join(tmp, f"{name}.parquet"), index=False)
-            side: dict[str, dict[str, list[str]]] = {}
-            for name, df in (trace.tables or {}).items():
-                if not isinstance(name, str) or not _TABLE_NAME.match(name) or not isinstance(df, pd.DataFrame):
-                    raise SchemaError(f"cannot cache side table {name!r}: names are [A-Za-z0-9_.-] and values DataFrames")
-                side[name] = _side_table_to_parquet(df, os.path.join(tmp, "tables", f"{name}.parquet"), f"tables[{name!r}]")
-            meta = {
-                "nbprof_cache_format": CACHE_FORMAT_VERSION,
-                "meta": dict(trace.meta.__dict__),
-                "report": {"path": trace.report.path, "issues": [dict(i.__dict__) for i in trace.report.issues]},
-                "tables": side,
-            }
+            side = write_side_tables(trace.tables, lambda n: os.path.join(tmp, "tables", f"{n}.parquet"), "cache")
+            meta = {"nbprof_cache_format": CACHE_FORMAT_VERSION, **encode_header(trace), "tables": side}
             _dump_json(meta, os.path.join(tmp, "meta.json"), "trace")
 
     def _drop_stale(self, final: str) -> None:
@@ -259,18 +181,13 @@ class TraceCache:
         if not isinstance(fmt, int) or fmt > CACHE_FORMAT_VERSION:
             msg = f"cache entry has format {fmt}, this nbprof reads up to {CACHE_FORMAT_VERSION}; clear the cache or upgrade nbprof"
             raise TraceFormatError(d, None, msg)
-        meta = _unplain(meta)
+        meta = from_plain(meta)
         tabs = {n: pd.read_parquet(os.path.join(d, f"{n}.parquet")) for n in ("events", "flows", "memory", "counters", "threads")}
         for n, cols in (("events", schema.EVENT_COLUMNS), ("flows", schema.FLOW_COLUMNS), ("memory", schema.MEMORY_COLUMNS),
                         ("counters", schema.COUNTER_COLUMNS)):
             tabs[n] = schema.coerce(tabs[n], cols)
-        side = {n: _side_table_from_parquet(os.path.join(d, "tables", f"{n}.parquet"), jc)
-                for n, jc in (meta.get("tables") or {}).items()}
-        from .trace.model import LoadIssue
-
-        rep = LoadReport(path=meta["report"]["path"], issues=[LoadIssue(**i) for i in meta["report"]["issues"]])
-        m = meta["meta"]
-        tm = TraceMeta(**{k: v for k, v in m.items() if k in TraceMeta.__dataclass_fields__})
+        side = read_side_tables(meta.get("tables"), lambda n: os.path.join(d, "tables", f"{n}.parquet"), d)
+        tm, rep = decode_header(meta)
         return Trace(meta=tm, report=rep, tables=side, **tabs)
 
 
@@ -336,7 +253,7 @@ def _get_summary(cache: TraceCache, path: str, reducer: Callable[..., Any]) -> _
         return None
     if meta.get("nbprof_cache_format") != CACHE_FORMAT_VERSION:
         return None
-    meta = _unplain(meta)
+    meta = from_plain(meta)
     try:
         tables = {n: pd.read_parquet(os.path.join(d, f"{n}.parquet")) for n in meta["tables"]}
     except (OSError, ValueError):  # removed meanwhile: parse the trace instead

@@ -209,9 +209,9 @@ EXAMPLES = {
     "nbprof.errors.TraceFormatError": lambda c: c(
         "/data/run.pt.trace.json.gz", 1234, "invalid character", table="StringIds", event_index=17
     ),
-    "nbprof.report.ReportError": lambda c: c("02_operators_pytorch.ipynb failed", notebook="/tmp/out/02.ipynb"),
-    "nbprof.report.ReportInputError": lambda c: c("--trace runs/: a folder, not a trace"),
-    "nbprof.tensorboard.launch.TensorBoardStartError": lambda c: c(
+    "nbprof.errors.ReportError": lambda c: c("02_operators_pytorch.ipynb failed", notebook="/tmp/out/02.ipynb"),
+    "nbprof.errors.ReportInputError": lambda c: c("--trace runs/: a folder, not a trace"),
+    "nbprof.errors.TensorBoardStartError": lambda c: c(
         "tensorboard exited early", port=6123, stderr="E0101 address in use\nbye"
     ),
     "nbprof.errors.MissingDependencyError": lambda c: c("needs torch; hint: pip install 'nbprof[torch]'", name="torch"),
@@ -223,8 +223,8 @@ def test_exception_classes_found_include_the_known_ones():
     assert {
         "nbprof.errors.NbprofError", "nbprof.errors.TraceFormatError", "nbprof.errors.SchemaError",
         "nbprof.errors.EmptyProfileError", "nbprof.errors.CaptureError", "nbprof.errors.MissingDependencyError",
-        "nbprof.errors.NbprofWarning", "nbprof.errors.LoadRepairWarning", "nbprof.report.ReportError",
-        "nbprof.tensorboard.launch.TensorBoardStartError", "nbprof.deepspeed.config.DeepSpeedConfigWarning",
+        "nbprof.errors.NbprofWarning", "nbprof.errors.ReportError", "nbprof.errors.ReportInputError",
+        "nbprof.errors.TensorBoardStartError", "nbprof.deepspeed.config.DeepSpeedConfigWarning",
     } <= names
 
 
@@ -270,7 +270,7 @@ def test_missing_dependency_error_is_a_module_not_found_error():
 def test_tensorboard_start_error_keeps_port_and_stderr_tail():
     from nbprof.tensorboard.launch import TensorBoardStartError
 
-    err = pickle.loads(pickle.dumps(EXAMPLES["nbprof.tensorboard.launch.TensorBoardStartError"](TensorBoardStartError)))
+    err = pickle.loads(pickle.dumps(EXAMPLES["nbprof.errors.TensorBoardStartError"](TensorBoardStartError)))
     assert err.port == 6123 and err.stderr == "E0101 address in use\nbye"
     assert str(err).endswith("--- tensorboard stderr (last lines) ---\nE0101 address in use\nbye")
 

@@ -259,3 +259,42 @@ def test_model_and_analysis_import_no_display_library():
             bad += [f"{MODULES[m].relative_to(PKG.parent)}:{node.lineno} imports {x}" for x in mods
                     if _in(x, DISPLAY_LIBS)]
     assert not bad, "\n  ".join(bad)
+
+
+def test_one_memo_for_per_trace_results():
+    """Cached analysis results have one mechanism, ``nbprof.analysis._memo.per_trace`` (the memo lives on the
+    Trace or Graph, so it goes with it): no weak-reference table keyed by ``id()`` elsewhere in the analyses."""
+    bad = []
+    for m in MODULES:
+        if not _in(m, ("nbprof.analysis", "nbprof.trace")) or m == "nbprof.analysis._memo":
+            continue
+        for node in ast.walk(ast.parse(MODULES[m].read_text(encoding="utf-8"))):
+            mods = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                    else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            bad += [f"{MODULES[m].relative_to(PKG.parent)}:{node.lineno} imports {x}" for x in mods if x == "weakref"]
+    assert not bad, "a second cache mechanism:\n  " + "\n  ".join(bad)
+    from nbprof.analysis import whatif
+    from nbprof.analysis.critical_path import graph
+
+    assert all(getattr(f, "__wrapped__", None) for f in (graph.whole_graph, whatif._plan_of))  # both per_trace
+
+
+def test_one_codec_for_metadata_and_side_tables():
+    """The trace cache and the saved ``.nbprof`` file share ``nbprof.codec``, not each other's private helpers."""
+    edges = {(m, t) for m, t, _, _ in EDGES}
+    assert {("nbprof.trace_cache", "nbprof.codec"), ("nbprof.export.saved", "nbprof.codec")} <= edges
+    assert ("nbprof.export.saved", "nbprof.trace_cache") not in edges
+    assert ("nbprof.trace_cache", "nbprof.export.saved") not in edges
+
+
+def test_public_errors_live_in_errors_py():
+    """The error policy (``nbprof/errors.py``'s docstring): every public nbprof exception class is defined there."""
+    bad = []
+    for m in MODULES:
+        if m == "nbprof.errors":
+            continue
+        for node in ast.walk(ast.parse(MODULES[m].read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and any(
+                    ast.unparse(b).split(".")[-1].endswith(("Error", "Exception")) for b in node.bases):
+                bad.append(f"{MODULES[m].relative_to(PKG.parent)}:{node.lineno} defines {node.name}")
+    assert not bad, "exception classes outside nbprof/errors.py:\n  " + "\n  ".join(bad)

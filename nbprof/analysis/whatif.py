@@ -84,7 +84,6 @@ trace in ~0.6 s).
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -95,6 +94,7 @@ from ..trace.model import Trace
 from ..trace.predicates import name_mask as _name_mask
 from . import _whatif_knobs as _knobs
 from . import critical_path as cpm
+from ._memo import per_trace
 from .steps import _is_dataloader, step_windows, step_windows_at
 
 SCENARIOS = ("no_dataloader", "no_host_gaps", "overlap_communication", "cuda_graphs", "remove_syncs")
@@ -115,29 +115,15 @@ def trace_graph(trace: Trace) -> cpm.Graph:
 
 
 def clear_graph_cache() -> None:
-    """Forget every cached graph (:func:`trace_graph`) and replay plan (:func:`_plan_of`)."""
+    """Forget every cached graph (:func:`trace_graph`) and replay plan (:func:`_plan_of`): the memo's clear."""
     cpm.clear_whole_graphs()
-    _PLANS.clear()
 
 
-#: id(graph) -> (weak reference to the graph, its longest-path plan over all its edges).
-_PLANS: dict[int, tuple[weakref.ref[cpm.Graph], cpm.LongestPlan | None]] = {}
-
-
+@per_trace
 def _plan_of(g: cpm.Graph) -> cpm.LongestPlan | None:
-    """:func:`~nbprof.analysis.critical_path.longest_plan` of all of ``g``'s edges, made once per graph: the
-    replays that keep every edge (all changes but ``no_host_gaps``) share it."""
-    key = id(g)
-    hit = _PLANS.get(key)
-    if hit is not None and hit[0]() is g:
-        return hit[1]
-    plan = cpm.longest_plan(g.n_nodes, g.src, g.dst)
-
-    def _drop(_ref: object, key: int = key) -> None:
-        _PLANS.pop(key, None)
-
-    _PLANS[key] = (weakref.ref(g, _drop), plan)
-    return plan
+    """:func:`~nbprof.analysis.critical_path.longest_plan` of all of ``g``'s edges, made once per graph (memoised
+    on the graph): the replays that keep every edge (all changes but ``no_host_gaps``) share it."""
+    return cpm.longest_plan(g.n_nodes, g.src, g.dst)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,10 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_open
+from ..codec import decode_header, encode_header, from_plain, read_side_tables, to_plain, write_side_tables
 from ..errors import NbprofError, SchemaError, TraceFileNotFoundError, TraceFormatError
 from ..trace import schema
-from ..trace.model import LoadIssue, LoadReport, Trace, TraceMeta
-from ..trace_cache import _TABLE_NAME, _plain, _side_table_from_parquet, _side_table_to_parquet, _unplain
+from ..trace.model import Trace
 
 __all__ = ["save", "load_saved", "SAVE_FORMAT_VERSION", "SAVE_FORMAT_NAME"]
 
@@ -105,23 +105,18 @@ def save(trace: Trace, path: str | os.PathLike[str]) -> str:
     parts: list[tuple[str, bytes]] = []
     for name in _FRAMES:
         parts.append((f"{name}.parquet", _parquet(getattr(trace, name))))
-    side: dict[str, dict[str, list[str]]] = {}
-    for name, df in (trace.tables or {}).items():
-        if not isinstance(name, str) or not _TABLE_NAME.match(name) or not isinstance(df, pd.DataFrame):
-            raise SchemaError(f"cannot save side table {name!r}: names are [A-Za-z0-9_.-] and values DataFrames")
-        buf = io.BytesIO()
-        side[name] = _side_table_to_parquet(df, buf, f"tables[{name!r}]")
-        parts.append((f"tables/{name}.parquet", buf.getvalue()))
+    bufs: dict[str, io.BytesIO] = {}
+    side = write_side_tables(trace.tables, lambda n: bufs.setdefault(n, io.BytesIO()), "save")
+    parts += [(f"tables/{n}.parquet", b.getvalue()) for n, b in bufs.items()]
     head = {
         "format": SAVE_FORMAT_NAME,
         "version": SAVE_FORMAT_VERSION,
         "nbprof": __version__,
-        "meta": dict(trace.meta.__dict__),
-        "report": {"path": trace.report.path, "issues": [dict(i.__dict__) for i in trace.report.issues]},
+        **encode_header(trace),
         "tables": side,
         "categories": {n: _category_dtypes(getattr(trace, n)) for n in _FRAMES},
     }
-    head_bytes = json.dumps(_plain(head, "trace")).encode()
+    head_bytes = json.dumps(to_plain(head, "trace")).encode()
     with atomic_open(p, "wb") as f, zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as z:
         z.writestr("nbprof.json", head_bytes)
         for name, data in parts:
@@ -165,7 +160,7 @@ def load_saved(path: str | os.PathLike[str], *, strict: bool = False, **_kwargs:
                 msg = (f"saved with format version {ver}, this nbprof reads up to {SAVE_FORMAT_VERSION}; "
                        "upgrade nbprof")
                 raise TraceFormatError(p, None, msg)
-            head = _unplain(head)
+            head = from_plain(head)
             _check_head(head, p)
             tabs = {n: pd.read_parquet(io.BytesIO(_read(z, f"{n}.parquet", p))) for n in _FRAMES}
             for n, dts in (head.get("categories") or {}).items():
@@ -176,14 +171,8 @@ def load_saved(path: str | os.PathLike[str], *, strict: bool = False, **_kwargs:
                     schema.validate(tabs[n], cols, n)
                 except SchemaError:  # a column missing or retyped: coerce (copies the frame, so only then)
                     tabs[n] = schema.coerce(tabs[n], cols)
-            side = {}
-            for n, jc in (head.get("tables") or {}).items():
-                if not isinstance(n, str) or not _TABLE_NAME.match(n):
-                    raise TraceFormatError(p, None, f"bad side table name {n!r}")
-                side[n] = _side_table_from_parquet(io.BytesIO(_read(z, f"tables/{n}.parquet", p)), jc)
-        rep = LoadReport(path=head["report"]["path"], issues=[LoadIssue(**i) for i in head["report"]["issues"]])
-        m = head["meta"]
-        meta = TraceMeta(**{k: v for k, v in m.items() if k in TraceMeta.__dataclass_fields__})
+            side = read_side_tables(head.get("tables"), lambda n: io.BytesIO(_read(z, f"tables/{n}.parquet", p)), p)
+        meta, rep = decode_header(head)
     except NbprofError:
         raise
     except FileNotFoundError:

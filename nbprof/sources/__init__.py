@@ -1,68 +1,113 @@
 """Readers: one module per input format, each returning a ``Trace``.
 
-``load(path)`` picks the reader by exact file suffix from a small registry
-(longest suffix wins); the error for an unknown suffix lists the registered ones.
+``load(path)`` picks the reader from :data:`FORMATS` (a :class:`nbprof.registry.Registry`): by the longest
+registered file suffix, then, where several formats share it (``.json``: Kineto, rocprofv3, torch's memory
+timeline curves), by content: each candidate's sniffer reads the first bytes (gunzipped for ``.gz``),
+highest priority first; the format without a sniffer (Kineto for ``.json``) is the fallback. The error for
+an unknown suffix lists the registered ones. A new format is one reader module plus one :func:`register`
+line here.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..registry import Registry
 from ..trace.model import Trace
 
 _Loader = Callable[..., Trace]
 
+#: format name -> reader ``f(path, *, strict=False, **kwargs)``; info ``suffixes`` (lower case)
+FORMATS = Registry("trace format", error=ValueError)
+#: bytes a sniffer sees (decompressed): enough for a JSON document's first keys
+HEAD_BYTES = 4096
+
+
+def register(name: str, target: str, *, suffixes: Iterable[str], sniff: Callable[[bytes], bool] | str | None = None,
+             priority: int = 0) -> None:
+    """Register the reader ``target`` (``"module:function"``) of format ``name`` for files ending in one of
+    ``suffixes``; ``sniff(head)`` tells it apart from other formats of the same suffix (see the module doc)."""
+    FORMATS.register(name, target, sniff=sniff, priority=priority, suffixes=tuple(x.lower() for x in suffixes))
+
+
+def suffixes() -> list[str]:
+    """Registered suffixes, longest first."""
+    return sorted({x for e in FORMATS for x in e.info["suffixes"]}, key=lambda x: (-len(x), x))
+
+
+def head(path: str, n: int = HEAD_BYTES) -> bytes:
+    """The first ``n`` bytes of ``path``'s content (gunzipped when it is gzip), b"" when unreadable."""
+    import gzip
+    import zlib
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(n)
+        if raw[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as g:
+                return g.read(n)
+        return raw
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+def format_of(path: str) -> str:
+    """The registered format ``load`` uses for ``path``.
+
+    Raises
+    ------
+    TraceFormatError
+        When no registered suffix matches (the message lists them; a ``ValueError`` too).
+    """
+    low = os.fspath(path).lower()
+    suf = next((x for x in suffixes() if low.endswith(x)), None)
+    if suf is None:
+        from ..errors import TraceFormatError
+
+        msg = f"unknown trace file type: expected a file ending in one of {', '.join(suffixes())}"
+        raise TraceFormatError(os.fspath(path), None, msg)
+    cands = [e.key for e in FORMATS if suf in e.info["suffixes"]]
+    if len(cands) == 1:
+        return cands[0]
+    chosen = FORMATS.choose(cands, head(os.fspath(path)))
+    return chosen if chosen is not None else cands[0]
+
 
 class LoaderRegistry:
-    """Map of file suffix -> loader (``"module:function"`` strings, imported on first use)."""
-
-    def __init__(self) -> None:
-        self._by_suffix: dict[str, str] = {}
-
-    def register(self, suffix: str, target: str) -> None:
-        """Register ``target`` ("package.module:function") for files ending in ``suffix``."""
-        self._by_suffix[suffix.lower()] = target
+    """The suffix view of :data:`FORMATS` that ``load`` uses (kept for callers of ``registry.resolve``)."""
 
     def suffixes(self) -> list[str]:
         """Registered suffixes, longest first."""
-        return sorted(self._by_suffix, key=len, reverse=True)
+        return suffixes()
 
     def resolve(self, path: str) -> _Loader:
-        """The loader for ``path``.
-
-        Raises
-        ------
-        TraceFormatError
-            When no registered suffix matches (the message lists them; a ``ValueError`` too).
-        """
-        low = os.fspath(path).lower()
-        for suf in self.suffixes():
-            if low.endswith(suf):
-                mod, fn = self._by_suffix[suf].split(":")
-                import importlib
-
-                reader: Callable[..., Trace] = getattr(importlib.import_module(mod), fn)
-                return reader
-        from ..errors import TraceFormatError
-
-        msg = f"unknown trace file type: expected a file ending in one of {', '.join(self.suffixes())}"
-        raise TraceFormatError(os.fspath(path), None, msg)
+        """The reader of ``path`` (:func:`format_of`; raises ``TraceFormatError`` for an unknown suffix)."""
+        reader: _Loader = FORMATS.resolve(format_of(path))
+        return reader
 
 
 registry = LoaderRegistry()
-for _suf in (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz"):
-    registry.register(_suf, "nbprof.sources.kineto:load_kineto")
-for _suf in (".pickle", ".pkl", ".pickle.gz"):
-    registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_snapshot")
-for _suf in (".raw.json", ".raw.json.gz", ".raw.gz"):
-    registry.register(_suf, "nbprof.sources.memory_snapshot:load_memory_timeline")
-registry.register(".sqlite", "nbprof.sources.nsys:load_nsys")  # Nsight Systems export
-registry.register(".nbprof", "nbprof.export.saved:load_saved")  # a saved Trace (Trace.save)
-for _suf in (".nsys-rep", ".qdrep"):  # Nsight Systems report: exported with nsys first (a façade, not a reader)
-    registry.register(_suf, "nbprof.api:load_nsys_report")
+
+
+def _json_array_of_arrays(h: bytes) -> bool:
+    """torch ``export_memory_timeline`` output: ``[[...], ...]`` (curves ``[times, sizes]`` or raw rows); a Kineto
+    trace is an object (``{"traceEvents": ...}``) or an array of event objects."""
+    t = h.lstrip(b"\xef\xbb\xbf \t\r\n")
+    return t[:1] == b"[" and t[1:].lstrip(b" \t\r\n")[:1] == b"["
+
+
+register("kineto", "nbprof.sources.kineto:load_kineto", suffixes=(".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz"))
+register("memory_snapshot", "nbprof.sources.memory_snapshot:load_memory_snapshot", suffixes=(".pickle", ".pkl", ".pickle.gz"))
+register("memory_timeline", "nbprof.sources.memory_snapshot:load_memory_timeline",
+         suffixes=(".raw.json", ".raw.json.gz", ".raw.gz", ".json", ".json.gz"), sniff=_json_array_of_arrays)
+register("rocprofv3", "nbprof.sources.rocprofv3:load_rocprofv3", suffixes=(".json", ".json.gz"), sniff="nbprof.sources.rocprofv3:sniff")
+register("nsys_sqlite", "nbprof.sources.nsys:load_nsys", suffixes=(".sqlite",))  # Nsight Systems export
+register("saved", "nbprof.export.saved:load_saved", suffixes=(".nbprof",))  # a saved Trace (Trace.save)
+# Nsight Systems report: exported with nsys first (a façade, not a reader)
+register("nsys_report", "nbprof.api:load_nsys_report", suffixes=(".nsys-rep", ".qdrep"))
 
 
 def _kind(mode: int) -> str | None:

@@ -28,34 +28,11 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
-from ..errors import NbprofError
+from ..errors import TensorBoardStartError
 
 __all__ = ["TensorBoardHandle", "TensorBoardStartError", "start", "stop", "running", "embed", "free_port", "proxy_url"]
 
 HOST = "127.0.0.1"
-
-
-class TensorBoardStartError(NbprofError, RuntimeError):
-    """Raised when TensorBoard could not be started (port taken, exited early, not ready in time).
-
-    Attributes
-    ----------
-    port : int or None
-    stderr : str
-        The last lines TensorBoard wrote to stderr (may be empty).
-
-    Examples
-    --------
-    >>> err = TensorBoardStartError("port 6006 is taken", port=6006)
-    >>> err.port
-    6006
-    """
-
-    def __init__(self, message: str, *, port: int | None = None, stderr: str = "") -> None:
-        self.port = port
-        self.stderr = stderr
-        tail = "\n".join(stderr.strip().splitlines()[-15:])
-        super().__init__(message + (f"\n--- tensorboard stderr (last lines) ---\n{tail}" if tail else ""))
 
 
 @dataclass

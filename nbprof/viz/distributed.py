@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import distributed as D
-from ..units import fmt_ns
+from ..units import fmt_ns, fmt_pct_text
 from ..units import fmt_rate as _gbps
 from ._base import NbprofView
 from ._escape import escape_html
@@ -238,7 +238,7 @@ def _text(tables: dict) -> str:
     lines.append("  " + _straggler_text(tables["stragglers"]))
     bw = tables["bandwidth"]
     for r in bw[bw["busbw_bytes_per_s"].notna()].itertuples(index=False) if len(bw) else []:
-        frac = "" if r.busbw_link_fraction != r.busbw_link_fraction else f" ({r.busbw_link_fraction:.0%} of {r.link})"
+        frac = "" if r.busbw_link_fraction != r.busbw_link_fraction else f" ({fmt_pct_text(r.busbw_link_fraction)} of {r.link})"
         if not r.model_fits:  # above the link's peak: the link model does not describe this collective
             frac += f" -- above the {r.tier} link's peak: the model does not fit (wrong link or tier, or in-network reduction)"
         lines.append(f"  rank {int(r.rank)} {r.collective} busbw {_gbps(float(r.busbw_bytes_per_s))}{frac}")

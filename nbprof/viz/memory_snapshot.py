@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis import memory_snapshot as ams
-from ..units import fmt_bytes, fmt_ns
+from ..units import fmt_bytes, fmt_ns, fmt_pct_text
 from ._base import NbprofView
 from ._escape import truncate
 
@@ -138,7 +138,8 @@ def _build(snap, device: int, tables: dict, *, live: bool, width: int = 1100, ma
         f = frow.iloc[0]
         frag_txt = (f"reserved {fmt_bytes(f['reserved_bytes'])} in {int(f['segments'])} segments, "
                     f"allocated {fmt_bytes(f['allocated_bytes'])}, free inside segments {fmt_bytes(f['inactive_bytes'])} "
-                    f"(largest free block {fmt_bytes(f['largest_free_block_bytes'])}, fragmentation {f['fragmentation_ratio']:.0%})")
+                    f"(largest free block {fmt_bytes(f['largest_free_block_bytes'])}, "
+                    f"fragmentation {fmt_pct_text(f['fragmentation_ratio'])})")
     oom_txt = f"{len(tables['ooms'])} OOM events" if len(tables["ooms"]) else "no OOM events"
     # render_as_text: BokehJS shows it as text, so nothing trace-supplied becomes markup
     head = Div(text=(f"Device {device}: {tables['n_entries']:,} allocator events, showing {len(tl):,} aggregated points. "

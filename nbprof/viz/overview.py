@@ -12,7 +12,7 @@ import numpy as np
 
 from ..analysis import advisor, steps, utilization
 from ..results.table import evidence_items
-from ..units import fmt_ns
+from ..units import fmt_ns, fmt_pct_text
 from ._base import NbprofView
 from ._escape import escape_html, truncate
 from .theme import apply_theme, on_render, style_widgets
@@ -143,14 +143,14 @@ def _text(tables) -> str:
     if steps is not None and len(steps):
         avg = tables["average"]
         total = float(avg.get("step_ns", 0.0)) or 1.0
-        parts = [f"{BREAKDOWN_COLUMNS[c][0]} {float(avg.get(c, 0)) / total:.0%}" for c in BREAKDOWN_COLUMNS if c in avg]
+        parts = [f"{BREAKDOWN_COLUMNS[c][0]} {fmt_pct_text(float(avg.get(c, 0)) / total)}" for c in BREAKDOWN_COLUMNS if c in avg]
         lines.append(f"  {len(steps)} steps, average {fmt_ns(total)}: " + ", ".join(parts))
     else:
         lines.append("  no host events: no steps")
     util = tables["utilization"]
     if util is not None:
         for r in util.itertuples(index=False):
-            lines.append(f"  GPU {int(r.device)} utilisation {r.utilization_ratio:.1%}")
+            lines.append(f"  GPU {int(r.device)} utilisation {fmt_pct_text(r.utilization_ratio, 1)}")
     findings = tables["findings"]
     if findings:
         for f in findings[:10]:

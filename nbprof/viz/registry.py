@@ -1,7 +1,8 @@
 """The one view registry: view name -> (live builder, static builder, title).
 
 The dashboard (live widgets), the static page (``nbprof.viz.static``), the report notebooks
-(``nbprof.viz.embed.show``) and ``Trace.show`` all find views here. Builders are ``"module:function"``
+(``nbprof.viz.embed.show``) and ``Trace.show`` all find views here (:data:`VIEW_REGISTRY`, a
+:class:`nbprof.registry.Registry` of :class:`ViewSpec`). Builders are ``"module:function"``
 strings, imported on first use, so building the registry imports no view module (and no Bokeh):
 
 - live builder: ``f(trace, *, theme, width) -> NbprofView`` (ipywidgets);
@@ -21,7 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ViewSpec", "register", "get", "names", "live", "static", "call_entry", "VIEWS", "ranks_of", "default_views"]
+from ..registry import Registry, import_target
+
+__all__ = ["ViewSpec", "VIEW_REGISTRY", "register", "get", "names", "trace_views", "live", "static", "call_entry", "VIEWS",
+           "ranks_of", "default_views"]
 
 
 @dataclass(frozen=True)
@@ -37,32 +41,36 @@ class ViewSpec:
 
     def live_builder(self) -> Callable[..., Any]:
         """The imported live builder."""
-        return _resolve(self.live)
+        builder: Callable[..., Any] = import_target(self.live)
+        return builder
 
     def static_builder(self) -> Callable[..., Any]:
         """The imported static builder."""
-        return _resolve(self.static)
+        builder: Callable[..., Any] = import_target(self.static)
+        return builder
 
 
-def _resolve(target: str) -> Callable[..., Any]:
-    mod, fn = target.split(":")
-    return getattr(importlib.import_module(mod), fn)
-
-
-_REGISTRY: dict[str, ViewSpec] = {}
+#: view name -> its :class:`ViewSpec` (the entry's target); an unknown name raises ``ValueError`` listing them
+VIEW_REGISTRY = Registry("view", error=ValueError)
 
 
 def register(name: str, *, title: str, live: str, static: str, ranks: bool = False, pair: bool = False) -> ViewSpec:
     """Add (or replace) the view ``name``; ``live`` / ``static`` are ``"module:function"`` strings; ``ranks``: the
     builders take all ranks of a job; ``pair``: they take two traces ``(before, after)`` (see the module doc)."""
     spec = ViewSpec(name, title, live, static, ranks, pair)
-    _REGISTRY[name] = spec
+    VIEW_REGISTRY.register(name, spec, live=live, static=static)
     return spec
 
 
 def names() -> tuple[str, ...]:
     """Registered view names, in registration order."""
-    return tuple(_REGISTRY)
+    return VIEW_REGISTRY.keys()
+
+
+def trace_views() -> tuple[str, ...]:
+    """The views of one trace (neither ``ranks`` nor ``pair``), in registration order: the dashboard's, read at
+    call time, so a view registered after import appears too."""
+    return tuple(n for n in names() if not (get(n).ranks or get(n).pair))
 
 
 def get(name: str) -> ViewSpec:
@@ -73,10 +81,8 @@ def get(name: str) -> ViewSpec:
     ValueError
         Unknown view (the message lists the registered ones).
     """
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown view {name!r}; choose from {names()}") from None
+    spec: ViewSpec = VIEW_REGISTRY.resolve(name)
+    return spec
 
 
 def live(name: str, trace, *, theme: str = "auto", width: int = 1100):
@@ -103,7 +109,8 @@ register("modules", title="Modules", live="nbprof.viz.modules:modules_view", sta
 register("call_stack", title="Call stack", live="nbprof.viz.modules:call_stack_view",
          static="nbprof.viz.modules:call_stack_static_view")
 
-#: the trace views, in the dashboard's order
+#: the trace views nbprof registers, in the dashboard's order (the dashboard reads :func:`trace_views`, which
+#: also holds views registered later)
 VIEWS = names()
 #: multi-rank views (``ranks=True``): in the dashboard when the trace has collectives / several ranks are given
 register("distributed", title="Distributed", live="nbprof.viz.distributed:distributed_view",
@@ -162,7 +169,7 @@ def default_views(trace: Any, n_ranks: int = 1) -> tuple[str, ...]:
     several ranks are given, then ``ranks_timeline`` when several ranks are given."""
     from ..trace import predicates as pred
 
-    out = list(VIEWS)
+    out = list(trace_views())
     if n_ranks > 1 or bool(pred.is_communication(trace.events).any()):
         out.append("distributed")
     if n_ranks > 1:

@@ -3,7 +3,6 @@ gpu_sync / fwdbwd / wake edges; see the package docstring for each kind and its 
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 
 import numpy as np
@@ -14,6 +13,8 @@ from ...trace.iterations import iteration_ranges, step_label
 from ...trace.model import Trace
 from ...trace.predicates import is_communication, is_step_row, step_number
 from ...trace.predicates import name_mask as _name_mask
+from .._memo import clear as clear_memo
+from .._memo import per_trace
 from ..steps import _is_dataloader
 from .edges import (
     _enqueue_edges,
@@ -682,32 +683,19 @@ def _dev_index(dev_rows: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.asarray(o[np.searchsorted(dev_rows[o], rows)])
 
 
-#: id(trace) -> (weak reference to the trace, id of its events table, its whole-trace graph).
-_WHOLE: dict[int, tuple[weakref.ref[Trace], int, Graph]] = {}
-
-
+@per_trace
 def whole_graph(trace: Trace) -> Graph:
-    """``build_graph(trace)`` (the whole trace, default arguments), built once and cached while ``trace``
-    lives and ``trace.events`` is the same table object: :func:`~nbprof.analysis.critical_path.critical_path`
-    of the whole trace and every :func:`nbprof.analysis.whatif.predict` of it share one graph (issue 20).
+    """``build_graph(trace)`` (the whole trace, default arguments), built once per trace (the memo of
+    :mod:`nbprof.analysis._memo`): :func:`~nbprof.analysis.critical_path.critical_path` of the whole trace and
+    every :func:`nbprof.analysis.whatif.predict` of it share one graph (issue 20).
 
     Returns
     -------
     Graph
     """
-    key = id(trace)
-    hit = _WHOLE.get(key)
-    if hit is not None and hit[0]() is trace and hit[1] == id(trace.events):
-        return hit[2]
-    g = build_graph(trace)
-
-    def _drop(_ref: object, key: int = key) -> None:
-        _WHOLE.pop(key, None)
-
-    _WHOLE[key] = (weakref.ref(trace, _drop), id(trace.events), g)
-    return g
+    return build_graph(trace)
 
 
 def clear_whole_graphs() -> None:
-    """Forget every graph cached by :func:`whole_graph`."""
-    _WHOLE.clear()
+    """Forget every memoised result (:func:`nbprof.analysis._memo.clear`), the whole-trace graphs with them."""
+    clear_memo()

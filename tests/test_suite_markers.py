@@ -1,0 +1,60 @@
+"""The test suite's own machinery (tests/conftest.py): markers set from what a test uses, and the leak check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT, SLOW, leak_state, leaks_since
+
+_DUMP = """
+import json, sys, pytest
+class Dump:
+    def pytest_collection_finish(self, session):
+        names = {"browser", "lab", "nsys", "corpus", "slow"}
+        print("MARKS" + json.dumps({i.nodeid: sorted({m.name for m in i.iter_markers()} & names) for i in session.items}))
+sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[Dump()]))
+"""
+
+
+def _marks(*files: str) -> dict[str, list[str]]:
+    """Node id -> markers, as one collection of ``files`` sets them."""
+    r = subprocess.run([sys.executable, "-c", _DUMP, *files], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       check=False)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("MARKS")), None)
+    assert r.returncode == 0 and line, r.stdout[-2000:] + r.stderr[-2000:]
+    return json.loads(line[5:])
+
+
+def test_markers_come_from_the_fixtures_and_helpers_a_test_uses():
+    marks = _marks("tests/test_browser_modules.py", "tests/test_browser_lab_layout.py", "tests/test_nsys_stats.py",
+                   "tests/test_cli.py", "tests/test_layers.py")
+    def having(m: str, f: str) -> set[str]:
+        return {t for t, ms in marks.items() if m in ms and t.startswith(f"tests/{f}::")}
+
+    def of(f: str) -> set[str]:
+        return {t for t in marks if t.startswith(f"tests/{f}::")}
+
+    assert having("browser", "test_browser_modules.py") == of("test_browser_modules.py") != set()
+    assert having("lab", "test_browser_lab_layout.py") == of("test_browser_lab_layout.py") != set()
+    # the one of test_browser_modules.py's tests that starts a JupyterLab
+    assert having("lab", "test_browser_modules.py") == {"tests/test_browser_modules.py::test_live_views_in_jupyterlab"}
+    assert having("nsys", "test_nsys_stats.py") and not any(ms for t, ms in marks.items() if "test_layers.py" in t)
+    assert having("slow", "test_cli.py") == {t for t in SLOW if t.startswith("tests/test_cli.py::")}
+
+
+def test_the_leak_check_finds_and_undoes_a_registry_change_and_a_running_profiler():
+    from nbprof import sources
+
+    state = leak_state()
+    sources.register("leaky", "nbprof.sources.kineto:load_kineto", suffixes=(".leak",))
+    import torch
+    from torch.profiler import profile
+
+    p = profile()
+    p.__enter__()
+    leaks = leaks_since(state)
+    assert len(leaks) == 2 and "profiler session" in leaks[0] and "sources.FORMATS changed (leaky)" in leaks[1]
+    assert "leaky" not in sources.FORMATS and not torch._C._autograd._profiler_enabled()
+    assert leaks_since(state) == []
