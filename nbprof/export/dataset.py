@@ -172,7 +172,7 @@ def stage_rank(dataset: str, sha256: str, trace: Any, reductions: dict[str, pd.D
     OSError
         The folder cannot be written (nothing is left behind).
     """
-    from ..trace_cache import _TABLE_NAME, _dump_json, _side_table_to_parquet
+    from ..codec import TABLE_NAME, encode_header, to_plain, write_side_tables
 
     clash = sorted(set(reductions) & set(TRACE_TABLES))
     if clash:
@@ -200,18 +200,17 @@ def stage_rank(dataset: str, sha256: str, trace: Any, reductions: dict[str, pd.D
             if name in TRACE_TABLES:
                 rows[name], cols[name] = len(df), c
         for name, df in reductions.items():
-            if not _TABLE_NAME.match(name) or name.startswith(("_", ".")):
+            if not TABLE_NAME.match(name) or name.startswith(("_", ".")):
                 raise ValueError(f"reduction table name {name!r}: use [A-Za-z0-9_.-], not starting with _ or .")
             decl = (reduction_columns or {}).get(name)
             c = _declared(decl) if decl else _inferred(df)
             _write_parquet(df, c, os.path.join(tmp, f"{name}.parquet"))
             rows[name], cols[name] = len(df), c
-        side = {n: _side_table_to_parquet(df, os.path.join(tmp, "rank", "side", f"{n}.parquet"), f"tables[{n!r}]")
-                for n, df in (trace.tables or {}).items()}
-        info = {"meta": dict(trace.meta.__dict__), "side": side,
-                "report": {"path": trace.report.path, "issues": [dict(i.__dict__) for i in trace.report.issues]},
+        side = write_side_tables(trace.tables, lambda n: os.path.join(tmp, "rank", "side", f"{n}.parquet"), "write")
+        info = {**encode_header(trace), "side": side,
                 "events_rank": int(ev_rank[0]) if len(ev_rank) == 1 else trace.meta.rank}
-        _dump_json(info, os.path.join(tmp, "rank", "trace.json"), "trace")
+        with open(os.path.join(tmp, "rank", "trace.json"), "w") as f:
+            json.dump(to_plain(info, "trace"), f)
     return {"rows": rows, "columns": cols}
 
 
@@ -368,11 +367,12 @@ def unchanged_result(dataset: str, path: str, sha256: str, size: int, rank: int,
                      t0: float, rows: dict[str, int] | None = None) -> Any:
     """The ``load_ranks`` result of a source the dataset already holds as ``rank``: its reductions and
     metadata read from the dataset (small; no trace is parsed)."""
+    from ..codec import from_plain
     from ..sources.dataset import read_files
-    from ..trace_cache import _RankResult, _unplain
+    from ..trace_cache import _RankResult
 
     with open(os.path.join(rank_dir(dataset, rank), "trace.json")) as f:
-        info = _unplain(json.load(f))
+        info = from_plain(json.load(f))
     tables = {t: read_files(dataset, t, [rank], cols, rank_column=False) for t, cols in reduction_tables.items()}
     m = info["meta"]
     return _RankResult(path=path, rank=m.get("rank", 0), rank_source=m.get("rank_source", "assumed"),

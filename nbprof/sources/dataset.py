@@ -184,15 +184,15 @@ def read_rank_trace(path: str, manifest: dict[str, Any], rank: int) -> Any:
     """
     import pyarrow.parquet as pq
 
+    from ..codec import decode_header, from_plain, read_side_tables
     from ..trace import schema
-    from ..trace.model import LoadIssue, LoadReport, Trace, TraceMeta
-    from ..trace_cache import _side_table_from_parquet, _unplain
+    from ..trace.model import Trace
 
     if rank not in ok_ranks(manifest):
         raise KeyError(f"no rank {rank} in the dataset: ranks are {ok_ranks(manifest)}")
     d = rank_dir(path, rank)
     with open(os.path.join(d, "trace.json")) as f:
-        info = _unplain(json.load(f))
+        info = from_plain(json.load(f))
     tabs = {n: pq.read_table(table_file(path, n, rank)).to_pandas() for n in TRACE_TABLES}  # strings: object, None
     tabs |= {n: pq.read_table(os.path.join(d, f"{n}.parquet")).to_pandas() for n in RANK_TABLES}
     ev = tabs["events"]
@@ -203,9 +203,6 @@ def read_rank_trace(path: str, manifest: dict[str, Any], rank: int) -> Any:
     for n, cols in (("events", schema.EVENT_COLUMNS), ("flows", schema.FLOW_COLUMNS),
                     ("memory", schema.MEMORY_COLUMNS), ("counters", schema.COUNTER_COLUMNS)):
         tabs[n] = schema.coerce(tabs[n], cols)
-    side = {n: _side_table_from_parquet(os.path.join(d, "side", f"{n}.parquet"), jc)
-            for n, jc in (info.get("side") or {}).items()}
-    rep = LoadReport(path=info["report"]["path"], issues=[LoadIssue(**i) for i in info["report"]["issues"]])
-    m = info["meta"]
-    tm = TraceMeta(**{k: v for k, v in m.items() if k in TraceMeta.__dataclass_fields__})
+    side = read_side_tables(info.get("side"), lambda n: os.path.join(d, "side", f"{n}.parquet"), d)
+    tm, rep = decode_header(info)
     return Trace(meta=tm, report=rep, tables=side, **tabs)
