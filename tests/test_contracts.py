@@ -327,6 +327,7 @@ def analysis_inputs():
 
     from nbprof.analysis.advisor import advise
     from nbprof.analysis.compare import compare
+    from nbprof.analysis.distributed.reductions import concat_reductions, reduce_rank
     from nbprof.sources.memory_snapshot import load_memory_snapshot, load_memory_timeline
 
     tr = nbprof.load(GPU_MEM_TRACE)
@@ -342,6 +343,11 @@ def analysis_inputs():
         "busbw_vs_link": ([tr],),
         "link_peaks": (),
         "replay": (tr, tr),  # graph_capture.capture_trace_attribution(replay, capture)
+        "collective_summary": ([tr],),
+        # the reductions' table-generic helpers: one table of reduce_rank (columns: the reductions module's docstring)
+        "conform": ("kernels", reduce_rank(tr)["kernels"]),
+        "reduction_table": (tr, "kernels"),
+        "analysis_collectives": (concat_reductions([(0, reduce_rank(tr))])["collectives"],),
         "frequent_kernel_sequences": (tr, "Optimizer"),
         "step_waterfall": (compare(tr, tr),),
         "step_windows_at": (tr, tr.events["ts_ns"].to_numpy(), tr.events["dur_ns"].to_numpy()),
@@ -391,6 +397,10 @@ def test_analysis_docstring_names_every_returned_column(qualname, analysis_input
     mod_name, attr = qualname.rsplit(".", 1)
     fn = getattr(importlib.import_module(mod_name), attr)
     doc = inspect.getdoc(fn) or ""
+    if mod_name.endswith(".reductions"):  # a table of the reductions: its columns are named in the module's docstring
+        from nbprof.analysis.distributed import collectives  # its ``collectives`` table is this one's, without rank
+
+        doc += "\n" + (inspect.getdoc(importlib.import_module(mod_name)) or "") + "\n" + (inspect.getdoc(collectives) or "")
     first = next(iter(inspect.signature(fn).parameters))
     key = attr if attr in analysis_inputs else first
     assert key in analysis_inputs, f"{qualname}: add an input for its first parameter {first!r} to analysis_inputs"
@@ -476,7 +486,7 @@ def test_cli_summary_of_a_memory_snapshot_and_timeline(capsys):
 @pytest.mark.parametrize(
     ("argv", "expect"),
     [
-        ((), "nothing to report on: give --script or at least one of --trace/--nsys/--logdir/--ds-log/--ds-trace"),
+        ((), "nothing to report on: give --script or at least one of --trace/--nsys/--logdir/--ds-log/--ds-trace/--ranks"),
         (("--trace", "/nonexistent/run.json.gz"), "--trace '/nonexistent/run.json.gz' does not exist"),
         (("--script", "/nonexistent/train.py"), "--script '/nonexistent/train.py' does not exist"),
         (("--ds-trace", "/nonexistent/r0.json"), "--ds-trace '/nonexistent/r0.json' does not exist"),

@@ -230,12 +230,12 @@ def saving_on(f: Finding, steps: Sequence[int] | None = None) -> int | None:
 
 
 def ranked_on(f: Finding, steps: Sequence[int] | None = None, step_ns: float | None = None) -> bool:
-    """True when ``f`` is a fix to rank: its saving (:func:`saving_on` ``steps``) is at least
+    """True when ``f`` is a fix to rank: its saving (:func:`saving_on` ``steps``) is > 0 and at least
     :data:`MIN_SAVING_RATIO` of the step — ``step_ns`` (ns, the judged steps' mean) when ``steps`` and ``step_ns``
     are given, else the replay's mean step (:attr:`Finding.step_ns`); a saving without a known step counts. The one
     floor of the ranking, the verdict's bound and the "no finding saves 5%" sentence."""
     saving = saving_on(f, steps)
-    if saving is None:
+    if saving is None or saving <= 0:
         return False
     base = step_ns if steps is not None and step_ns is not None else f.step_ns
     return base is None or float(saving) >= MIN_SAVING_RATIO * base
@@ -249,7 +249,7 @@ def _key(order: dict[str, int], steps: Sequence[int] | None, step_ns: float | No
         saving = saving_on(f, steps)
         if ranked_on(f, steps, step_ns):
             return (0, -int(saving or 0), s, r)
-        if saving is not None:  # under the floor: apart, before the unquantified ones, largest first
+        if saving is not None and saving > 0:  # under the floor: apart, before the unquantified ones, largest first
             return (1, -int(saving), s, r)
         return (2, 0, s, r)
 
