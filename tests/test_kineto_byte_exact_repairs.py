@@ -186,3 +186,64 @@ def test_kernel_before_its_launch_is_flagged(tmp_path):
     it = tr.report.get("kernel_before_launch")
     assert (it.action, it.count) == ("flagged", 1) and "500 ns earlier" in it.message
     assert len(tr.events) == 4  # kept as recorded
+
+
+# ---------------------------------------------------------------------------- B5: ids above 2**63 keep their value
+
+
+def _ids_written(doc: dict) -> set[tuple[str, int]]:
+    """Every (key, id) a Chrome trace writes: args ``correlation`` / ``External id`` and flow ids."""
+    out: set[tuple[str, int]] = set()
+    for e in doc["traceEvents"]:
+        a = e.get("args") or {}
+        out |= {(k, a[k]) for k in ("correlation", "External id") if k in a and e.get("ph") != "M"}
+        if e.get("ph") in ("s", "f"):
+            out.add(("flow", e["id"]))
+    return out
+
+
+def test_ids_above_2_63_keep_their_value_through_chrome_export_and_saved_file(tmp_path, corpus):
+    doc = _doc(corpus(BERT))
+    for e in doc["traceEvents"]:  # the real H100 trace, every id moved above 2**63 - 1
+        a = e.get("args") or {}
+        for k in ("correlation", "External id"):
+            if isinstance(a.get(k), int) and a[k] > 0:
+                a[k] += 2**63
+        if e.get("ph") in ("s", "f"):
+            e["id"] += 2**63
+    src = tmp_path / "u64.pt.trace.json"
+    src.write_text(json.dumps(doc))
+    tr = nbprof.load(src)
+    assert {"u64_correlation", "u64_external_id", "u64_flow id"} <= tr.report.kinds()
+    kv = tr.tables["id_values"]
+    assert kv.groupby("column", observed=True).size().to_dict() == {"correlation": 132, "external_id": 480, "flows.id": 132}
+    # stored ids still join: every kernel's correlation is its launch's
+    k = tr.events[tr.events["cat"] == "kernel"]
+    rt = tr.events[tr.events["cat"].isin(["cuda_runtime", "cuda_driver"])]
+    assert len(k) and set(k["correlation"]) <= set(rt["correlation"]) and (k["correlation"] < 0).all()
+    assert min(nbprof.trace.ids.exact_ids(tr, "correlation", k["correlation"])) >= 2**63 + 1  # type: ignore[type-var]
+    want = _ids_written(doc)
+    out = tmp_path / "back.json"
+    tr.to_chrome_trace(out)
+    text = out.read_text()
+    assert _ids_written(json.loads(text)) == want and len(want) == 744
+    assert f'"correlation":{max(v for key, v in want if key == "correlation")}' in text  # the digits as written
+    saved = nbprof.load(tr.save(tmp_path / "u64.nbprof"))  # the .nbprof keeps the table
+    out2 = tmp_path / "back2.json"
+    saved.to_chrome_trace(out2)
+    assert _ids_written(json.loads(out2.read_text())) == want
+    again = nbprof.load(out)  # the export read back: the same stored ids and values
+    assert again.events["correlation"].tolist() == tr.events["correlation"].tolist()
+    assert again.tables["id_values"].equals(kv)
+
+
+def test_u64_max_is_not_the_missing_id(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, trace_text, write
+
+    evs = [e.replace('"correlation": 42', f'"correlation": {2**64 - 1}') for e in BASE_EVENTS]
+    tr = nbprof.load(write(tmp_path, trace_text(evs)))
+    corr = tr.events.loc[tr.events["name"] == "gemm_kernel", "correlation"].iloc[0]
+    assert corr != -1 and nbprof.trace.ids.exact_ids(tr, "correlation", [corr]) == [2**64 - 1]
+    out = tmp_path / "back.json"
+    tr.to_chrome_trace(out)
+    assert f'"correlation":{2**64 - 1}' in out.read_text()

@@ -173,6 +173,8 @@ SIDE_TABLES: dict[str, str] = {
     "gpus": "nsys GPU list",
     "device_args": "Kineto device rows' numeric args with no events column (queued, context, warps per SM, "
                    "hardware counters): event (row of the events table), key (as written), value",
+    "id_values": "ids stored as something other than their value (unsigned 64-bit ids above 2**63-1, texts): "
+                 "column, id (as stored), value (as written), is_text (nbprof.trace.ids)",
     "merge": "a merged nsys + Kineto trace (nbprof.trace.merge): per event row its source (kineto/nsys/both), "
              "its rows in the two traces and the nsys row's time and duration",
 }

@@ -69,6 +69,7 @@ class _Part:
     threads: list[tuple[Any, ...]]
     notes: dict[str, list[Any]]  # the run's assumptions (``_Ctx.note``; event indices within the run)
     dev_args: list[tuple[np.ndarray, str, np.ndarray]]  # (run positions, key, values): ``device_args``
+    id_values: dict[str, dict[int, int | str]]  # the run's ``_Ctx.id_values``: ``id_values``
 
 
 def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = None) -> _Part:
@@ -248,6 +249,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
             const[k] = v[:1]
             events[k] = None
     notes, ctx.notes = ctx.notes, {}
+    id_values, ctx.id_values = ctx.id_values, {}
     fin = np.isfinite(ts_all)
     small = not fin.any() or float(np.abs(ts_all[fin]).max()) < _EXACT_TS_MIN_US
     ns_abs = _us_to_ns(np.where(fin, ts_all, 0.0)) if small else None
@@ -265,4 +267,5 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
                     events[k] = v[o]
     return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m,
                  is_flow=is_flow, is_mem=is_mem, is_c=is_c, events=events, flows=flows, memory=memory,
-                 counters=counters, threads=threads, notes=notes, dev_args=dev_args)
+                 counters=counters, threads=threads, notes=notes, dev_args=dev_args,
+                 id_values=id_values)

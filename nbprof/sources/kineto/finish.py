@@ -9,6 +9,7 @@ import pandas as pd
 
 from ...errors import TraceFormatError
 from ...trace import schema, steps
+from ...trace.ids import id_values_table
 from ...trace.model import LoadReport, Trace
 from .columns import _CatColumn, _compact_json_text, _concat
 from .context import _Ctx
@@ -107,6 +108,7 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     for p in parts:
         p.events = None
     tables = _device_args_table(parts, offs, n_all, take)
+    tables.update(id_values_table([p.id_values for p in parts] + [ctx.id_values]))
     data = {"ts_ns": ts_e if take is None else ts_e[take], **data}
     del t_all, ts_parts, ts_e
     renamed: dict[str, str] = {}
