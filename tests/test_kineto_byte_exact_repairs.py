@@ -247,3 +247,27 @@ def test_u64_max_is_not_the_missing_id(tmp_path):
     out = tmp_path / "back.json"
     tr.to_chrome_trace(out)
     assert f'"correlation":{2**64 - 1}' in out.read_text()
+
+
+# ---------------------------------------------------------------------------- B5: children overrunning their parent
+
+
+def test_child_overrunning_its_parent_is_reported_with_its_event_index(tmp_path, corpus):
+    doc = _doc(corpus(BERT))
+    evs = doc["traceEvents"]
+    ops = [(i, e) for i, e in enumerate(evs) if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    # a real parent/child pair on one thread: aten::linear and the aten::addmm it calls
+    i, child = next((i, e) for i, e in ops if e["name"] == "aten::addmm")
+    j, parent = max(((j, p) for j, p in ops if p["name"] == "aten::linear" and p["tid"] == child["tid"]
+                     and p["ts"] <= child["ts"] and child["ts"] + child["dur"] <= p["ts"] + p["dur"]),
+                    key=lambda jp: jp[1]["ts"])
+    assert nbprof.load(corpus(BERT)).report.get("child_overruns_parent") is None  # nested as recorded
+    child["dur"] = round(parent["ts"] + parent["dur"] - child["ts"] + 0.002, 3)  # ends 2 ns after its parent
+    src = tmp_path / "overrun.pt.trace.json"
+    src.write_text(json.dumps(doc))
+    tr = nbprof.load(src)
+    it = tr.report.get("child_overruns_parent")
+    assert (it.action, it.count) == ("flagged", 1)
+    assert f"'aten::addmm' (event {i} of traceEvents) ends 2 ns after 'aten::linear' (event {j} of traceEvents)" in it.message
+    assert str(src) in it.message and it.offset is not None
+    assert len(tr.events) == len(nbprof.load(corpus(BERT)).events)  # kept as recorded
