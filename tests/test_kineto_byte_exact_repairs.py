@@ -271,3 +271,49 @@ def test_child_overrunning_its_parent_is_reported_with_its_event_index(tmp_path,
     assert f"'aten::addmm' (event {i} of traceEvents) ends 2 ns after 'aten::linear' (event {j} of traceEvents)" in it.message
     assert str(src) in it.message and it.offset is not None
     assert len(tr.events) == len(nbprof.load(corpus(BERT)).events)  # kept as recorded
+
+
+# ---------------------------------------------------------------------------- B9: collectives near int64
+
+NCCL = "facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter/sampled_rank-0.json.gz"
+
+
+def test_collectives_near_int64_load_and_analyse(tmp_path, corpus):
+    """The real NCCL rank trace with its times moved to 2**63 ns, its collectives' durations beyond int64 ns and their
+    messages of 2**62 elements: loaded (what cannot be held is repaired and said), analysed and exported."""
+    from nbprof.analysis import distributed as D
+
+    doc = _doc(corpus(NCCL))
+    base = nbprof.load(corpus(NCCL))
+    c0 = D.collectives(base)
+    t0 = min(e["ts"] for e in doc["traceEvents"] if e.get("ph") in ("X", "i"))
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] = round(e["ts"] - t0 + 9223372036850.0, 3)  # µs: 2**63 ns is 9223372036854.775807 µs
+    src = tmp_path / "near.json"
+    src.write_text(json.dumps(doc))
+    near = nbprof.load(src)
+    assert near.report.issues == [] and len(near.events) == len(base.events)
+    assert near.events["dur_ns"].tolist() == base.events["dur_ns"].tolist()
+    c = D.collectives(near)
+    assert c["msg_bytes"].tolist() == c0["msg_bytes"].tolist() and c["dur_ns"].tolist() == c0["dur_ns"].tolist()
+    out = tmp_path / "back.json"
+    near.to_chrome_trace(out)
+    back = nbprof.load(out)
+    assert back.events[["ts_ns", "dur_ns"]].values.tolist() == near.events[["ts_ns", "dur_ns"]].values.tolist()
+
+    nccl = [e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("nccl:")]
+    for e in nccl:
+        e["dur"] = 9223372036854775.807  # µs: int64's largest ns count, as a duration
+        e["args"]["Input Dims"] = [[2**62]]
+    src.write_text(json.dumps(doc))
+    big = nbprof.load(src)
+    it = big.report.get("dur_out_of_range")
+    assert (it.action, it.count) == ("repaired", len(nccl)) and it.offset is not None
+    assert len(big.events) == len(base.events) and (big.events["dur_ns"] >= 0).all()
+    assert int((big.events["ts_ns"] + big.events["dur_ns"]).max()) < 2**63 - 1
+    cb = D.collectives(big)  # messages of 2**62 elements: no overflow error, every collective kept
+    assert len(cb) == len(c0) and not (cb["msg_bytes"] < 0).any()
+    assert D.distributed_report([big]).summary["rank"].unique().tolist() == [0]
+    big.to_chrome_trace(out)
+    assert len(nbprof.load(out).events) == len(big.events)

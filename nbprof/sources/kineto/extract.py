@@ -32,6 +32,10 @@ from .structs import _Event
 from .times import _EXACT_TS_MIN_US, _us_to_ns
 
 
+#: the longest duration kept (ns): ``ts_ns + dur_ns`` stays within int64 for any ts of a loaded trace
+_DUR_MAX_NS = float(2**62)
+
+
 def _canon_cat(c: Any) -> str | None:
     return None if c is None else schema.canonical_category(c if isinstance(c, str) else str(c))
 
@@ -136,6 +140,16 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     if n_missing_dur:
         report.add("missing_dur", "repaired", n_missing_dur, f"{n_missing_dur} complete events had no dur: set to 0")
     dur_f[neg] = 0
+    # a duration whose end int64 ns cannot hold (ts is within days of the origin): not a measurement
+    huge = dur_f > _DUR_MAX_NS
+    n_huge = int(np.count_nonzero(huge & ok_e))
+    if n_huge:
+        first_huge = int(np.flatnonzero(huge)[0])
+        ctx.defect("dur_out_of_range", "repaired", n_huge,
+                   f"{n_huge} events had a dur beyond 2**62 ns (146 years; e.g. {float(dur_us[first_huge])!r} µs), whose end "
+                   "int64 ns cannot hold: set to 0", int(rows_e[first_huge]),
+                   f"{n_huge} events have a 'dur' beyond 2**62 ns (e.g. {float(dur_us[first_huge])!r} µs)")
+        dur_f[huge] = 0
     del dur_us
 
     frows = np.flatnonzero(is_flow)
