@@ -31,7 +31,6 @@ from .side_tables import _counter_rows, _flow_columns, _memory_columns, _thread_
 from .structs import _Event
 from .times import _EXACT_TS_MIN_US, _us_to_ns
 
-
 #: the longest duration kept (ns): ``ts_ns + dur_ns`` stays within int64 for any ts of a loaded trace
 _DUR_MAX_NS = float(2**62)
 
