@@ -21,9 +21,7 @@ import json
 import random
 import struct
 import tarfile
-import time
 import zipfile
-import zlib
 
 from . import mutate as M
 

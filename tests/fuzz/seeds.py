@@ -145,7 +145,7 @@ def build_seeds(cache: str | os.PathLike[str] | None = None) -> tuple[dict[str, 
 
             try:
                 nbprof.load(k).save(p)
-            except Exception as exc:  # noqa: BLE001 - a seed that cannot be saved is left out, with the reason
+            except Exception as exc:
                 skipped["saved"] = f"Trace.save of {k.name} failed: {type(exc).__name__}: {exc}"
                 continue
         seeds["saved"].append(p)

@@ -8,6 +8,7 @@ is pointed at stderr while cases run.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -330,10 +331,8 @@ def _escaped(req: dict) -> list[dict]:
     if not found:
         return []
     for f in found:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(f)
-        except OSError:
-            pass
     msg = f"an archive member was written outside the extraction folder: {found}"
     return [{"outcome": "WROTE-OUTSIDE", "stage": "archive", "exc_type": "-", "message": msg,
              "where": "archive extraction", "traceback": msg}]
