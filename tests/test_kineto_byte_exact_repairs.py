@@ -317,3 +317,18 @@ def test_collectives_near_int64_load_and_analyse(tmp_path, corpus):
     assert D.distributed_report([big]).summary["rank"].unique().tolist() == [0]
     big.to_chrome_trace(out)
     assert len(nbprof.load(out).events) == len(big.events)
+
+
+def test_ids_above_2_63_in_the_perfetto_export(tmp_path):
+    pytest.importorskip("perfetto")
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PerfettoTrace
+    from test_kineto_bad_inputs import BASE_EVENTS, trace_text, write
+
+    evs = [e.replace('"correlation": 42', f'"correlation": {2**63 + 42}') for e in BASE_EVENTS]
+    tr = nbprof.load(write(tmp_path, trace_text(evs)))
+    tr.to_perfetto(tmp_path / "t.pftrace")
+    pt = PerfettoTrace()
+    pt.ParseFromString((tmp_path / "t.pftrace").read_bytes())
+    corr = [(a.uint_value if a.HasField("uint_value") else a.int_value) for p in pt.packet if p.HasField("track_event")
+            for a in p.track_event.debug_annotations if a.name == "correlation"]
+    assert corr and set(corr) == {2**63 + 42}

@@ -67,10 +67,10 @@ def exact_ids(trace: Any, column: str, stored: Iterable[int], *, u64: bool = Fal
     ``id_values`` table replaced by its value (an int above 2**63-1 or beyond 64 bits, or a text), the
     others as Python ints. ``u64``: keep the stored id where the value is not an integer that fits in
     64 bits (signed or unsigned; a JSON writer such as orjson writes no other integers)."""
-    ids: list[int | str] = [int(x) for x in stored]
+    ids: list[int | str] = list(np.asarray(stored, dtype=np.int64).tolist())
     m = originals(trace, column)
     if u64:
         m = {k: v for k, v in m.items() if isinstance(v, int) and -(2**63) <= v < 2**64}
     if not m:
         return ids
-    return [m.get(x, x) for x in ids]  # type: ignore[call-overload]
+    return [m.get(x, x) if isinstance(x, int) else x for x in ids]
