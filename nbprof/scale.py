@@ -377,9 +377,12 @@ def _load_paths(paths: list[str], spec: Any, names: dict[str, str], *, client: A
                 strict: bool, allow_mixed: bool, on_error: str) -> MultiRankTrace:
     """:func:`load_ranks` over trace files; ``names``: file -> the name to show for it (archive members)."""
     t0 = time.perf_counter()
-    if not paths:
-        msg = f"no trace files match {spec!r}"
-        raise FileNotFoundError(msg)
+    if not paths:  # an nbprof error that is also a FileNotFoundError (a folder named like an archive, an empty glob)
+        import errno
+
+        from .errors import TraceFileNotFoundError
+
+        raise TraceFileNotFoundError(errno.ENOENT, "no trace files match", str(spec))
     for p in paths:
         if not os.path.exists(p):
             msg = f"no such trace file: {p!r}"

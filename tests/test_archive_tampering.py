@@ -72,3 +72,10 @@ def test_a_saved_file_with_a_side_table_swapped_is_refused(tmp_path):
         with pytest.raises(TraceFormatError, match="has no column"):
             nbprof.load(bad)
     assert len(nbprof.load(good).events) == len(tr.events)
+
+
+def test_a_folder_named_like_an_archive_is_an_nbprof_error(tmp_path):
+    d = tmp_path / "ranks.zip"  # fuzz seed 0 special:15: FileNotFoundError, not an nbprof error
+    d.mkdir()
+    with pytest.raises(nbprof.errors.TraceFileNotFoundError, match="no trace files match"):
+        load_ranks(d, cache=False, progress=False)
