@@ -332,3 +332,17 @@ def test_ids_above_2_63_in_the_perfetto_export(tmp_path):
     corr = [(a.uint_value if a.HasField("uint_value") else a.int_value) for p in pt.packet if p.HasField("track_event")
             for a in p.track_event.debug_annotations if a.name == "correlation"]
     assert corr and set(corr) == {2**63 + 42}
+
+
+def test_a_bad_event_holding_objects_and_values_costs_only_itself(tmp_path):
+    """fuzz seed 0 kineto:56: a bad event holding ``[{"name": NaN}, true]`` was resumed at its inner ``}, true``:
+    ``true`` read as an element, its ``]`` as the end of traceEvents, every later event lost without a report."""
+    from test_kineto_bad_inputs import BASE_EVENTS, FLOW_F, trace_text, write
+
+    bad = FLOW_F.replace('"bp": "e"', '"bp": [{"name": NaN}, true], "x": {"ts": -Infinity}')
+    assert bad != FLOW_F
+    evs = [e for e in BASE_EVENTS if e != FLOW_F]
+    tr = nbprof.load(write(tmp_path, trace_text(evs[:1] + [bad] + evs[1:])))  # the bad one second
+    full = nbprof.load(write(tmp_path, trace_text(evs), "full.pt.trace.json"))
+    assert tr.events["name"].tolist() == full.events["name"].tolist() and len(tr.memory) == len(full.memory) == 1
+    assert tr.report.get("not_an_event") is None and tr.report.get("metadata_partial") is None
