@@ -384,9 +384,12 @@ def _load_paths(paths: list[str], spec: Any, names: dict[str, str], *, client: A
 
         raise TraceFileNotFoundError(errno.ENOENT, "no trace files match", str(spec))
     for p in paths:
-        if not os.path.exists(p):
-            msg = f"no such trace file: {p!r}"
-            raise FileNotFoundError(msg)
+        if not os.path.exists(p):  # a dangling link too
+            import errno
+
+            from .errors import TraceFileNotFoundError
+
+            raise TraceFileNotFoundError(errno.ENOENT, "no such trace file", p)
     cdir = os.path.abspath(cache_dir or default_cache_dir()) if cache else None
     results: list[_RankResult] = []
     # ranks whose reduced tables are cached need no parsing (and no worker): a reopen reads summaries only

@@ -79,3 +79,9 @@ def test_a_folder_named_like_an_archive_is_an_nbprof_error(tmp_path):
     d.mkdir()
     with pytest.raises(nbprof.errors.TraceFileNotFoundError, match="no trace files match"):
         load_ranks(d, cache=False, progress=False)
+
+
+def test_a_dangling_link_named_like_an_archive_is_an_nbprof_error(tmp_path):
+    (tmp_path / "ranks.zip").symlink_to(tmp_path / "gone.zip")  # fuzz seed 0 special:42
+    with pytest.raises(nbprof.errors.TraceFileNotFoundError, match="no such trace file"):
+        load_ranks(tmp_path / "ranks.zip", cache=False, progress=False)

@@ -323,6 +323,13 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
     return doc, rep
 
 
+def _plain_number(v: Any) -> Any:
+    """numpy scalars and arrays as Python values (the stdlib JSON writer's ``default``)."""
+    if isinstance(v, (np.generic, np.ndarray)):
+        return v.tolist()
+    raise TypeError(f"not JSON serializable: {type(v).__name__}")
+
+
 def write_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
     """Write ``trace`` as Chrome Trace Event Format JSON (gzip-compressed when ``path`` ends in ``.gz``).
 
@@ -348,7 +355,10 @@ def write_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> ExportRepo
     import orjson
 
     doc, rep = chrome_trace_dict(trace)
-    data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    try:
+        data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:  # an integer beyond 64 bits in metadata as read (distributedInfo...): written as it is
+        data = json.dumps(doc, default=_plain_number, separators=(",", ":")).encode()
     p = os.fspath(path)
     rep.path = p
     if p.lower().endswith(".gz"):
