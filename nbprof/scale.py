@@ -446,13 +446,19 @@ def _load_paths(paths: list[str], spec: Any, names: dict[str, str], *, client: A
                 strict: bool, allow_mixed: bool, on_error: str, dataset: dict[str, Any] | None = None) -> MultiRankTrace:
     """:func:`load_ranks` over trace files; ``names``: file -> the name to show for it (archive members)."""
     t0 = time.perf_counter()
-    if not paths:
-        msg = f"no trace files match {spec!r}"
-        raise FileNotFoundError(msg)
+    if not paths:  # an nbprof error that is also a FileNotFoundError (a folder named like an archive, an empty glob)
+        import errno
+
+        from .errors import TraceFileNotFoundError
+
+        raise TraceFileNotFoundError(errno.ENOENT, "no trace files match", str(spec))
     for p in paths:
-        if not os.path.exists(p):
-            msg = f"no such trace file: {p!r}"
-            raise FileNotFoundError(msg)
+        if not os.path.exists(p):  # a dangling link too
+            import errno
+
+            from .errors import TraceFileNotFoundError
+
+            raise TraceFileNotFoundError(errno.ENOENT, "no such trace file", p)
     cdir = os.path.abspath(cache_dir or default_cache_dir()) if cache else None
     results: list[_RankResult] = []
     # ranks whose reduced tables are cached need no parsing (and no worker): a reopen reads summaries only
@@ -510,21 +516,38 @@ def _load_archive(archive: str, **kw: Any) -> MultiRankTrace:
 
     members = _archive_members(archive)
     if not members:
-        msg = f"no trace files (*.json, *.json.gz) in the archive {archive!r}"
-        raise FileNotFoundError(msg)
+        import errno
+
+        from .errors import TraceFileNotFoundError
+
+        raise TraceFileNotFoundError(errno.ENOENT, "no trace files (*.json, *.json.gz) in the archive", archive)
     tmp = tempfile.mkdtemp(prefix="nbprof_ranks_")
     seen: Counter[str] = Counter()
     shown = []
     for m in members:
         seen[m] += 1
         shown.append(m if seen[m] == 1 else f"{m} (entry {seen[m]} of that name)")
+    errors: dict[int, BaseException] = {}  # members that cannot be read (bad CRC, cut short): like a bad rank
     try:
-        files = _extract_members(archive, list(range(len(members))), tmp)
-        names = {f: f"{archive}::{n}" for f, n in zip(files, shown)}
+        files = _extract_members(archive, list(range(len(members))), tmp, errors)
+        pos = {f: int(os.path.basename(os.path.dirname(f))) for f in files}  # into/<position>/<name>
+        bad = {f"{archive}::{shown[k]}": str(e) for k, e in sorted(errors.items())}
+        if bad and (kw.get("on_error") == "raise" or not files):
+            what = "no trace could be read" if not files else f"{len(bad)} of {len(members)} members could not be read"
+            raise NbprofError(f"load_ranks: {what}: " + "; ".join(f"{n}: {e}" for n, e in bad.items()))
+        names = {f: f"{archive}::{shown[pos[f]]}" for f in files}
         mr = _load_paths(files, archive, names, **kw)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    pos = {f: k for k, f in enumerate(files)}
+    for n, e in bad.items():
+        mr.failed[n] = e
+        mr.report.add(f"{os.path.basename(n)}:load_failed", "dropped", 1, f"{n}: not read: {e}")
+    if bad:
+        import warnings
+
+        warnings.warn(f"load_ranks: {len(bad)} archive members could not be read and were skipped "
+                      f"(MultiRankTrace.failed): " + "; ".join(f"{n}: {e}" for n, e in list(bad.items())[:5]),
+                      UserWarning, stacklevel=3)
     mr.members = {rk: (archive, members[pos[p]], pos[p]) for rk, p in mr.paths.items()}
     mr.paths = {rk: names[p] for rk, p in mr.paths.items()}
     dups = sorted(m for m, c in seen.items() if c > 1)

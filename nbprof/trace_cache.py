@@ -24,8 +24,9 @@ from .trace.model import Trace
 
 __all__ = ["TraceCache", "default_cache_dir", "CACHE_FORMAT_VERSION", "reducer_key"]
 
-CACHE_FORMAT_VERSION = 4  # 2: side tables (Trace.tables) as Parquet, metadata JSON with types kept; 3: blocks_per_sm;
-# 4: the Kineto device_args side table and the category spellings (meta.extra) -- older entries are rebuilt
+CACHE_FORMAT_VERSION = 5  # 2: side tables (Trace.tables) as Parquet, metadata JSON with types kept; 3: blocks_per_sm;
+# 4: the Kineto device_args side table and the category spellings (meta.extra); 5: the id_values side table
+# (ids above 2**63-1 as written) -- older entries are rebuilt
 
 
 def default_cache_dir() -> str:

@@ -144,3 +144,35 @@ def test_utf8_bom_in_a_log_and_a_config(tmp_path):
     cfg.write_bytes(b'\xef\xbb\xbf{"zero_optimization": {"stage": 3}}')
     assert P.zero_stage_of(cfg) == 3
     assert P.zero_stage_of({"zero_optimization": {"stage": float("nan")}}) is None  # ValueError before
+
+
+def test_a_real_module_shared_by_two_blocks_is_named(capsys):
+    """DeepSpeed's own flops profiler on a model whose two blocks share one Linear: the report prints it under
+    both with the totals of both calls (more latency than either block); nbprof names it and flags its rows."""
+    pytest.importorskip("deepspeed", reason="deepspeed not installed (DS_BUILD_OPS=0 pip install deepspeed)")
+    import torch
+    from deepspeed.profiling.flops_profiler import get_model_profile
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self, lin: nn.Module) -> None:
+            super().__init__()
+            self.lin, self.act = lin, nn.ReLU()
+
+        def forward(self, x):
+            return self.act(self.lin(x))
+
+    shared = nn.Linear(32, 32)
+    model = nn.Sequential(Block(shared), Block(shared), nn.Linear(32, 4))
+    torch.manual_seed(0)
+    capsys.readouterr()
+    get_model_profile(model, input_shape=(8, 32), print_profile=True, detailed=True, module_depth=-1, top_modules=3)
+    prof = P.parse_flops_profile(capsys.readouterr().out)
+    mods = prof.modules.set_index("path")
+    assert mods.loc[["0.lin", "1.lin"], "macs"].round().tolist() == [16380, 16380]  # 2 calls x 8 x 32 x 32 (printed 16.38 K), both places
+    assert mods.index[mods["flag"] == "shared_module"].tolist() == ["0.lin", "1.lin"]
+    q = prof.quirks[prof.quirks["kind"] == "shared_module"]
+    assert len(q) == 1
+    msg = q.iloc[0]["message"]
+    assert "one Linear module is printed under several parents ('0.lin', '1.lin'" in msg
+    assert "more latency than its parent" in msg or "params, more than its own" in msg

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("deepspeed", reason="deepspeed not installed (DS_BUILD_OPS=0 pip install deepspeed)")
 
 from nbprof.analysis import distributed as D
+from nbprof.deepspeed import zero_stage_of_traces
 from nbprof.deepspeed.run import run_examples
 
 STAGES = (1, 2, 3)
@@ -47,6 +48,10 @@ def test_per_rank_traces_named_and_stepped(runs, traces):
             assert t.meta.distributed_info["backend"] == "gloo"
             assert t.steps == [2, 3]  # ProfilerStep#N = engine global step
         assert [i["zero_stage"] for i in r.rank_info] == [st, st]
+        # the stage as the engine reports it, recorded in each trace by attach (the log may not print it)
+        assert [t.meta.extra["deepspeed"] for t in traces[st]] == [{"zero_stage": st}] * 2
+        assert zero_stage_of_traces(traces[st]) == st
+    assert zero_stage_of_traces(traces[1] + traces[2]) is None  # traces of two stages: no one answer
 
 
 def test_trace_collectives_match_comms_logger(runs, traces):

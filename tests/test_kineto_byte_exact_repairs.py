@@ -186,3 +186,176 @@ def test_kernel_before_its_launch_is_flagged(tmp_path):
     it = tr.report.get("kernel_before_launch")
     assert (it.action, it.count) == ("flagged", 1) and "500 ns earlier" in it.message
     assert len(tr.events) == 4  # kept as recorded
+
+
+# ---------------------------------------------------------------------------- B5: ids above 2**63 keep their value
+
+
+def _ids_written(doc: dict) -> set[tuple[str, int]]:
+    """Every (key, id) a Chrome trace writes: args ``correlation`` / ``External id`` and flow ids."""
+    out: set[tuple[str, int]] = set()
+    for e in doc["traceEvents"]:
+        a = e.get("args") or {}
+        out |= {(k, a[k]) for k in ("correlation", "External id") if k in a and e.get("ph") != "M"}
+        if e.get("ph") in ("s", "f"):
+            out.add(("flow", e["id"]))
+    return out
+
+
+def test_ids_above_2_63_keep_their_value_through_chrome_export_and_saved_file(tmp_path, corpus):
+    doc = _doc(corpus(BERT))
+    for e in doc["traceEvents"]:  # the real H100 trace, every id moved above 2**63 - 1
+        a = e.get("args") or {}
+        for k in ("correlation", "External id"):
+            if isinstance(a.get(k), int) and a[k] > 0:
+                a[k] += 2**63
+        if e.get("ph") in ("s", "f"):
+            e["id"] += 2**63
+    src = tmp_path / "u64.pt.trace.json"
+    src.write_text(json.dumps(doc))
+    tr = nbprof.load(src)
+    assert {"u64_correlation", "u64_external_id", "u64_flow id"} <= tr.report.kinds()
+    kv = tr.tables["id_values"]
+    assert kv.groupby("column", observed=True).size().to_dict() == {"correlation": 132, "external_id": 480, "flows.id": 132}
+    # stored ids still join: every kernel's correlation is its launch's
+    k = tr.events[tr.events["cat"] == "kernel"]
+    rt = tr.events[tr.events["cat"].isin(["cuda_runtime", "cuda_driver"])]
+    assert len(k) and set(k["correlation"]) <= set(rt["correlation"]) and (k["correlation"] < 0).all()
+    assert min(nbprof.trace.ids.exact_ids(tr, "correlation", k["correlation"])) >= 2**63 + 1  # type: ignore[type-var]
+    want = _ids_written(doc)
+    out = tmp_path / "back.json"
+    tr.to_chrome_trace(out)
+    text = out.read_text()
+    assert _ids_written(json.loads(text)) == want and len(want) == 744
+    assert f'"correlation":{max(v for key, v in want if key == "correlation")}' in text  # the digits as written
+    saved = nbprof.load(tr.save(tmp_path / "u64.nbprof"))  # the .nbprof keeps the table
+    out2 = tmp_path / "back2.json"
+    saved.to_chrome_trace(out2)
+    assert _ids_written(json.loads(out2.read_text())) == want
+    again = nbprof.load(out)  # the export read back: the same stored ids and values
+    assert again.events["correlation"].tolist() == tr.events["correlation"].tolist()
+    assert again.tables["id_values"].equals(kv)
+
+
+def test_u64_max_is_not_the_missing_id(tmp_path):
+    from test_kineto_bad_inputs import BASE_EVENTS, trace_text, write
+
+    evs = [e.replace('"correlation": 42', f'"correlation": {2**64 - 1}') for e in BASE_EVENTS]
+    tr = nbprof.load(write(tmp_path, trace_text(evs)))
+    corr = tr.events.loc[tr.events["name"] == "gemm_kernel", "correlation"].iloc[0]
+    assert corr != -1 and nbprof.trace.ids.exact_ids(tr, "correlation", [corr]) == [2**64 - 1]
+    out = tmp_path / "back.json"
+    tr.to_chrome_trace(out)
+    assert f'"correlation":{2**64 - 1}' in out.read_text()
+
+
+# ---------------------------------------------------------------------------- B5: children overrunning their parent
+
+
+def test_child_overrunning_its_parent_is_reported_with_its_event_index(tmp_path, corpus):
+    doc = _doc(corpus(BERT))
+    evs = doc["traceEvents"]
+    ops = [(i, e) for i, e in enumerate(evs) if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    # a real parent/child pair on one thread: aten::linear and the aten::addmm it calls
+    i, child = next((i, e) for i, e in ops if e["name"] == "aten::addmm")
+    j, parent = max(((j, p) for j, p in ops if p["name"] == "aten::linear" and p["tid"] == child["tid"]
+                     and p["ts"] <= child["ts"] and child["ts"] + child["dur"] <= p["ts"] + p["dur"]),
+                    key=lambda jp: jp[1]["ts"])
+    assert nbprof.load(corpus(BERT)).report.get("child_overruns_parent") is None  # nested as recorded
+    child["dur"] = round(parent["ts"] + parent["dur"] - child["ts"] + 0.002, 3)  # ends 2 ns after its parent
+    src = tmp_path / "overrun.pt.trace.json"
+    src.write_text(json.dumps(doc))
+    tr = nbprof.load(src)
+    it = tr.report.get("child_overruns_parent")
+    assert (it.action, it.count) == ("flagged", 1)
+    assert f"'aten::addmm' (event {i} of traceEvents) ends 2 ns after 'aten::linear' (event {j} of traceEvents)" in it.message
+    assert str(src) in it.message and it.offset is not None
+    assert len(tr.events) == len(nbprof.load(corpus(BERT)).events)  # kept as recorded
+
+
+# ---------------------------------------------------------------------------- B9: collectives near int64
+
+NCCL = "facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter/sampled_rank-0.json.gz"
+
+
+def test_collectives_near_int64_load_and_analyse(tmp_path, corpus):
+    """The real NCCL rank trace with its times moved to 2**63 ns, its collectives' durations beyond int64 ns and their
+    messages of 2**62 elements: loaded (what cannot be held is repaired and said), analysed and exported."""
+    from nbprof.analysis import distributed as D
+
+    doc = _doc(corpus(NCCL))
+    base = nbprof.load(corpus(NCCL))
+    c0 = D.collectives(base)
+    t0 = min(e["ts"] for e in doc["traceEvents"] if e.get("ph") in ("X", "i"))
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("ts"), (int, float)):
+            e["ts"] = round(e["ts"] - t0 + 9223372036850.0, 3)  # µs: 2**63 ns is 9223372036854.775807 µs
+    src = tmp_path / "near.json"
+    src.write_text(json.dumps(doc))
+    near = nbprof.load(src)
+    assert near.report.issues == [] and len(near.events) == len(base.events)
+    assert near.events["dur_ns"].tolist() == base.events["dur_ns"].tolist()
+    c = D.collectives(near)
+    assert c["msg_bytes"].tolist() == c0["msg_bytes"].tolist() and c["dur_ns"].tolist() == c0["dur_ns"].tolist()
+    out = tmp_path / "back.json"
+    near.to_chrome_trace(out)
+    back = nbprof.load(out)
+    assert back.events[["ts_ns", "dur_ns"]].values.tolist() == near.events[["ts_ns", "dur_ns"]].values.tolist()
+
+    nccl = [e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("nccl:")]
+    for e in nccl:
+        e["dur"] = 9223372036854775.807  # µs: int64's largest ns count, as a duration
+        e["args"]["Input Dims"] = [[2**62]]
+    src.write_text(json.dumps(doc))
+    big = nbprof.load(src)
+    it = big.report.get("dur_out_of_range")
+    assert (it.action, it.count) == ("repaired", len(nccl)) and it.offset is not None
+    assert len(big.events) == len(base.events) and (big.events["dur_ns"] >= 0).all()
+    assert int((big.events["ts_ns"] + big.events["dur_ns"]).max()) < 2**63 - 1
+    cb = D.collectives(big)  # messages of 2**62 elements: no overflow error, every collective kept
+    assert len(cb) == len(c0) and not (cb["msg_bytes"] < 0).any()
+    assert D.distributed_report([big]).summary["rank"].unique().tolist() == [0]
+    big.to_chrome_trace(out)
+    assert len(nbprof.load(out).events) == len(big.events)
+
+
+def test_ids_above_2_63_in_the_perfetto_export(tmp_path):
+    pytest.importorskip("perfetto")
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PerfettoTrace
+    from test_kineto_bad_inputs import BASE_EVENTS, trace_text, write
+
+    evs = [e.replace('"correlation": 42', f'"correlation": {2**63 + 42}') for e in BASE_EVENTS]
+    tr = nbprof.load(write(tmp_path, trace_text(evs)))
+    tr.to_perfetto(tmp_path / "t.pftrace")
+    pt = PerfettoTrace()
+    pt.ParseFromString((tmp_path / "t.pftrace").read_bytes())
+    corr = [(a.uint_value if a.HasField("uint_value") else a.int_value) for p in pt.packet if p.HasField("track_event")
+            for a in p.track_event.debug_annotations if a.name == "correlation"]
+    assert corr and set(corr) == {2**63 + 42}
+
+
+def test_a_bad_event_holding_objects_and_values_costs_only_itself(tmp_path):
+    """fuzz seed 0 kineto:56: a bad event holding ``[{"name": NaN}, true]`` was resumed at its inner ``}, true``:
+    ``true`` read as an element, its ``]`` as the end of traceEvents, every later event lost without a report."""
+    from test_kineto_bad_inputs import BASE_EVENTS, FLOW_F, trace_text, write
+
+    bad = FLOW_F.replace('"bp": "e"', '"bp": [{"name": NaN}, true], "x": {"ts": -Infinity}')
+    assert bad != FLOW_F
+    evs = [e for e in BASE_EVENTS if e != FLOW_F]
+    tr = nbprof.load(write(tmp_path, trace_text(evs[:1] + [bad] + evs[1:])))  # the bad one second
+    full = nbprof.load(write(tmp_path, trace_text(evs), "full.pt.trace.json"))
+    assert tr.events["name"].tolist() == full.events["name"].tolist() and len(tr.memory) == len(full.memory) == 1
+    assert tr.report.get("not_an_event") is None and tr.report.get("metadata_partial") is None
+
+
+def test_an_integer_beyond_64_bits_in_metadata_is_exported_as_written(tmp_path):
+    """fuzz seed 0 kineto:1430: distributedInfo held 2**64 (kept in the metadata as read); orjson refuses it."""
+    from test_kineto_bad_inputs import BASE_EVENTS, HEAD, trace_text, write
+
+    head = HEAD.replace('"schemaVersion": 1,', '"schemaVersion": 1, "distributedInfo": {"rank": 0, "pg_config": '
+                                               '[{"name": 18446744073709551616}]},')
+    tr = nbprof.load(write(tmp_path, trace_text(BASE_EVENTS, head=head)))
+    out = tmp_path / "back.json"
+    tr.to_chrome_trace(out)
+    assert '"name":18446744073709551616' in out.read_text()
+    assert len(nbprof.load(out).events) == len(tr.events)

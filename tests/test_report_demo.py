@@ -53,6 +53,9 @@ def test_demo_loop_answers_all_four_questions(tmp_path):
         assert "Step 4 - Distributed" in text and "2 ranks loaded" in text and "Skew across ranks" in text
         assert "No distributed traces" not in text and "No DeepSpeed log" not in text
         assert "data parallel size" in text and "world size" in text  # the flops profiler's summary table
+        # the ZeRO stage, from the log when it prints it, else from the traces (DeepSpeed 0.19 logs it at INFO)
+        assert re.search(r"ZeRO stage: 2 \((printed in the log|the engine's zero_optimization_stage\(\), recorded in the "
+                         r"traces)\)", re.sub(r"\s+", " ", text)), text[text.index("ZeRO"):][:300]
     else:
         assert "DeepSpeed" in text
     assert_clean(html, "demo report")

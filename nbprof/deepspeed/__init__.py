@@ -24,6 +24,7 @@ from .parsers import (
     parse_log,
     parse_memory_usage,
     parse_timers,
+    zero_stage_of_traces,
 )
 
 
@@ -57,4 +58,5 @@ __all__ = [
     "parse_timers",
     "parse_memory_usage",
     "parse_log",
+    "zero_stage_of_traces",
 ]

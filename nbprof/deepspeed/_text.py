@@ -10,6 +10,8 @@ import errno
 import json
 import os
 import re
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -238,3 +240,16 @@ def zero_stage_of(config: dict | str | os.PathLike[str] | None) -> int | None:
     if isinstance(st, int) or (isinstance(st, float) and st.is_integer()):
         return int(st) if 0 <= st <= 3 else None
     return int(st) if isinstance(st, str) and st.isdigit() and len(st) < 3 else None
+
+
+def zero_stage_of_traces(traces: Iterable[Any]) -> int | None:
+    """ZeRO stage recorded in traces written by ``nbprof.deepspeed.attach`` (their top-level
+    ``"deepspeed": {"zero_stage": N}``, from the engine's ``zero_optimization_stage()``), given as
+    loaded ``Trace`` objects; None when none of them holds one, or when they disagree."""
+    seen = set()
+    for t in traces:
+        facts = getattr(getattr(t, "meta", None), "extra", {}).get("deepspeed")
+        st = facts.get("zero_stage") if isinstance(facts, dict) else None
+        if isinstance(st, int) and not isinstance(st, bool) and 0 <= st <= 3:
+            seen.add(st)
+    return seen.pop() if len(seen) == 1 else None

@@ -5,16 +5,32 @@ class is untouched) so that torch.profiler records the engine's global steps ``[
 (``engine.global_steps`` before each step runs). Each rank writes
 ``{out_dir}/rank{R}.steps{S}-{E}.pt.trace.json.gz`` (``ProfilerStep#N`` numbered with the engine's global
 step N), never overwriting an existing file. The traces carry ``distributedInfo`` (rank, world size,
-backend), so ``nbprof.load`` puts the right rank on them.
+backend), so ``nbprof.load`` puts the right rank on them, and the top-level key ``"deepspeed"`` with what the
+engine says of itself (``{"zero_stage": engine.zero_optimization_stage()}``; DeepSpeed 0.19 logs the stage
+only at INFO, so the log may lack it): ``nbprof.deepspeed.zero_stage_of_traces`` reads it back.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any
 
-__all__ = ["DeepSpeedProfilerWindow", "attach", "set_deepspeed_log_level", "trace_path"]
+__all__ = ["DeepSpeedProfilerWindow", "attach", "engine_facts", "set_deepspeed_log_level", "trace_path", "TRACE_KEY"]
+
+#: the trace's top-level key holding :func:`engine_facts`
+TRACE_KEY = "deepspeed"
+
+
+def engine_facts(engine: Any) -> dict[str, Any]:
+    """What a DeepSpeed engine says of its configuration, for the trace: ``{"zero_stage": int}``
+    (``DeepSpeedEngine.zero_optimization_stage()``); ``{}`` for an engine without that method."""
+    get = getattr(engine, "zero_optimization_stage", None)
+    if not callable(get):
+        return {}
+    st = get()
+    return {"zero_stage": int(st)} if isinstance(st, int) and not isinstance(st, bool) else {}
 
 
 def set_deepspeed_log_level(level: str | int = "info") -> None:
@@ -137,6 +153,9 @@ class DeepSpeedProfilerWindow:
         prof = torch.profiler.profile(activities=self._activities, schedule=_always_record, **self._kw)
         prof.step_num = step  # ProfilerStep#N carries the engine's global step
         prof.start()
+        facts = engine_facts(self.engine)
+        if facts:  # a top-level key of the trace (Kineto writes it as given)
+            prof.add_metadata_json(TRACE_KEY, json.dumps(facts))
         self._prof = prof
         self._chunk_start = step
 

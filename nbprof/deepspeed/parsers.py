@@ -46,6 +46,7 @@ from ._text import (  # re-exported
     traceback_error,
     tracebacks,
     zero_stage_of,
+    zero_stage_of_traces,
 )
 from .flops import FlopsProfile, parse_flops_profile, parse_flops_profiles  # re-exported
 
@@ -65,6 +66,7 @@ __all__ = [
     "parse_memory_usage",
     "parse_log",
     "zero_stage_of",
+    "zero_stage_of_traces",
 ]
 
 

@@ -23,6 +23,9 @@ What is written
 - args nbprof keeps as columns, under Kineto's keys (``External id``, ``correlation``, ``Input Dims``,
   ``Call stack``, ``grid``/``block`` as ``[x, y, z]``, ``est. achieved occupancy %`` ...);
 - ``M`` events ``process_name``/``thread_name``/``process_labels`` from ``Trace.threads``;
+- ids (``External id``, ``correlation``, flow ids ...) as the source wrote them where that is a 64-bit integer:
+  an unsigned id above 2**63-1 as that integer (``nbprof.trace.ids``); a text id or one beyond 64 bits as
+  the int64 id it was given;
 - flows ``s``/``f`` from ``Trace.flows`` (ids and categories as loaded; each end on the lane of the
   slice it starts/ends at; a start shared by several rows -- one launch, several finishes -- written once);
 - counters ``C`` from ``Trace.counters`` (one event per name, pid and time, one arg per series);
@@ -44,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_write
+from ..trace.ids import exact_ids
 from ..trace.model import Trace
 from ..trace.schema import CATEGORY_NAMES_KEY
 from . import ExportReport
@@ -113,12 +117,17 @@ _ARG_COLS: list[tuple[str, str, str]] = [
 ]
 
 
-def _args(ev: pd.DataFrame, device_args: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+#: id columns written as the source wrote them (``nbprof.trace.ids``: u64 ids above 2**63-1, texts)
+_ID_COLS = frozenset({"external_id", "correlation", "seq", "fwd_tid"})
+
+
+def _args(trace: Trace, ev: pd.DataFrame, device_args: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """Each row's Kineto ``args``: the columns of ``_ARG_COLS`` under Kineto's keys; ``device``/``stream``
     on device rows except ``gpu_user_annotation`` ones (Kineto writes none there; HTA counts a row that
     has them as a kernel; the caller adds them to one moved to an overflow lane, whose tid is not its
     stream); and the side table ``device_args`` (``queued``, ``context``, ``warps per SM``, hardware
-    counters) under the keys as read (integral values as integers)."""
+    counters) under the keys as read (integral values as integers). Ids are written as the source wrote
+    them (``nbprof.trace.ids.exact_ids``)."""
     n = len(ev)
     args: list[dict[str, Any]] = [{} for _ in range(n)]
     cats = ev["cat"].cat
@@ -137,7 +146,7 @@ def _args(ev: pd.DataFrame, device_args: pd.DataFrame | None = None) -> list[dic
         s = ev[col]
         if kind == "int":
             a = s.to_numpy(np.int64)
-            al = a.tolist()
+            al = exact_ids(trace, col, a, u64=True) if col in _ID_COLS else a.tolist()
             for i in np.flatnonzero(a != -1).tolist():
                 args[i][key] = al[i]
         elif kind in ("float", "pct"):
@@ -227,7 +236,7 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
         if isinstance(spelled, dict) and spelled:  # the file's own spellings (2021's "Runtime"), as read
             cat = [spelled.get(c, c) if isinstance(spelled.get(c, c), str) else c for c in cat]
         pid, tid = ev["pid"].to_numpy(np.int64).tolist(), ev["tid"].to_numpy(np.int64).tolist()
-        args = _args(ev, (trace.tables or {}).get("device_args"))
+        args = _args(trace, ev, (trace.tables or {}).get("device_args"))
         lane = lanes.lane.tolist()
         devl = (ev["device"].to_numpy() >= 0).tolist()
         tsl, dul = ts_us.tolist(), dur_us.tolist()
@@ -250,18 +259,19 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
     fl = trace.flows
     key_of = _endpoint_lanes(trace, lanes, tids)
     starts: set[tuple[int, str, int, int, int]] = set()
-    for row in fl.itertuples(index=False):
+    fid_out = exact_ids(trace, "flows.id", fl["id"].to_numpy(np.int64), u64=True)  # as written
+    for row, fid_w in zip(fl.itertuples(index=False), fid_out):
         fid, fcat = int(row.id), str(row.cat)
         skey = (fid, fcat, int(row.src_pid), int(row.src_tid), int(row.src_ts_ns))
         # one start paired with several finishes (a graph launch) is one ``s`` event, as it was read
         if (row.src_pid != -1 or row.src_ts_ns != -1) and skey not in starts:
             starts.add(skey)
             t = _flow_lane(key_of, int(row.src_pid), int(row.src_tid), int(row.src_ts_ns), fid, fcat)
-            out.append({"ph": "s", "id": fid, "cat": fcat, "name": fcat, "pid": int(row.src_pid), "tid": t,
+            out.append({"ph": "s", "id": fid_w, "cat": fcat, "name": fcat, "pid": int(row.src_pid), "tid": t,
                         "ts": row.src_ts_ns / 1000.0})
         if row.dst_pid != -1 or row.dst_ts_ns != -1:
             t = _flow_lane(key_of, int(row.dst_pid), int(row.dst_tid), int(row.dst_ts_ns), fid, fcat)
-            out.append({"ph": "f", "id": fid, "cat": fcat, "name": fcat, "pid": int(row.dst_pid), "tid": t,
+            out.append({"ph": "f", "id": fid_w, "cat": fcat, "name": fcat, "pid": int(row.dst_pid), "tid": t,
                         "ts": row.dst_ts_ns / 1000.0, "bp": "e"})
         rep.flows += 1
 
@@ -313,6 +323,13 @@ def chrome_trace_dict(trace: Trace) -> tuple[dict[str, Any], ExportReport]:
     return doc, rep
 
 
+def _plain_number(v: Any) -> Any:
+    """numpy scalars and arrays as Python values (the stdlib JSON writer's ``default``)."""
+    if isinstance(v, (np.generic, np.ndarray)):
+        return v.tolist()
+    raise TypeError(f"not JSON serializable: {type(v).__name__}")
+
+
 def write_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
     """Write ``trace`` as Chrome Trace Event Format JSON (gzip-compressed when ``path`` ends in ``.gz``).
 
@@ -338,7 +355,10 @@ def write_chrome_trace(trace: Trace, path: str | os.PathLike[str]) -> ExportRepo
     import orjson
 
     doc, rep = chrome_trace_dict(trace)
-    data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    try:
+        data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:  # an integer beyond 64 bits in metadata as read (distributedInfo...): written as it is
+        data = json.dumps(doc, default=_plain_number, separators=(",", ":")).encode()
     p = os.fspath(path)
     rep.path = p
     if p.lower().endswith(".gz"):

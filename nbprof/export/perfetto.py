@@ -20,7 +20,8 @@ What is written
   ``"<name> (overlap k)"`` -- Perfetto would otherwise drop them (google/perfetto#4280);
 - one slice (``BEGIN`` + ``END`` at ``ts_ns + dur_ns``) per duration row of ``Trace.events``, one
   ``TYPE_INSTANT`` per instant row; name, category, and debug annotations ``correlation`` /
-  ``External id`` where set;
+  ``External id`` where set (an id the source wrote above 2**63-1 as its value, ``uint_value``;
+  ``nbprof.trace.ids``);
 - flows: each row of ``Trace.flows`` becomes one Perfetto flow (ids 1, 2, ... in row order) on the
   slices its ends start (matched by pid, tid and start time; ac2g ends by correlation id first); a flow
   the source wrote with one end only (B200's 443 ``f`` at ``cudaEventRecord`` without an ``s``) keeps
@@ -43,6 +44,7 @@ import pandas as pd
 
 from .._deps import missing
 from ..atomic import atomic_open
+from ..trace.ids import originals
 from ..trace.model import Trace
 from . import ExportReport
 from .lanes import assign_lanes
@@ -352,6 +354,9 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
         kinds_l, idx_l = kind_all[order].tolist(), idx_all[order].tolist()
         track_l, ts_l, end_l = track.tolist(), ts.tolist(), (ts + dur).tolist()
         corr_l, ext_l = corr.tolist(), ext.tolist()
+        # ids written above 2**63-1 (nbprof.trace.ids): their value, as a uint annotation
+        corr_u = {k: v for k, v in originals(trace, "correlation").items() if isinstance(v, int) and 2**63 <= v < 2**64}
+        ext_u = {k: v for k, v in originals(trace, "external_id").items() if isinstance(v, int) and 2**63 <= v < 2**64}
         cval_l, cts_l, ctrack_l, mts_l = cval.tolist(), cts.tolist(), c_track.tolist(), mts.tolist()
         mcol_l = {k: v.tolist() for k, v in mcols.items()}
         alloc_l, res_l = m_alloc.tolist(), m_res.tolist()
@@ -372,10 +377,18 @@ def write_perfetto(trace: Trace, path: str | os.PathLike[str]) -> ExportReport:
                     e.categories.append(cats[r])
                 if corr_l[r] != -1:
                     a = e.debug_annotations.add()
-                    a.name, a.int_value = "correlation", corr_l[r]
+                    a.name = "correlation"
+                    if corr_l[r] in corr_u:
+                        a.uint_value = corr_u[corr_l[r]]
+                    else:
+                        a.int_value = corr_l[r]
                 if ext_l[r] != -1:
                     a = e.debug_annotations.add()
-                    a.name, a.int_value = "External id", ext_l[r]
+                    a.name = "External id"
+                    if ext_l[r] in ext_u:
+                        a.uint_value = ext_u[ext_l[r]]
+                    else:
+                        a.int_value = ext_l[r]
                 if r in out_flows:
                     e.flow_ids.extend(out_flows[r])
                 if r in end_flows:

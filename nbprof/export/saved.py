@@ -172,6 +172,7 @@ def load_saved(path: str | os.PathLike[str], *, strict: bool = False, **_kwargs:
                 except SchemaError:  # a column missing or retyped: coerce (copies the frame, so only then)
                     tabs[n] = schema.coerce(tabs[n], cols)
             side = read_side_tables(head.get("tables"), lambda n: io.BytesIO(_read(z, f"tables/{n}.parquet", p)), p)
+            _check_shapes(tabs["threads"], side, p)
         meta, rep = decode_header(head)
     except NbprofError:
         raise
@@ -182,6 +183,27 @@ def load_saved(path: str | os.PathLike[str], *, strict: bool = False, **_kwargs:
     except Exception as exc:  # zipfile, json, pyarrow errors, a header missing keys: a damaged file
         raise TraceFormatError(p, None, f"cannot read saved trace: {type(exc).__name__}: {exc}") from exc
     return Trace(meta=meta, report=rep, tables=side, **tabs)
+
+
+#: columns (name -> numpy kind: i integer, f float, b bool, "" any) the readers of each table rely on
+_SHAPES = {"threads": {"pid": "i", "tid": "i", "name": "", "kind": ""},
+           "device_args": {"event": "i", "key": "", "value": "f"},
+           "id_values": {"column": "", "id": "i", "value": "", "is_text": "b"}}
+
+
+def _check_shapes(threads: pd.DataFrame, side: dict[str, pd.DataFrame], p: str) -> None:
+    """The threads table and the side tables nbprof reads by column (``device_args``, ``id_values``) have
+    their columns with their kinds; raises ``TraceFormatError`` naming the first one that does not."""
+    for name, df in (("threads", threads), *side.items()):
+        want = _SHAPES.get(name)
+        if want is None:
+            continue
+        for col, kind in want.items():
+            if col not in df.columns:
+                raise TraceFormatError(p, None, f"saved table {name!r} has no column {col!r}")
+            if kind and df[col].dtype.kind != kind and not (kind == "f" and df[col].dtype.kind == "i"):
+                raise TraceFormatError(p, None, f"saved table {name!r} column {col!r} is {df[col].dtype}, "
+                                                f"not of kind {kind!r}")
 
 
 # A saved file is untrusted input: its parts are written uncompressed (ZIP_STORED), so a part that inflates

@@ -176,6 +176,8 @@ SIDE_TABLES: dict[str, str] = {
     "graph_replay": "CUDA-graph replays' device ops attributed to the operators that captured them "
                     "(nbprof.trace.graph_replay): event, launch, graph, node, op_event (rows of the events table), "
                     "method (capture / sequence / graph_order)",
+    "id_values": "ids stored as something other than their value (unsigned 64-bit ids above 2**63-1, texts): "
+                 "column, id (as stored), value (as written), is_text (nbprof.trace.ids)",
     "merge": "a merged nsys + Kineto trace (nbprof.trace.merge): per event row its source (kineto/nsys/both), "
              "its rows in the two traces and the nsys row's time and duration",
 }

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import schema
+from ..trace.ids import exact_ids
 from ..trace.predicates import step_number
 from ._escape import truncate
 from .theme import palette
@@ -274,8 +275,8 @@ class TimelineLayout:
         dev = ev["device"].to_numpy(np.int64)[keep][order]
         rt_lut = np.array([c in schema.RUNTIME_CATEGORIES for c in self._cat_names] + [False])
         op_lut = np.array([c == schema.CPU_OP for c in self._cat_names] + [False])
-        is_rt = rt_lut[codes] & (corr >= 0)
-        is_devop = (dev >= 0) & (corr >= 0)
+        is_rt = rt_lut[codes] & (corr != -1)
+        is_devop = (dev >= 0) & (corr != -1)
         if is_rt.any() and is_devop.any():
             rt_pos = np.flatnonzero(is_rt)
             s = pd.Series(rt_pos, index=corr[rt_pos])
@@ -284,12 +285,12 @@ class TimelineLayout:
             m = s.reindex(corr[dpos]).to_numpy()
             ok = ~np.isnan(m)
             self.launch_pos[dpos[ok]] = m[ok].astype(np.int64)
-        is_op = op_lut[codes] & (ext >= 0)
+        is_op = op_lut[codes] & (ext != -1)
         if is_op.any():
             op_pos = np.flatnonzero(is_op)
             s = pd.Series(op_pos, index=ext[op_pos])
             s = s[~s.index.duplicated()]
-            want = np.flatnonzero((dev >= 0) & (ext >= 0))
+            want = np.flatnonzero((dev >= 0) & (ext != -1))
             m = s.reindex(ext[want]).to_numpy()
             ok = ~np.isnan(m)
             self.op_pos[want[ok]] = m[ok].astype(np.int64)
@@ -312,7 +313,7 @@ class TimelineLayout:
             return None
         ev = self.trace.events
         out = {"kernel": str(ev.at[src_index, "name"]),
-               "correlation": int(ev.at[src_index, "correlation"]),
+               "correlation": exact_ids(self.trace, "correlation", [ev.at[src_index, "correlation"]])[0],
                "runtime": None, "runtime_ts_ns": None, "cpu_op": None, "cpu_op_ts_ns": None}
         if lp >= 0:
             out["runtime"] = self.names[self.nid[lp]] if self.nid[lp] >= 0 else None

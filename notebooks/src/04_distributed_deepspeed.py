@@ -112,8 +112,14 @@ if log_path:
         display(table(log.flops[0].summary))
     display(table(log.comms.summary))
     display(table(log.timer_means()))
-    print(f"ZeRO stage printed in the log: {log.zero_stage if log.zero_stage is not None else 'not printed'}; "
-          f"steps skipped (fp16 overflow): {log.skipped_steps}")
+    # the stage as the log prints it, else as the engine reported it into the traces (nbprof.deepspeed.attach):
+    # DeepSpeed 0.19 logs "ZeRO stage N" at INFO under its WARNING-level logger, so a log may lack it
+    stage, where = log.zero_stage, "printed in the log"
+    if stage is None:
+        stage, where = nds.zero_stage_of_traces(traces), "the engine's zero_optimization_stage(), recorded in the traces"
+    print(f"ZeRO stage: {stage} ({where})" if stage is not None else
+          "ZeRO stage: unknown (not in the log, nor in the traces)", end="; ")
+    print(f"steps skipped (fp16 overflow): {log.skipped_steps}")
     if len(log.throughput):
         display(table(log.throughput, caption="Throughput lines (DeepSpeed ThroughputTimer / pipeline engine)"))
     if len(log.quirks):

@@ -34,20 +34,24 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import containers as C
 from . import mutate as M
 from .seeds import ROOT, build_seeds
 
-FORMATS = ("kineto", "nsys", "snapshot", "timeline", "deepspeed", "special")
-OUTCOMES = ("ok-clean", "ok-repaired", "nbprof-error", "FOREIGN", "HANG", "WROTE-NEXT-TO-INPUT", "ACCOUNTING")
-FAILURES = ("FOREIGN", "HANG", "WROTE-NEXT-TO-INPUT", "ACCOUNTING")
+FORMATS = ("kineto", "nsys", "snapshot", "timeline", "deepspeed", "archive", "saved", "special")
+OUTCOMES = ("ok-clean", "ok-repaired", "nbprof-error", "FOREIGN", "HANG", "WROTE-NEXT-TO-INPUT", "WROTE-OUTSIDE",
+            "ACCOUNTING")
+FAILURES = ("FOREIGN", "HANG", "WROTE-NEXT-TO-INPUT", "WROTE-OUTSIDE", "ACCOUNTING")
 _RANK = {o: i for i, o in enumerate(("ok-clean", "ok-repaired", "nbprof-error", "ACCOUNTING", "WROTE-NEXT-TO-INPUT",
-                                     "FOREIGN", "HANG"))}
+                                     "WROTE-OUTSIDE", "FOREIGN", "HANG"))}
 # shares of the cases; "special" (FIFO, folder, empty, /dev/null, ... under each loader's suffix: 54 combinations)
 # gets ~1.8 %, i.e. each combination about once per 3,000 cases
-WEIGHTS = {"kineto": 0.40, "nsys": 0.10, "snapshot": 0.15, "timeline": 0.12, "deepspeed": 0.202, "special": 0.018}
+WEIGHTS = {"kineto": 0.36, "nsys": 0.09, "snapshot": 0.13, "timeline": 0.11, "deepspeed": 0.182, "archive": 0.06,
+           "saved": 0.05, "special": 0.018}
 
 SPECIAL_NAMES = {"kineto": ["trace.pt.trace.json", "trace.json.gz"], "nsys": ["report.sqlite"],
-                 "snapshot": ["snap.pickle"], "timeline": ["tl.raw.json.gz"], "deepspeed": ["ds.log"]}
+                 "snapshot": ["snap.pickle"], "timeline": ["tl.raw.json.gz"], "deepspeed": ["ds.log"],
+                 "archive": ["ranks.zip", "ranks.tar.gz"], "saved": ["trace.nbprof"]}
 SPECIAL_KINDS = ["fifo", "dir", "empty", "devnull", "dangling", "bom-only", "gzip-empty", "devzero", "whitespace"]
 
 
@@ -170,6 +174,11 @@ class Generator:
         seed = seeds[i % len(seeds)] if i < len(seeds) else rng.choice(seeds)
         path = os.path.join(d, seed.name)
         if i < len(seeds):  # the unmutated seeds come first
+            if fmt == "archive":  # an untampered archive of the seeds
+                path = os.path.join(d, "ranks.zip")
+                Path(path).write_bytes(C._zip([(f"rank{r}.pt.trace.json", self.plain(s)) for r, s in enumerate(seeds)],
+                                              True))
+                return fmt, path, "unmutated seed: zip of every Kineto seed"
             if fmt == "nsys":
                 shutil.copyfile(seed, path)
             else:
@@ -215,6 +224,15 @@ class Generator:
             return fmt, path, f"{seed.name}: {desc}"
         if fmt == "deepspeed":
             data, desc = M.deepspeed_mutation(rng, self.plain(seed).decode("utf-8", "replace"))
+            Path(path).write_bytes(data)
+            return fmt, path, f"{seed.name}: {desc}"
+        if fmt == "archive":  # the seeds are Kineto traces: ranks of an archive, then the archive tampered with
+            data, name, desc = C.archive_case(rng, [(s.name, self.raw(s)) for s in seeds])
+            path = os.path.join(d, name)
+            Path(path).write_bytes(data)
+            return fmt, path, desc
+        if fmt == "saved":
+            data, desc = C.saved_case(rng, self.raw(seed))
             Path(path).write_bytes(data)
             return fmt, path, f"{seed.name}: {desc}"
         raise ValueError(fmt)

@@ -27,7 +27,7 @@ SAMPLES = SHARED / "notes" / "samples"
 CORPUS = SHARED / "corpus"
 NSYS_SEED = CORPUS / "hpcgroup__pipit/pipit/tests/data/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
 
-SEED_VERSION = "4"
+SEED_VERSION = "5"
 
 
 def _cut_kineto(src: Path, per_group: int) -> dict:
@@ -132,6 +132,25 @@ def build_seeds(cache: str | os.PathLike[str] | None = None) -> tuple[dict[str, 
         seeds["kineto"].append(p)
     if not seeds["kineto"]:
         skipped["kineto"] = "no Kineto trace in data/ or ../shared/notes/samples"
+    else:  # rank archives are built from the Kineto seeds per case (tests/fuzz/containers.py)
+        seeds["archive"] = list(seeds["kineto"])
+
+    # --- saved traces (.nbprof): Trace.save of the Kineto seeds, by this checkout's nbprof
+    for k in list(seeds.get("kineto", []))[:3]:
+        p = want(k.name.split(".")[0] + ".nbprof")
+        if p is None:
+            continue
+        if build:
+            import nbprof
+
+            try:
+                nbprof.load(k).save(p)
+            except Exception as exc:
+                skipped["saved"] = f"Trace.save of {k.name} failed: {type(exc).__name__}: {exc}"
+                continue
+        seeds["saved"].append(p)
+    if not seeds["saved"] and "saved" not in skipped:
+        skipped["saved"] = "no Kineto seed to save"
 
     # --- CUDA memory snapshot pickle
     for src, name in ((DATA / "gpu/torchprof_lm_snapshot.pickle", "snap_small.pickle"),

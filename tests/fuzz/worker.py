@@ -8,6 +8,7 @@ is pointed at stderr while cases run.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -206,6 +207,21 @@ def run_case(req: dict) -> dict:
                     q = getattr(result, "quirks", None)
                     if q is not None and len(q):
                         status = "ok-repaired"
+            elif target == "archive":
+                from nbprof.scale import load_ranks
+
+                try:
+                    job = load_ranks(path, on_error="skip", progress=False, workers=1, cache=False)
+                    if len(job.failed):
+                        status = "ok-repaired"
+                    result = next(iter(job.traces()), None)
+                except CaseTimeout:
+                    raise
+                except BaseException as exc:  # classified
+                    problems.append(_problem(_classify(exc), "load", exc))
+                problems += _escaped(req)
+                if result is not None:
+                    problems += _check_loaded(result, req)
             else:
                 kw = {"strict": False} if req.get("strict_kw", True) else {}
                 try:
@@ -253,6 +269,8 @@ def _check_loaded(result, req: dict) -> list[dict]:
                     raise
                 except BaseException as exc:  # classified
                     problems.append(_problem(_classify(exc), f"analysis.{fn}", exc))
+        if req.get("analyses") and req["target"] in ("kineto", "saved", "archive"):
+            problems += export_reload(result, req)
         if req.get("html"):
             problems += _html(result, req)
         return problems
@@ -271,6 +289,53 @@ def _check_loaded(result, req: dict) -> list[dict]:
         if req.get("html") and isinstance(result, MemorySnapshot):
             problems += _html(result, req)
     return problems
+
+
+def export_reload(trace, req: dict) -> list[dict]:
+    """The Chrome export of a loaded trace, loaded again, keeps every events and memory row, except rows the
+    second load's report says it dropped (``ACCOUNTING``, where "export re-load"); an export or re-load
+    that raises is classified like a load."""
+    import nbprof
+
+    out = Path(req["outdir"]) / "back.pt.trace.json"
+    try:
+        trace.to_chrome_trace(out)
+        back = nbprof.load(out)
+    except CaseTimeout:
+        raise
+    except BaseException as exc:  # classified
+        return [_problem(_classify(exc), "export-reload", exc)]
+    finally:
+        if out.exists():
+            out.unlink()
+    dropped = sum(i.count for i in back.report.issues if i.action == "dropped")
+    n0, n1 = len(trace.events) + len(trace.memory), len(back.events) + len(back.memory)
+    if n1 + dropped != n0 or (not dropped and (len(back.events), len(back.memory)) != (len(trace.events), len(trace.memory))):
+        msg = (f"exported {len(trace.events)} events + {len(trace.memory)} memory rows, read back {len(back.events)} + "
+               f"{len(back.memory)}, the re-load reports {dropped} dropped: {[(i.kind, i.count) for i in back.report.issues]}")
+        return [{"outcome": "ACCOUNTING", "stage": "export-reload", "exc_type": "-", "message": msg,
+                 "where": "export re-load: rows lost or invented", "traceback": msg}]
+    return []
+
+
+def _escaped(req: dict) -> list[dict]:
+    """``WROTE-OUTSIDE`` when an archive member named to escape (``containers.ESCAPE_MARK``) was written outside
+    the extraction folder: the case's folder, its parent, the system temporary folder or ``/tmp``."""
+    import tempfile
+
+    from tests.fuzz.containers import ESCAPE_MARK
+
+    case = Path(req["path"]).parent
+    found = [str(d / ESCAPE_MARK) for d in {case, case.parent, Path(tempfile.gettempdir()), Path("/tmp")}
+             if (d / ESCAPE_MARK).exists() or (d / ESCAPE_MARK).is_symlink()]
+    if not found:
+        return []
+    for f in found:
+        with contextlib.suppress(OSError):
+            os.unlink(f)
+    msg = f"an archive member was written outside the extraction folder: {found}"
+    return [{"outcome": "WROTE-OUTSIDE", "stage": "archive", "exc_type": "-", "message": msg,
+             "where": "archive extraction", "traceback": msg}]
 
 
 def _html(result, req: dict) -> list[dict]:

@@ -33,8 +33,11 @@ _INT_BLOCK = 1 << 16
 #   id (``_synthetic_id``: negative, from a hash of the text, so distinct texts stay distinct and the
 #   same text gets the same id in every file); in a quantity field, missing (-1 / NaN); reported as
 #   a repair (kinds ``string_id_<field>``, ``bigint_<field>``, ``nonnumeric_<field>``) with the mapping;
-# - an unsigned 64-bit integer above 2**63-1 keeps its bit pattern (negative int64; the value is
-#   ``x % 2**64``), noted (kind ``u64_<field>``);
+# - an unsigned 64-bit integer above 2**63-1 is stored as its bit pattern (negative int64, ``x - 2**64``;
+#   2**64-1, whose pattern is the missing -1, gets its own id as above), noted (kind ``u64_<field>``);
+# - in the id fields of ``_EXACT_ID_FIELDS``, every stored id that is not the value as written (a u64
+#   bit pattern, an id of a text or of an integer beyond 64 bits) is kept with the original in the
+#   side table ``id_values`` (``nbprof.trace.ids``), so exports and views write the exact value back;
 # - null, and the empty string, are missing.
 # Kineto's own lanes for its profiler spans (``"pid": "Spans"``/``"Traces"``, legacy ``"CPU
 # functions"``, ``""``; the tid of such a row holds the span's name) are not OS processes: -1, not
@@ -42,6 +45,9 @@ _INT_BLOCK = 1 << 16
 _NUMBER_TEXT = re.compile(r"\s*(?:stream\s*)?([-+]?\d+)\s*", re.I)
 _HEX_TEXT = re.compile(r"\s*0[xX]([0-9a-fA-F]+)\s*")
 _LANE_PIDS = frozenset({"Spans", "Traces", "", "CPU functions"})
+#: field name (as ``_to_int_array`` gets it) -> the column whose originals go to ``id_values``
+_EXACT_ID_FIELDS = {"correlation": "correlation", "external_id": "external_id", "seq": "seq",
+                    "fwd_tid": "fwd_tid", "flow id": "flows.id"}
 
 
 def _synthetic_id(text: str, taken: dict[int, str]) -> int:
@@ -99,6 +105,7 @@ def _to_int_array(
             todo += (np.flatnonzero(~is_int) + a).tolist()
         except OverflowError:  # ints beyond 64 bits: the whole block through the loop
             todo += range(a, a + k)
+    exact = ctx.id_values.setdefault(_EXACT_ID_FIELDS[name], {}) if ids and name in _EXACT_ID_FIELDS else None
     numeric: list[int] = []  # numeric texts
     u64: list[int] = []
     big: list[int] = []
@@ -114,14 +121,23 @@ def _to_int_array(
         elif isinstance(v, int):
             if -(2**63) <= v < 2**63:
                 out[i] = v
-            elif 0 <= v < 2**64:  # unsigned 64-bit ids/addresses: keep the bit pattern
-                out[i] = v - 2**64
+            elif 0 <= v < 2**64:  # unsigned 64-bit ids/addresses: their bit pattern
+                b = v - 2**64
+                if ids and (b == -1 or taken.get(b, str(v)) != str(v)):  # the missing -1, or another text's id
+                    b = _synthetic_id(str(v), taken)
+                elif ids:
+                    taken[b] = str(v)
+                out[i] = b
                 u64.append(i)
+                if exact is not None:
+                    exact[b] = v
             else:
                 big.append(i)
                 out[i] = _synthetic_id(str(v), taken) if ids else -1
                 if ids:
                     mapped.setdefault(str(v), int(out[i]))
+                if exact is not None:
+                    exact[int(out[i])] = v
         elif isinstance(v, float):
             out[i] = int(v) if np.isfinite(v) and abs(v) < 2**63 else -1
         elif isinstance(v, str):
@@ -151,6 +167,8 @@ def _to_int_array(
                 out[i] = _synthetic_id(v, taken) if ids else -1
                 if ids:
                     mapped.setdefault(v, int(out[i]))
+                if exact is not None:
+                    exact[int(out[i])] = v
         else:  # pragma: no cover - the decoder types allow no other value
             out[i] = -1
             other.append(i)
@@ -161,7 +179,9 @@ def _to_int_array(
     if u64:
         ctx.note(f"u64_{name}", len(u64), _first(u64, rows),
                  f"{{count}} values of {name!r} were unsigned 64-bit integers above 2**63-1 (e.g. {{example}}): "
-                 "kept as their int64 bit pattern (negative; the value is x % 2**64)", values[u64[0]])
+                 "stored as their int64 bit pattern (negative; the value is x % 2**64)"
+                 + (", the exact value kept in trace.tables['id_values']" if exact is not None else ""),
+                 values[u64[0]])
     if big:
         what = f"each distinct value its own id ({_mapping_text({k: v for k, v in mapped.items() if k.lstrip('-').isdigit()})})" \
             if ids else "set to -1"

@@ -48,6 +48,9 @@ class _Ctx:
         # assumptions noted by ``note`` (kind -> [count, first event index, template, example]), emitted
         # by ``finish`` in one order whichever process read the events (``emit_notes``)
         self.notes: dict[str, list[Any]] = {}
+        # id column -> {stored int64 id: the value as written} for ids not stored as themselves (u64,
+        # texts, integers beyond 64 bits): the ``id_values`` side table (``columns._to_int_array``)
+        self.id_values: dict[str, dict[int, int | str]] = {}
 
     def release(self) -> None:
         """Drop the file bytes (re-read on demand by ``event_offset``)."""

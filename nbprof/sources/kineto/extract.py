@@ -31,6 +31,9 @@ from .side_tables import _counter_rows, _flow_columns, _memory_columns, _thread_
 from .structs import _Event
 from .times import _EXACT_TS_MIN_US, _us_to_ns
 
+#: the longest duration kept (ns): ``ts_ns + dur_ns`` stays within int64 for any ts of a loaded trace
+_DUR_MAX_NS = float(2**62)
+
 
 def _canon_cat(c: Any) -> str | None:
     return None if c is None else schema.canonical_category(c if isinstance(c, str) else str(c))
@@ -69,6 +72,7 @@ class _Part:
     threads: list[tuple[Any, ...]]
     notes: dict[str, list[Any]]  # the run's assumptions (``_Ctx.note``; event indices within the run)
     dev_args: list[tuple[np.ndarray, str, np.ndarray]]  # (run positions, key, values): ``device_args``
+    id_values: dict[str, dict[int, int | str]]  # the run's ``_Ctx.id_values``: ``id_values``
 
 
 def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = None) -> _Part:
@@ -135,6 +139,16 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
     if n_missing_dur:
         report.add("missing_dur", "repaired", n_missing_dur, f"{n_missing_dur} complete events had no dur: set to 0")
     dur_f[neg] = 0
+    # a duration whose end int64 ns cannot hold (ts is within days of the origin): not a measurement
+    huge = dur_f > _DUR_MAX_NS
+    n_huge = int(np.count_nonzero(huge & ok_e))
+    if n_huge:
+        first_huge = int(np.flatnonzero(huge)[0])
+        ctx.defect("dur_out_of_range", "repaired", n_huge,
+                   f"{n_huge} events had a dur beyond 2**62 ns (146 years; e.g. {float(dur_us[first_huge])!r} µs), whose end "
+                   "int64 ns cannot hold: set to 0", int(rows_e[first_huge]),
+                   f"{n_huge} events have a 'dur' beyond 2**62 ns (e.g. {float(dur_us[first_huge])!r} µs)")
+        dur_f[huge] = 0
     del dur_us
 
     frows = np.flatnonzero(is_flow)
@@ -248,6 +262,7 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
             const[k] = v[:1]
             events[k] = None
     notes, ctx.notes = ctx.notes, {}
+    id_values, ctx.id_values = ctx.id_values, {}
     fin = np.isfinite(ts_all)
     small = not fin.any() or float(np.abs(ts_all[fin]).max()) < _EXACT_TS_MIN_US
     ns_abs = _us_to_ns(np.where(fin, ts_all, 0.0)) if small else None
@@ -265,4 +280,5 @@ def _extract(holder: list[list[_Event]], ctx: _Ctx, keep: list[Any] | None = Non
                     events[k] = v[o]
     return _Part(n=n_all, ts_us=ts_all, ns_abs=ns_abs, e_rows=e_rows, const=const, is_e=is_e, is_m=is_m,
                  is_flow=is_flow, is_mem=is_mem, is_c=is_c, events=events, flows=flows, memory=memory,
-                 counters=counters, threads=threads, notes=notes, dev_args=dev_args)
+                 counters=counters, threads=threads, notes=notes, dev_args=dev_args,
+                 id_values=id_values)

@@ -9,11 +9,13 @@ import pandas as pd
 
 from ...errors import TraceFormatError
 from ...trace import schema, steps
+from ...trace.ids import id_values_table
 from ...trace.model import LoadReport, Trace
 from .columns import _CatColumn, _compact_json_text, _concat
 from .context import _Ctx
 from .extract import _canon_cat, _Part
 from .meta import _build_meta
+from .nesting import check_nesting
 from .side_tables import _counter_frame, _memory_frame, _pair_flows, _thread_frame
 from .times import _timeline
 
@@ -107,6 +109,7 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
     for p in parts:
         p.events = None
     tables = _device_args_table(parts, offs, n_all, take)
+    tables.update(id_values_table([p.id_values for p in parts] + [ctx.id_values]))
     data = {"ts_ns": ts_e if take is None else ts_e[take], **data}
     del t_all, ts_parts, ts_e
     renamed: dict[str, str] = {}
@@ -142,6 +145,11 @@ def _finish(parts: list[_Part], meta: dict[str, Any], ctx: _Ctx, rank: int | Non
         )
     _steps(events, memory, report)
     _check_overlaps(events, report)
+    file_index = None
+    if ctx.fast:  # an events row's position in traceEvents
+        file_index = _concat([o + p.e_rows for o, p in zip(offs, parts)])
+        file_index = file_index if take is None else file_index[take]
+    check_nesting(events, file_index, ctx)
     _check_launch_order(flows, report)
     return Trace(events=events, flows=flows, memory=memory, counters=counters, threads=threads, meta=tmeta,
                  report=report, tables=tables)

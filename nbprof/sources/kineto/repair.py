@@ -308,6 +308,12 @@ def _tolerant_decode(
                 break
         # --- the bad event: up to the next boundary (or the array close) after err_at
         nxt = _CHUNK_END.search(buf, max(err_at, cstart + 1))
+        first_nxt, tries = nxt, 0
+        while nxt is not None and tries < 64 and not _balanced(bytes(buf[cstart : nxt.start() + 1])):
+            # a "}, true" inside the bad event (an array of objects and values in it), not its end
+            nxt, tries = _CHUNK_END.search(buf, nxt.start() + 1), tries + 1
+        if nxt is None or tries >= 64:
+            nxt = first_nxt
         close_m = _CLOSE.search(buf, max(err_at, cstart + 1))
         if (nxt is not None and close_m is not None and close_m.start() < nxt.start()
                 and not _balanced(bytes(buf[cstart : close_m.start() + 1]))):

@@ -56,17 +56,17 @@ def _pair_flows(cols: dict[str, Any], ts_ns: np.ndarray, ctx: _Ctx) -> pd.DataFr
     cat = cols["cat"].finish(_flow_cat)
     ccode = np.asarray(cat.codes).astype(np.int64)
     is_s, pid, tid = cols["is_s"], cols["pid"], cols["tid"]
-    ncat = max(len(cat.categories), 1)
-    # one sortable key per (category, id); ids are < 2**56 in every real trace
-    key = fid * ncat + np.where(ccode < 0, 0, ccode)
     ts = np.asarray(ts_ns, dtype=np.int64)
-    order = np.lexsort((~is_s, ts, key))  # by key, then time, a start before a finish at the same time
-    k, s_o = key[order], is_s[order]
+    # by (id, category), then time, a start before a finish at the same time (no combined key: an id
+    # stored as a u64 bit pattern, near -2**63, would overflow one)
+    order = np.lexsort((~is_s, ts, np.where(ccode < 0, 0, ccode), fid))
+    f_o, c_o, s_o = fid[order], np.where(ccode < 0, 0, ccode)[order], is_s[order]
     pos = np.arange(len(order))
     last_s = np.maximum.accumulate(np.where(s_o, pos, -1))
     f_at = np.flatnonzero(~s_o)
     src_at = last_s[f_at]
-    paired = (src_at >= 0) & (k[np.clip(src_at, 0, None)] == k[f_at])
+    sa = np.clip(src_at, 0, None)
+    paired = (src_at >= 0) & (f_o[sa] == f_o[f_at]) & (c_o[sa] == c_o[f_at])
     used = np.zeros(len(order), dtype=bool)
     used[src_at[paired]] = True
     lone_s = np.flatnonzero(s_o & ~used)
