@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..units import fmt_ms_text
 from ._text import TRACEBACK, _clean_lines, _Quirks, _read, parse_quantity, to_float, traceback_error, zero_stage_of
 
 __all__ = ["FlopsProfile", "parse_flops_profile", "parse_flops_profiles"]
@@ -408,8 +409,9 @@ def _note_shared(mods: pd.DataFrame, q: _Quirks) -> None:
         for i, par in enumerate(parent):
             j = row_of.get(par) if par is not None else None
             if j is not None and v[i] == v[i] and v[j] == v[j] and v[i] > v[j] * 1.001 and i not in above:
-                above[paths[i]] = (f"more {what} than its parent {par or 'the root module'!r} "
-                                   f"({_human(v[i], col)} vs {_human(v[j], col)})")
+                a, b = ((fmt_ms_text(v[i], 2), fmt_ms_text(v[j], 2)) if col == "fwd_latency_ns"
+                        else (f"{v[i]:,.0f} MACs", f"{v[j]:,.0f} MACs"))
+                above[paths[i]] = f"more {what} than its parent {par or 'the root module'!r} ({a} vs {b})"
     keys = [c for c in ("type", "params", "macs", "fwd_latency_ns", "fwd_flops_per_s", "extra_repr") if c in mods]
     groups: dict[tuple[Any, ...], list[str]] = {}
     for i, key in enumerate(mods[keys].astype(str).itertuples(index=False, name=None)):
@@ -450,11 +452,6 @@ def _note_shared(mods: pd.DataFrame, q: _Quirks) -> None:
               f"the children of {p or 'the root module'!r} sum to {total:,.0f} params, more than its own {mine:,.0f}: "
               "a submodule is shared by several parents and counted once per parent (sums over the tree "
               "double-count it)")
-
-
-def _human(v: float, col: str) -> str:
-    """A value of the modules table as DeepSpeed prints it, for a message (ms latency, MACs)."""
-    return f"{v / 1e6:.2f} ms" if col == "fwd_latency_ns" else f"{v:,.0f} MACs"
 
 
 def _pct(text: str, q: _Quirks, ln: int) -> float:
