@@ -66,7 +66,7 @@ def test_v100_num_workers_4_bound_is_the_first_findings():
 
 
 def test_saving_floor_keeps_tiny_savings_out_of_what_to_fix_first():
-    # H200 LM (13.7 ms step): launch-bound saves 8.8 ms (64%): ranked. The host syncs (52 us), the idle GPU (30 us)
+    # H200 LM (13.7 ms step): launch-bound saves 8.8 ms (64%): ranked. The idle GPU (30 us)
     # and the pageable copies (249 ns, 0.002% of the step) are real findings with a predicted saving under the floor
     # (5% of the step, findings.MIN_SAVING_RATIO): listed apart, with the saving and why, not under "what to fix
     # first" -- before the floor the 249 ns copy was the fourth fix to make.
@@ -76,7 +76,11 @@ def test_saving_floor_keeps_tiny_savings_out_of_what_to_fix_first():
     assert [f.rule for f in ranked] == ["launch_bound"]
     assert ranked[0].predicted_saving_ns >= MIN_SAVING_RATIO * ranked[0].step_ns
     small = {f.rule: f for f in apart if f.quantified}
-    assert {"memcpy", "host_sync", "host_wait"} <= set(small)
+    assert {"memcpy", "host_wait"} <= set(small)
+    # the trace's 168 aten::item calls all sit inside Optimizer.step#AdamW.step (the for-loop AdamW reads each
+    # parameter's step count): the optimizer's own cause, not a host_sync finding (one finding per cause); the 4
+    # device syncs outside it are under the rule's threshold
+    assert "host_sync" not in {f.rule for f in fs}
     for f in small.values():
         assert f.step_ns == pytest.approx(13.67e6, rel=0.01)
         assert 0 < f.predicted_saving_ns < MIN_SAVING_RATIO * f.step_ns

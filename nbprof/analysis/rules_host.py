@@ -137,11 +137,33 @@ def _sync_scenario(loop_names: list[str]) -> Scenario:
     return whatif.scale(pattern, 0.0, label="host syncs, tensor reads" + (" and their loops" if loop_names else ""))
 
 
+def _outside_optimizer(inp: RuleInputs) -> np.ndarray:
+    """Bool mask of events not starting inside an ``Optimizer.step#`` range: the syncs a for-loop optimizer makes
+    itself (Adam's per-parameter ``step.item()``) are the ``optimizer_loop`` cause (fused / foreach), not the user's
+    host syncs (one finding per cause)."""
+    ev = inp.trace.events
+    opt = np.flatnonzero(pred.name_mask(ev["name"], lambda n: _OPT_RANGE.match(n) is not None)
+                         & (ev["device"].to_numpy() < 0))
+    out = np.ones(len(ev), bool)
+    if opt.size == 0:
+        return out
+    st = ev["ts_ns"].to_numpy(np.int64)[opt]
+    en = st + ev["dur_ns"].to_numpy(np.int64)[opt]
+    order = np.argsort(st, kind="stable")
+    st, en = st[order], np.maximum.accumulate(en[order])  # the latest end of any range started so far
+    ts = ev["ts_ns"].to_numpy(np.int64)
+    k = np.searchsorted(st, ts, side="right") - 1
+    out[(k >= 0) & (ts < en[np.clip(k, 0, None)])] = False
+    return out
+
+
 def rule_host_sync(inp: RuleInputs) -> list[Finding]:
-    """Host syncs (``.item()``, ``.cpu()``, ``torch.cuda.synchronize()``) inside the steps."""
+    """Host syncs (``.item()``, ``.cpu()``, ``torch.cuda.synchronize()``) inside the steps, outside the optimizer's
+    own step (:func:`_outside_optimizer`)."""
     ev = inp.trace.events
     frames = pyframes.is_frame(inp.trace) & pred.name_mask(ev["name"], SYNC_FRAME_RE.match)
-    m = _step_mask(inp, (pred.name_mask(ev["name"], SYNC_NAMES.__contains__) | frames) & (ev["device"].to_numpy() < 0))
+    m = _step_mask(inp, (pred.name_mask(ev["name"], SYNC_NAMES.__contains__) | frames) & (ev["device"].to_numpy() < 0)
+                   & _outside_optimizer(inp))
     if not m.any():
         return []
     loops = _read_loops(inp, m)
