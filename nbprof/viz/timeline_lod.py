@@ -368,7 +368,7 @@ class TimelineLayout:
                 parts.append(np.arange(a, b))
         idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         if len(idx):
-            idx = idx[self.end[idx] > x0] if True else idx
+            idx = idx[self.end[idx] > x0]
         ts = self.ts[idx]
         end = self.end[idx]
         cs = np.maximum(ts, x0)
