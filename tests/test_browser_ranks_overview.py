@@ -82,3 +82,32 @@ def _overview_box(page):
     page.evaluate(js)
     page.wait_for_timeout(300)
     return page.evaluate(js)
+
+
+def test_1024_ranks_page_draws_every_cell(browser, tmp_path):
+    """A 1,024-rank job (one small gloo-shaped rank's reductions, repeated with shifts): the static page holds
+    1,024 x 64 cells, draws them with no console error, and zooming in the browser needs no Python."""
+    from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+    from test_viz_ranks_overview import _job_of
+
+    from nbprof.viz.ranks_overview import static_view
+
+    path = tmp_path / "ov1024.html"
+    path.write_text(file_html(static_view(_job_of(1024), width=1000), INLINE, title="overview"), encoding="utf-8")
+    ctx, page, errors, blocked = open_page(browser, path.as_uri())
+    page.locator("canvas").first.wait_for(state="visible", timeout=60_000)
+    n = page.evaluate("""() => { const s = [...Bokeh.documents[0].all_models].find((m) => m.name === 'nbprof_overview');
+        return [s.data.x.length, new Set(Array.from(s.data.y)).size]; }""")
+    assert n == [1024 * 64, 1024], n
+    page.evaluate("""() => { const p = [...Bokeh.documents[0].all_models].find((m) => m.name === 'nbprof_overview_plot');
+        const xr = p.x_range; const mid = (xr.start + xr.end) / 2; const span = (xr.end - xr.start) / 8;
+        xr.setv({start: mid - span / 2, end: mid + span / 2}); }""")
+    page.wait_for_timeout(500)
+    shot = tmp_path / "ranks_overview_1024.png"
+    page.screenshot(path=str(shot))
+    if os.environ.get("NBPROF_SHOTS"):
+        shutil.copy(shot, os.path.join(os.environ["NBPROF_SHOTS"], shot.name))
+    assert not blocked, blocked[:5]
+    assert not errors, errors
+    ctx.close()

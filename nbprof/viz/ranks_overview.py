@@ -258,6 +258,7 @@ class RanksOverviewModel:
                                                                                        min_interval=1)
         p.yaxis.major_label_overrides = {i: str(r) for i, r in enumerate(self.ranks)}
         p.ygrid.visible = False
+        p.yaxis.minor_tick_line_color = None
         p.xgrid.visible = False
         apply_theme([p], "dark" if theme == "dark" else "light")
         return p
