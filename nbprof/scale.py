@@ -27,7 +27,6 @@ import pandas as pd
 from .errors import NbprofError
 from .rank_inputs import _archive_members, _expand, _extract_members, _is_archive
 from .trace.model import LoadReport, Trace
-from .trace.predicates import is_step_row
 from .trace_cache import (
     CACHE_FORMAT_VERSION,
     TraceCache,
@@ -56,19 +55,23 @@ def rank_summary(trace: Trace) -> dict[str, pd.DataFrame]:
     -------
     dict of DataFrame
         ``overview`` (one row: ``rank, events, duration_ns, steps, kernel_ns, comm_ns, origin_ns``),
-        ``steps`` (``step, start_ns, dur_ns``; ``start_ns`` absolute when the trace knows its origin),
+        ``steps`` (``step, start_ns, dur_ns``, int64 ns; ``start_ns`` absolute when the trace knows its origin):
+        the step windows of :func:`nbprof.analysis.steps.step_windows` -- THE step definition, the one the
+        report and the job dataset's ``steps`` table use (ProfilerStep#N, NVTX or detected iterations, each
+        extended to its device work); ``dur_ns`` = ``end_ns - start_ns`` (the dataset's ``step_ns``),
         ``kernels`` (``name, instances, total_ns``), ``collectives`` (``name, where, count, total_ns``:
         NCCL/RCCL kernels on the device, gloo/c10d ranges on the host).
     """
+    from .analysis.steps import step_windows
+
     ev = trace.events
     origin = trace.meta.origin_ns or 0
-    is_step = is_step_row(ev)
-    st = ev.loc[is_step, ["name", "ts_ns", "dur_ns"]]
+    w = step_windows(trace)
     steps = pd.DataFrame(
         {
-            "step": st["name"].astype(str).str.extract(r"#\s*(\d+)")[0].astype("int64").to_numpy(),
-            "start_ns": (st["ts_ns"] + origin).to_numpy(),
-            "dur_ns": st["dur_ns"].to_numpy(),
+            "step": w["step"].to_numpy("int64"),
+            "start_ns": (w["start_ns"] + origin).to_numpy("int64"),
+            "dur_ns": (w["end_ns"] - w["start_ns"]).to_numpy("int64"),
         }
     )
     k = ev[ev["cat"] == "kernel"]
@@ -102,6 +105,10 @@ def rank_summary(trace: Trace) -> dict[str, pd.DataFrame]:
         ]
     )
     return {"overview": overview, "steps": steps, "kernels": kernels, "collectives": collectives}
+
+
+#: the summaries cached before the one step definition (ProfilerStep rows only) are recomputed
+rank_summary.cache_key = "nbprof.scale.rank_summary/2: steps from analysis.steps.step_windows"  # type: ignore[attr-defined]
 
 
 

@@ -117,6 +117,8 @@ register("distributed", title="Distributed", live="nbprof.viz.distributed:distri
          static="nbprof.viz.distributed:static_view", ranks=True)
 register("ranks_timeline", title="All ranks", live="nbprof.viz.ranks_timeline:ranks_timeline_view",
          static="nbprof.viz.ranks_timeline:static_view", ranks=True)
+register("ranks_overview", title="All ranks (overview)", live="nbprof.viz.ranks_overview:ranks_overview_view",
+         static="nbprof.viz.ranks_overview:static_view", ranks=True)
 # two traces (before, after): the first argument of its builders is the pair
 register("diff", title="Diff", live="nbprof.viz.compare:diff_view", static="nbprof.viz.compare:static_view", pair=True)
 

@@ -56,7 +56,7 @@ if not paths and use_examples and (CORPUS / "facebookresearch__HolisticTraceAnal
     print("No per-rank traces given: using two ranks of a real 128-rank NCCL job from the corpus.")
 from nbprof.report import load_input, report_has_collectives
 from nbprof.results.table import table
-traces, rep = [], None
+traces, rep, ds_job = [], None, None
 if paths and os.path.isfile(os.path.join(paths[0], "manifest.json")):  # a job dataset (nbprof report --ranks DIR)
     import nbprof
     ds_job = nbprof.open_job(paths[0])
@@ -89,6 +89,9 @@ if traces:
         display(table(rep.stragglers, caption="Stragglers: the rank the others wait for, step after step"))
     # the Distributed view (per step: computation / overlapped / exposed communication / idle; the collectives;
     # waiting vs transfer and the straggler with several ranks) -- for one rank too
+    if ds_job is not None:  # every rank of the dataset, per time bin: computation / communication / idle
+        from nbprof.viz import ranks_overview as ro_view
+        show(ro_view.static_view(ds_job) if static_views else ro_view.ranks_overview_view(ds_job), static=static_views)
     from nbprof.viz import distributed as dist_view
     show(dist_view.static_view(traces) if static_views else dist_view.distributed_view(traces), static=static_views)
     if len(traces) > 1:  # all ranks on one clock, the same collective linked across ranks
