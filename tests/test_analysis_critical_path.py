@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 from pathlib import Path
 
@@ -91,6 +92,31 @@ def test_stream_wait_event_edge(corpus):
     assert len(gs) == 1
     ev = t.events
     assert ev["stream"].iloc[gs["src_row"].iloc[0]] != ev["stream"].iloc[gs["dst_row"].iloc[0]]
+
+
+#: the order build_graph's builders add their edges in (nodes.py, host_edges.py, device_edges.py, sync_edges.py)
+BUILD_ORDER = ("host", "wake", "device", "gpu_sync", "launch", "stream", "sync", "fwdbwd")
+
+
+def _kind_runs(g) -> list[str]:
+    names = np.asarray(cpm.EDGE_KINDS)[g.kind].tolist()
+    return [names[0]] + [b for a, b in itertools.pairwise(names) if a != b]
+
+
+def test_edges_come_one_builder_after_another(corpus):
+    """Each edge kind is one contiguous block, in the builders' order; one device and one launch edge per op."""
+    path = _trace_file(corpus, "cuda_event_sync_multi_stream")
+    t = nbprof.load(path)
+    g = build_graph(t, sync_args=_sync_args(path))
+    assert _kind_runs(g) == ["host", "device", "gpu_sync", "launch", "stream", "sync"]
+    n = {k: int((g.kind == cpm.EDGE_KINDS.index(k)).sum()) for k in BUILD_ORDER}
+    assert n == {"host": 65, "wake": 0, "device": 6, "gpu_sync": 1, "launch": 6, "stream": 3, "sync": 5, "fwdbwd": 0}
+    assert int((t.events["device"].to_numpy()[g.rows] >= 0).sum()) == 6
+    cnn = GPU / "cnn_nw0_prep.pt.trace.json.gz"
+    if cnn.exists():
+        g = build_graph(nbprof.load(cnn))
+        assert _kind_runs(g) == ["host", "wake", "device", "launch", "stream", "sync", "fwdbwd"]
+        assert int((g.kind == cpm.DEVICE).sum()) == int((g.kind == cpm.LAUNCH).sum()) == 258
 
 
 GPU_TRACES = ("cnn_nw0_prep", "cnn_nw4_prep", "lm_h200", "cnn_h200", "lm_mem", "ddp_nccl_rank0", "torchprof_lm")

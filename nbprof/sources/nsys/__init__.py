@@ -57,19 +57,17 @@ import pandas as pd
 from ...errors import TraceFormatError
 from ...trace.model import LoadReport, Trace
 from .db import _Db, decode_global_id
-from .tables import (  # noqa: F401  (constants kept importable from nbprof.sources.nsys)
-    MEM_KIND_NAMES,
-    MEMCPY_KIND_NAMES,
-    MEMSET_NAME,
+from .gpu import MEM_KIND_NAMES, MEMCPY_KIND_NAMES, MEMSET_NAME  # noqa: F401  (constants kept importable here)
+from .host import OSRT_CALL_CLASS  # noqa: F401
+from .nvtx import (  # noqa: F401
     NVTX_DOMAIN_CREATE,
     NVTX_MARK,
     NVTX_PUSHPOP,
     NVTX_STARTEND,
     NVTXT_PUSHPOP,
     NVTXT_STARTEND,
-    OSRT_CALL_CLASS,
-    _load,
 )
+from .tables import _load
 
 __all__ = ["load_nsys", "nsys_tables", "decode_global_id", "MEMCPY_KIND_NAMES", "MEM_KIND_NAMES"]
 
