@@ -43,7 +43,8 @@ finding's own ``scenario`` when it depends on the evidence):
 ====================  ===============================================================================
 ``dataloader``        ``"no_dataloader"``: the DataLoader waits take no time (an upper bound; workers
                       that keep up get close to it)
-``data_stall_chain``  ``"no_dataloader"``, as ``dataloader`` (the chain explains the same wait)
+``data_stall_chain``  ``"no_dataloader"``, as ``dataloader``: the chain explains the same wait, so it is folded into the
+                      ``dataloader`` finding (``evidence["same_cause"]``; :func:`~nbprof.analysis.findings.one_per_cause`)
 ``host_wait``         ``"no_host_gaps"``: device ops stop waiting for their launches, host work as it
                       was (a host-bound step saves little: the host-side findings say what to cut)
 ``launch_bound``      ``"cuda_graphs"``: ``no_host_gaps`` and the launch calls take no host time
@@ -87,7 +88,7 @@ from . import rules_host as rh
 from . import whatif
 from ._memo import per_trace
 from ._rule_util import exact
-from .findings import Finding, RuleInputs, Scenario, findings_frame, quantify, rank
+from .findings import Finding, RuleInputs, Scenario, findings_frame, one_per_cause, quantify, rank
 from .steps import _is_dataloader
 
 __all__ = ["Finding", "RULES", "RULE_SCENARIOS", "RULE_PARTS", "RULE_KNOBS", "UNQUANTIFIED", "THRESHOLDS", "advise", "findings_frame"]
@@ -401,6 +402,7 @@ def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict
     for f in found:
         f.part = f.part or RULE_PARTS.get(f.rule, "")
         f.knob = f.knob or RULE_KNOBS.get(f.rule, "")
+    found = one_per_cause(found, RULE_SCENARIOS, list(RULES))
     if quantify:
         _quantify(trace, found)
     else:
