@@ -68,6 +68,47 @@ def test_gpu_pairs_predictions(rows):
         assert 0 < by["v100_resnet50_workers"]["error"] <= 1.0  # within 2x
 
 
+def test_v100_workers_miss_is_not_the_dataloader_model():
+    """Why the V100 pair is +61% (59.0 ms predicted, 36.5 measured over the 6 steps of each run): not the data wait.
+
+    The before run fetches in the main process (F = D = 48-69 ms per step, R = 118 ms), so with 4 workers on the DGX
+    Station's 20 cores a batch arrives every F/4 = 15 ms < R: ``dataloader_workers(4, cores=20)`` predicts no wait
+    left, as ``no_dataloader``, and the after run's steady steps indeed wait <= 1.4 ms. The predicted step, 118.6 ms,
+    is within 7% of the after run's median step (126.7 ms). The measured mean carries two steps the change does not
+    explain: the first profiled step's pageable ``cudaMemcpyAsync`` waits 40 ms for device work queued before the
+    profiling window, and step 9's host work takes 28 ms more (``cpu_exec`` 43.9 ms vs 13-20 ms: the workers
+    decoding on the same host). Those two steps add (182.3 + 163.5 - 2 x 126.7) / 6 = 15.4 ms to the after run's mean
+    step: 15.4 of the 22.5 ms gap; the rest is the steady steps' host work, ~6% slower than predicted (the same
+    contention, not modelled: ``whatif.dataloader_workers``'s docstring). The measurement (the mean step, the one step
+    definition) is kept; the model of the data wait needs no change."""
+    import pairs as H
+
+    from nbprof.analysis import whatif
+    from nbprof.analysis.steps import step_breakdown
+
+    d0, d4 = H.CORPUS / H.V100.format(0), H.CORPUS / H.V100.format(4)
+    if not (d0.is_dir() and d4.is_dir()):
+        pytest.skip("../shared/corpus (torch-tb-profiler's ResNet-50 samples) is absent")
+    import nbprof
+
+    b, a = nbprof.load(next(d0.glob("*.pt.trace.json*"))), nbprof.load(next(d4.glob("*.pt.trace.json*")))
+    knob = whatif.predict(b, whatif.dataloader_workers(4, cores=20))
+    upper = whatif.predict(b, "no_dataloader")
+    assert knob.predicted_step_ns == pytest.approx(upper.predicted_step_ns, rel=1e-9)  # F / 4 < R: no wait left
+    assert knob.saving_ns == pytest.approx(58.98e6, rel=0.01)
+    ab, bb = step_breakdown(a), step_breakdown(b)
+    assert bb["dataloader_ns"].max() / 4 < (bb["step_ns"] - bb["dataloader_ns"]).min()  # F / 4 < R in every step
+    assert (ab["dataloader_ns"].iloc[1:] <= 1.5e6).all()  # the after run's data waits: the model's D' = 0
+    measured = bb["step_ns"].mean() - ab["step_ns"].mean()
+    assert measured == pytest.approx(36.52e6, rel=0.01)
+    assert abs(knob.predicted_step_ns / ab["step_ns"].median() - 1) <= 0.07
+    # the two steps the model does not explain: the first step's copy wait, step 9's slower host work
+    first = a.events[(a.events["name"].astype(str) == "cudaMemcpyAsync")
+                     & (a.events["ts_ns"] < int(ab["end_ns"].iloc[0]))]
+    assert first["dur_ns"].sum() >= 39e6
+    assert ab.loc[ab["step"] == 9, "cpu_exec_ns"].iloc[0] >= 2 * ab["cpu_exec_ns"].drop(index=[0, 4]).median()
+
+
 def test_dataloader_workers_knob_on_the_real_pairs(rows, run):
     # whatif.dataloader_workers(4) on the before run against the num_workers=4 after run. The CPU pair's fetch
     # sleeps (0.5 ms per sample: a read): its waiting frames take no core, so 4 workers overlap them on 2 cores
