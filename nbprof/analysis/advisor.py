@@ -82,6 +82,7 @@ from ..trace import predicates as pred
 from ..trace.iterations import step_label
 from ..trace.model import Trace
 from ..units import fmt_ms_text as ms
+from ..units import fmt_pct_text as pct
 from . import evidence as evi
 from . import rules_device as rd
 from . import rules_host as rh
@@ -131,7 +132,7 @@ def _rule_dataloader(inp: RuleInputs) -> list[Finding]:
     worst = df.loc[df["dataloader_ns"].idxmax()]
     return [Finding(
         "dataloader", "high" if ratio > 0.2 else "medium",
-        f"{ratio:.1%} of the average step is spent waiting for the DataLoader",
+        f"{pct(ratio, 1)} of the average step is spent waiting for the DataLoader",
         {"dataloader_ratio": float(ratio), "avg_dataloader_ns": float(avg["dataloader_ns"]),
          "avg_step_ns": float(avg["step_ns"]), "steps": int(len(df)),
          "worst_step": int(worst["step"]), "worst_step_dataloader_ns": int(worst["dataloader_ns"])},
@@ -160,7 +161,7 @@ def _rule_host_wait(inp: RuleInputs) -> list[Finding]:
             worst = ib[ib["device"] == dev].sort_values("host_wait_ns", ascending=False).iloc[0]
             out.append(Finding(
                 "host_wait", "high" if idle_ratio >= 0.3 else "medium",
-                f"GPU {dev} is idle {idle_ratio:.1%} of its active span, {share:.0%} of it waiting on the host",
+                f"GPU {dev} is idle {pct(idle_ratio, 1)} of its active span, {pct(share)} of it waiting on the host",
                 {"device": int(dev), "idle_ratio": float(idle_ratio), "host_wait_share": float(share),
                  "host_wait_ns": int(r["host_wait_ns"]), "kernel_wait_ns": int(r["kernel_wait_ns"]),
                  "other_ns": int(r["other_ns"]), "span_ns": int(u["span_ns"]),
@@ -181,7 +182,7 @@ def _rule_low_utilization(inp: RuleInputs) -> list[Finding]:
         if u["span_ns"] > 0 and u["utilization_ratio"] < th["utilization_ratio"]:
             out.append(Finding(
                 "low_utilization", "high" if u["utilization_ratio"] < 0.25 else "medium",
-                f"GPU {int(u['device'])} is busy only {u['utilization_ratio']:.1%} of its active span",
+                f"GPU {int(u['device'])} is busy only {pct(u['utilization_ratio'], 1)} of its active span",
                 {"device": int(u["device"]), "utilization_ratio": float(u["utilization_ratio"]),
                  "busy_ns": int(u["busy_ns"]), "idle_ns": int(u["idle_ns"]), "span_ns": int(u["span_ns"]),
                  "ops": int(u["ops"])},
@@ -206,7 +207,7 @@ def _rule_communication(inp: RuleInputs) -> list[Finding]:
         return []
     return [Finding(
         "communication", "high" if ratio > 0.3 else "medium",
-        f"{ratio:.1%} of the average step is exposed communication",
+        f"{pct(ratio, 1)} of the average step is exposed communication",
         {"communication_ratio": float(ratio), "avg_communication_ns": float(avg["communication_ns"]),
          "avg_step_ns": float(avg["step_ns"]), "rank": int(trace.meta.rank),
          "world_size": int(trace.meta.world_size)},
@@ -262,7 +263,7 @@ def _rule_allocator(inp: RuleInputs) -> list[Finding]:
     top = ", ".join(f"{n} {int(r['count'])}x {ms(r['sum'])}" for n, r in per.head(2).iterrows())
     return [Finding(
         "allocator", "high" if ratio > 0.2 else "medium",
-        f"{len(calls)} memory allocation/free calls take {ratio:.0%} of the step time ({top})",
+        f"{len(calls)} memory allocation/free calls take {pct(ratio)} of the step time ({top})",
         {"alloc_ratio": float(ratio), "alloc_ns": alloc_ns, "calls": int(len(calls)), "steps": int(n_steps),
          "step_ns": step_total, "per_call": {str(n): {"calls": int(r["count"]), "ns": int(r["sum"])}
                                             for n, r in per.iterrows()}},

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ..units import fmt_pct_text as pct
 from . import whatif
 
 if TYPE_CHECKING:
@@ -276,7 +277,7 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
                              float(p.baseline_step_ns))
         f.predicted_saving_ns, f.saving_reason, f.step_savings_ns, f.step_ns = done[key]
         if f.quantified and not f.ranked:
-            f.saving_reason += f" (under {MIN_SAVING_RATIO:.0%} of the step: not ranked)"
+            f.saving_reason += f" (under {pct(MIN_SAVING_RATIO)} of the step: not ranked)"
 
 
 def saving_on(f: Finding, steps: Sequence[int] | None = None) -> int | None:
