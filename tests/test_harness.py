@@ -60,8 +60,8 @@ def test_every_pair_names_a_bound_and_the_fix(rows):
 
 def test_gpu_pairs_predictions(rows):
     # recorded traces: deterministic. H200 CNN: no_dataloader predicts 21.1 ms, the num_workers=4 run measures
-    # 18.6 ms (+13%); V100 ResNet-50: 59.0 vs 36.5 ms (+61%, the no_dataloader upper bound: the 4-worker run still
-    # waits, and its host work differs -- the replay's dataloader_workers(n) is to close it)
+    # 18.6 ms (+13%); V100 ResNet-50: 59.0 vs 36.5 ms (+61%: not the data wait, which the 4-worker run no longer has;
+    # two of its six steps carry work the change does not explain: test_v100_workers_miss_is_not_the_dataloader_model)
     by = {r["name"]: r for r in rows}
     assert abs(by["h200_cnn_workers"]["error"]) <= 0.20
     if "v100_resnet50_workers" in by:
