@@ -190,3 +190,32 @@ def test_host_sync_removes_the_tensor_iteration_it_reads(tmp_path):
     loops = sorted({n for n in names[(ev["cat"] == "python_function").to_numpy()] if n.endswith("<genexpr>")})
     without = whatif.predict(tr, whatif.scale(SYNC_PATTERN + ("|" + exact(loops) if loops else ""), 0.0)).saving_ns
     assert f.predicted_saving_ns - without >= 0.8 * iter_ns, (f.predicted_saving_ns, without, iter_ns)
+
+
+def test_one_finding_per_cause_on_a_real_trace():
+    """Two rules that name one cause (the same what-if change on the same verdict part) give one finding: the first
+    by severity, then rule order, keeps its title and saving; the other becomes its evidence (findings.one_per_cause;
+    the demo's data-wait chain and dataloader findings: tests/test_merge.py)."""
+    import copy
+
+    from nbprof.analysis.findings import one_per_cause
+
+    tr = nbprof.load(DATA / "gpu" / "cnn_nw0_prep.pt.trace.json.gz")
+    (dl,) = advisor.advise(tr, rules=["dataloader"])
+    saving = dl.predicted_saving_ns
+    assert saving is not None and saving > 0
+    twin = copy.deepcopy(dl)
+    twin.rule, twin.severity, twin.title, twin.evidence_rows = "data_stall_chain", "high", "a chain.", [1, 2]
+    other = advisor.Finding("memcpy", "medium", "copies", part="memcpy", scenario=whatif.scale("Memcpy", 0.5))
+    out = one_per_cause([twin, other, dl], advisor.RULE_SCENARIOS, list(advisor.RULES))
+    assert [f.rule for f in out] == ["memcpy", "dataloader"]
+    kept = out[1]
+    assert kept is dl and kept.predicted_saving_ns == saving and kept.title == dl.title
+    assert kept.evidence["same_cause"][0]["rule"] == "data_stall_chain" and kept.next_step.endswith(
+        "Same cause, found by data_stall_chain: a chain.")
+    assert {1, 2} <= set(kept.evidence_rows)
+    # a change with another label is the same change; another factor is another cause
+    a = advisor.Finding("x", "low", "a", part="gpu_compute", scenario=whatif.scale("gemm", 0.5, label="12 GEMMs"))
+    b = advisor.Finding("y", "low", "b", part="gpu_compute", scenario=whatif.scale("gemm", 0.5))
+    c = advisor.Finding("z", "low", "c", part="gpu_compute", scenario=whatif.scale("gemm", 0.25))
+    assert [f.rule for f in one_per_cause([a, b, c], {}, ["x", "y", "z"])] == ["x", "z"]
