@@ -60,12 +60,53 @@ def test_every_pair_names_a_bound_and_the_fix(rows):
 
 def test_gpu_pairs_predictions(rows):
     # recorded traces: deterministic. H200 CNN: no_dataloader predicts 21.1 ms, the num_workers=4 run measures
-    # 18.6 ms (+13%); V100 ResNet-50: 59.0 vs 36.5 ms (+61%, the no_dataloader upper bound: the 4-worker run still
-    # waits, and its host work differs -- the replay's dataloader_workers(n) is to close it)
+    # 18.6 ms (+13%); V100 ResNet-50: 59.0 vs 36.5 ms (+61%: not the data wait, which the 4-worker run no longer has;
+    # two of its six steps carry work the change does not explain: test_v100_workers_miss_is_not_the_dataloader_model)
     by = {r["name"]: r for r in rows}
     assert abs(by["h200_cnn_workers"]["error"]) <= 0.20
     if "v100_resnet50_workers" in by:
         assert 0 < by["v100_resnet50_workers"]["error"] <= 1.0  # within 2x
+
+
+def test_v100_workers_miss_is_not_the_dataloader_model():
+    """Why the V100 pair is +61% (59.0 ms predicted, 36.5 measured over the 6 steps of each run): not the data wait.
+
+    The before run fetches in the main process (F = D = 48-69 ms per step, R = 118 ms), so with 4 workers on the DGX
+    Station's 20 cores a batch arrives every F/4 = 15 ms < R: ``dataloader_workers(4, cores=20)`` predicts no wait
+    left, as ``no_dataloader``, and the after run's steady steps indeed wait <= 1.4 ms. The predicted step, 118.6 ms,
+    is within 7% of the after run's median step (126.7 ms). The measured mean carries two steps the change does not
+    explain: the first profiled step's pageable ``cudaMemcpyAsync`` waits 40 ms for device work queued before the
+    profiling window, and step 9's host work takes 28 ms more (``cpu_exec`` 43.9 ms vs 13-20 ms: the workers
+    decoding on the same host). Those two steps add (182.3 + 163.5 - 2 x 126.7) / 6 = 15.4 ms to the after run's mean
+    step: 15.4 of the 22.5 ms gap; the rest is the steady steps' host work, ~6% slower than predicted (the same
+    contention, not modelled: ``whatif.dataloader_workers``'s docstring). The measurement (the mean step, the one step
+    definition) is kept; the model of the data wait needs no change."""
+    import pairs as H
+
+    from nbprof.analysis import whatif
+    from nbprof.analysis.steps import step_breakdown
+
+    d0, d4 = H.CORPUS / H.V100.format(0), H.CORPUS / H.V100.format(4)
+    if not (d0.is_dir() and d4.is_dir()):
+        pytest.skip("../shared/corpus (torch-tb-profiler's ResNet-50 samples) is absent")
+    import nbprof
+
+    b, a = nbprof.load(next(d0.glob("*.pt.trace.json*"))), nbprof.load(next(d4.glob("*.pt.trace.json*")))
+    knob = whatif.predict(b, whatif.dataloader_workers(4, cores=20))
+    upper = whatif.predict(b, "no_dataloader")
+    assert knob.predicted_step_ns == pytest.approx(upper.predicted_step_ns, rel=1e-9)  # F / 4 < R: no wait left
+    assert knob.saving_ns == pytest.approx(58.98e6, rel=0.01)
+    ab, bb = step_breakdown(a), step_breakdown(b)
+    assert bb["dataloader_ns"].max() / 4 < (bb["step_ns"] - bb["dataloader_ns"]).min()  # F / 4 < R in every step
+    assert (ab["dataloader_ns"].iloc[1:] <= 1.5e6).all()  # the after run's data waits: the model's D' = 0
+    measured = bb["step_ns"].mean() - ab["step_ns"].mean()
+    assert measured == pytest.approx(36.52e6, rel=0.01)
+    assert abs(knob.predicted_step_ns / ab["step_ns"].median() - 1) <= 0.07
+    # the two steps the model does not explain: the first step's copy wait, step 9's slower host work
+    first = a.events[(a.events["name"].astype(str) == "cudaMemcpyAsync")
+                     & (a.events["ts_ns"] < int(ab["end_ns"].iloc[0]))]
+    assert first["dur_ns"].sum() >= 39e6
+    assert ab.loc[ab["step"] == 9, "cpu_exec_ns"].iloc[0] >= 2 * ab["cpu_exec_ns"].drop(index=[0, 4]).median()
 
 
 def test_dataloader_workers_knob_on_the_real_pairs(rows, run):
@@ -87,9 +128,10 @@ def test_dataloader_workers_knob_on_the_real_pairs(rows, run):
 
 #: pairs whose prediction misses for a known reason (kept in the table, left out of the regression bound below)
 KNOWN_MISSES = {
-    # the saving is mostly the per-element Python loop around .item() (tensor iteration: an aten::select per element);
-    # the scenario removes it only when the profiler recorded the loop's <genexpr> frame, which torch's Python
-    # tracer does not do in every run (predicted 1.2-6.2 ms vs 6.8-16.9 ms measured)
+    # the saving is mostly the tensor iteration feeding the .item() loop (Tensor.__iter__ -> aten::unbind, an
+    # aten::select per element, built before the loop's <genexpr> frame): host_sync now removes it with the reads
+    # (rules_host._tensor_reads; one loaded run: 24.6 -> 31.2 ms predicted vs 35.1 measured, -11%). Kept here until a
+    # quiet harness run confirms it: the per-element Python between the reads needs the recorded frames
     "python_metrics",
 }
 

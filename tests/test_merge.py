@@ -143,19 +143,26 @@ def test_advisor_chain_names_the_preprocessing(merged):
     # busy-wait preprocessing: the main thread ran on the CPU, mostly outside OS calls (a loaded machine adds a
     # few: allocator mmap/munmap)
     assert (ch["on_cpu_ns"] >= 0.5 * ch["wait_ns"]).all() and (ch["on_cpu_ns"] / ch["wait_ns"]).median() >= 0.8
-    found = [f for f in advisor.advise(merged) if f.rule == "data_stall_chain"]
-    assert len(found) == 1
-    f = found[0]
-    assert "CPU-only profile" in f.title and "GPU idle" not in f.title
-    assert "DataLoader (`__next__`" in f.title and "`__getitem__`" in f.title and "on the CPU" in f.title
-    assert f.predicted_saving_ns is not None and f.predicted_saving_ns > 0.5 * expected
-    assert f.evidence["wait_ns"] == int(ch["wait_ns"].max())
+    # one cause, one finding: the chain explains the DataLoader wait, so it is the dataloader finding's evidence
+    # (findings.one_per_cause), with the saving the chain alone predicts
+    every = advisor.advise(merged)
+    assert [f.rule for f in every].count("dataloader") == 1 and "data_stall_chain" not in {f.rule for f in every}
+    dl = next(f for f in every if f.rule == "dataloader")
+    alone = advisor.advise(merged, rules=["data_stall_chain"])
+    assert len(alone) == 1 and dl.predicted_saving_ns == alone[0].predicted_saving_ns
+    (same,) = dl.evidence["same_cause"]
+    assert same["rule"] == "data_stall_chain" and same["title"] in dl.next_step
+    title, ev = same["title"], same["evidence"]
+    assert "CPU-only profile" in title and "GPU idle" not in title
+    assert "DataLoader (`__next__`" in title and "`__getitem__`" in title and "on the CPU" in title
+    assert dl.predicted_saving_ns is not None and dl.predicted_saving_ns > 0.5 * expected
+    assert ev["wait_ns"] == int(ch["wait_ns"].max())
     # evidence from both sources: the merged data range (both) and Kineto's DataLoader range
-    srcs = {e["source"] for e in f.evidence["wait_events"]}
+    srcs = {e["source"] for e in ev["wait_events"]}
     assert srcs == {"both", "kineto"}
-    assert all(e["nsys_row"] >= 0 for e in f.evidence["wait_events"] if e["source"] == "both")
-    rows = merged.events.iloc[f.evidence_rows[:2]]
-    assert set(rows["tid"]) == {f.evidence["tid"]}
+    assert all(e["nsys_row"] >= 0 for e in ev["wait_events"] if e["source"] == "both")
+    rows = merged.events.iloc[alone[0].evidence_rows[:2]]
+    assert set(rows["tid"]) == {ev["tid"]}
     # the plain Kineto trace (no OS view) has no chain, only the dataloader finding
     k = nbprof.load(merged.meta.extra["merge"]["kineto_path"])
     rules = {x.rule for x in advisor.advise(k, quantify=False)}
@@ -209,10 +216,12 @@ def test_report_step1_uses_the_merged_trace(pair, tmp_path):
 
     from nbprof.analysis import advisor
 
-    chain = [f for f in advisor.advise(nbprof.load(list(pair))) if f.rule == "data_stall_chain"]
-    assert chain and not [f for f in advisor.advise(nbprof.load(kineto_path)) if f.rule == "data_stall_chain"]
+    chain = advisor.advise(nbprof.load(list(pair)), rules=["data_stall_chain"])
+    assert chain and not advisor.advise(nbprof.load(kineto_path), rules=["data_stall_chain"])
     first_screen = text[: text.index("Step 1 - System view")] if "Step 1 - System view" in text else text
     assert html_mod.escape(chain[0].title) in first_screen or chain[0].title in first_screen
+    # one cause once: the chain is the dataloader finding's evidence, not a second item under "What to fix first"
+    assert max(first_screen.count(html_mod.escape(chain[0].title)), first_screen.count(chain[0].title)) == 1
 
 
 def test_kernel_anchors_recover_a_known_offset_and_drift():

@@ -43,7 +43,8 @@ finding's own ``scenario`` when it depends on the evidence):
 ====================  ===============================================================================
 ``dataloader``        ``"no_dataloader"``: the DataLoader waits take no time (an upper bound; workers
                       that keep up get close to it)
-``data_stall_chain``  ``"no_dataloader"``, as ``dataloader`` (the chain explains the same wait)
+``data_stall_chain``  ``"no_dataloader"``, as ``dataloader``: the chain explains the same wait, so it is folded into the
+                      ``dataloader`` finding (``evidence["same_cause"]``; :func:`~nbprof.analysis.findings.one_per_cause`)
 ``host_wait``         ``"no_host_gaps"``: device ops stop waiting for their launches, host work as it
                       was (a host-bound step saves little: the host-side findings say what to cut)
 ``launch_bound``      ``"cuda_graphs"``: ``no_host_gaps`` and the launch calls take no host time
@@ -81,13 +82,14 @@ from ..trace import predicates as pred
 from ..trace.iterations import step_label
 from ..trace.model import Trace
 from ..units import fmt_ms_text as ms
+from ..units import fmt_pct_text as pct
 from . import evidence as evi
 from . import rules_device as rd
 from . import rules_host as rh
 from . import whatif
 from ._memo import per_trace
 from ._rule_util import exact
-from .findings import Finding, RuleInputs, Scenario, findings_frame, quantify, rank
+from .findings import Finding, RuleInputs, Scenario, findings_frame, one_per_cause, quantify, rank
 from .steps import _is_dataloader
 
 __all__ = ["Finding", "RULES", "RULE_SCENARIOS", "RULE_PARTS", "RULE_KNOBS", "UNQUANTIFIED", "THRESHOLDS", "advise", "findings_frame"]
@@ -130,7 +132,7 @@ def _rule_dataloader(inp: RuleInputs) -> list[Finding]:
     worst = df.loc[df["dataloader_ns"].idxmax()]
     return [Finding(
         "dataloader", "high" if ratio > 0.2 else "medium",
-        f"{ratio:.1%} of the average step is spent waiting for the DataLoader",
+        f"{pct(ratio, 1)} of the average step is spent waiting for the DataLoader",
         {"dataloader_ratio": float(ratio), "avg_dataloader_ns": float(avg["dataloader_ns"]),
          "avg_step_ns": float(avg["step_ns"]), "steps": int(len(df)),
          "worst_step": int(worst["step"]), "worst_step_dataloader_ns": int(worst["dataloader_ns"])},
@@ -159,7 +161,7 @@ def _rule_host_wait(inp: RuleInputs) -> list[Finding]:
             worst = ib[ib["device"] == dev].sort_values("host_wait_ns", ascending=False).iloc[0]
             out.append(Finding(
                 "host_wait", "high" if idle_ratio >= 0.3 else "medium",
-                f"GPU {dev} is idle {idle_ratio:.1%} of its active span, {share:.0%} of it waiting on the host",
+                f"GPU {dev} is idle {pct(idle_ratio, 1)} of its active span, {pct(share)} of it waiting on the host",
                 {"device": int(dev), "idle_ratio": float(idle_ratio), "host_wait_share": float(share),
                  "host_wait_ns": int(r["host_wait_ns"]), "kernel_wait_ns": int(r["kernel_wait_ns"]),
                  "other_ns": int(r["other_ns"]), "span_ns": int(u["span_ns"]),
@@ -180,7 +182,7 @@ def _rule_low_utilization(inp: RuleInputs) -> list[Finding]:
         if u["span_ns"] > 0 and u["utilization_ratio"] < th["utilization_ratio"]:
             out.append(Finding(
                 "low_utilization", "high" if u["utilization_ratio"] < 0.25 else "medium",
-                f"GPU {int(u['device'])} is busy only {u['utilization_ratio']:.1%} of its active span",
+                f"GPU {int(u['device'])} is busy only {pct(u['utilization_ratio'], 1)} of its active span",
                 {"device": int(u["device"]), "utilization_ratio": float(u["utilization_ratio"]),
                  "busy_ns": int(u["busy_ns"]), "idle_ns": int(u["idle_ns"]), "span_ns": int(u["span_ns"]),
                  "ops": int(u["ops"])},
@@ -205,7 +207,7 @@ def _rule_communication(inp: RuleInputs) -> list[Finding]:
         return []
     return [Finding(
         "communication", "high" if ratio > 0.3 else "medium",
-        f"{ratio:.1%} of the average step is exposed communication",
+        f"{pct(ratio, 1)} of the average step is exposed communication",
         {"communication_ratio": float(ratio), "avg_communication_ns": float(avg["communication_ns"]),
          "avg_step_ns": float(avg["step_ns"]), "rank": int(trace.meta.rank),
          "world_size": int(trace.meta.world_size)},
@@ -261,7 +263,7 @@ def _rule_allocator(inp: RuleInputs) -> list[Finding]:
     top = ", ".join(f"{n} {int(r['count'])}x {ms(r['sum'])}" for n, r in per.head(2).iterrows())
     return [Finding(
         "allocator", "high" if ratio > 0.2 else "medium",
-        f"{len(calls)} memory allocation/free calls take {ratio:.0%} of the step time ({top})",
+        f"{len(calls)} memory allocation/free calls take {pct(ratio)} of the step time ({top})",
         {"alloc_ratio": float(ratio), "alloc_ns": alloc_ns, "calls": int(len(calls)), "steps": int(n_steps),
          "step_ns": step_total, "per_call": {str(n): {"calls": int(r["count"]), "ns": int(r["sum"])}
                                             for n, r in per.iterrows()}},
@@ -401,6 +403,7 @@ def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict
     for f in found:
         f.part = f.part or RULE_PARTS.get(f.rule, "")
         f.knob = f.knob or RULE_KNOBS.get(f.rule, "")
+    found = one_per_cause(found, RULE_SCENARIOS, list(RULES))
     if quantify:
         _quantify(trace, found)
     else:

@@ -5,6 +5,16 @@ The step-time comparison is :func:`nbprof.analysis.regression.check_regression` 
 interval of the ratio ``after / before``) on :func:`nbprof.analysis.steps.step_times`; the per-step role times
 are :func:`nbprof.analysis.steps.breakdown_average`. No second definition of either lives here.
 
+The claim (:attr:`BeforeAfter.claim`, the one home of "faster"): the ``after`` run is *faster* (*slower*) when the
+bootstrap interval of the ratio lies entirely below (above) 1; when the interval contains 1 the runs differ by no
+more than their noise ("no clear change": no ratio is stated as a result). Before either, the step counts must be
+able to show a change at all: with ``n`` and ``m`` steps, even a complete separation (every ``after`` step shorter
+than every ``before`` one) has the two-sided exact Mann-Whitney p-value ``2 / C(n + m, n)`` (under no change each of
+the ``C(n + m, n)`` orderings of the pooled steps is equally likely; Mann & Whitney, *Ann. Math. Statist.* 18(1),
+1947). When that floor exceeds ``1 - confidence`` (3 vs 3 steps: 0.10 > 0.05) no interval from these steps can be
+trusted to separate the runs -- a percentile bootstrap interval is too narrow on so few values (Hesterberg, *What
+teachers should know about the bootstrap*, Amer. Statist. 69(4), 2015) -- and the claim is ``"too few steps"``.
+
 Contention: a change that moves work off the training process (DataLoader workers, a prefetch thread) makes the
 step slower when the freed work competes for the same cores: the training process's own CPU work then runs
 slower, which the breakdown shows as a larger average *CPU Exec* time per step. :func:`before_after` flags it when
@@ -15,12 +25,30 @@ the ``after`` run is slower (ratio > 1) and its CPU Exec time per step grew by m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import comb
 
 from ..trace.model import Trace
 from .regression import RegressionCheck, check_regression
 from .steps import breakdown_average, step_breakdown, step_times
 
-__all__ = ["BeforeAfter", "before_after", "CONTENTION_GROWTH"]
+__all__ = ["BeforeAfter", "before_after", "CONTENTION_GROWTH", "CLAIMS", "separation_floor"]
+
+#: The claims :attr:`BeforeAfter.claim` makes (see the module docstring).
+CLAIMS = ("faster", "slower", "no clear change", "too few steps")
+
+
+def separation_floor(n: int, m: int) -> float:
+    """The smallest two-sided p-value any ``n`` vs ``m`` steps can give: ``2 / C(n + m, n)``, the exact Mann-Whitney
+    probability of a complete separation in either direction (capped at 1). 4 vs 4 steps: 2/70 = 0.029; 3 vs 3: 0.10.
+
+    Raises
+    ------
+    ValueError
+        For a negative step count.
+    """
+    if n < 0 or m < 0:
+        raise ValueError(f"step counts must be >= 0, not {n} and {m}")
+    return min(1.0, 2 / comb(n + m, n))
 
 #: growth of the average CPU Exec time per step (after / before) above which a slower ``after`` is put down to
 #: contention for the CPU (1.2: 20 % more time for the same host work)
@@ -51,6 +79,20 @@ class BeforeAfter:
     def faster(self) -> bool:
         """The ``after`` run's median step is shorter (``ratio < 1``)."""
         return self.check.ratio < 1
+
+    @property
+    def claim(self) -> str:
+        """One of :data:`CLAIMS`: ``"too few steps"`` when :func:`separation_floor` of the step counts exceeds
+        ``1 - confidence``; else ``"faster"`` / ``"slower"`` when the ratio's interval lies below / above 1, else
+        ``"no clear change"`` (see the module docstring)."""
+        c = self.check
+        if separation_floor(len(c.baseline_steps_ns), len(c.candidate_steps_ns)) > 1 - c.confidence:
+            return "too few steps"
+        if c.ci_high < 1:
+            return "faster"
+        if c.ci_low > 1:
+            return "slower"
+        return "no clear change"
 
     @property
     def cpu_exec_growth(self) -> float:

@@ -31,6 +31,7 @@ from ..trace import predicates as pred
 from ..trace.iterations import step_label
 from ..trace.model import Trace
 from ..units import fmt_ms_text as _ms
+from ..units import fmt_pct_text as _pct
 from . import _intervals as iv
 from .steps import _is_dataloader
 
@@ -235,7 +236,7 @@ def chain_finding_parts(trace: Trace, ratio_threshold: float) -> dict[str, Any] 
     gpu = int(w["gpu_idle_ns"]) >= 0
     label = step_label(trace, int(w["step"]))
     head = (f"GPU idle {_ms(w['gpu_idle_ns'])} at {label}" if gpu
-            else f"{label[:1].upper()}{label[1:]} waited {_ms(w['wait_ns'])} for data ({w['wait_ns'] / w['step_ns']:.0%} of "
+            else f"{label[:1].upper()}{label[1:]} waited {_ms(w['wait_ns'])} for data ({_pct(w['wait_ns'] / w['step_ns'])} of "
                  "the step, CPU-only profile)")
     links = [head, f"the main thread (tid {int(w['tid'])}) waited {_ms(w['wait_ns'])} in the DataLoader (`__next__`, "
                    "`data` range)"]

@@ -16,6 +16,12 @@ is unknown (no scenario models the change, or the replay predicts none: never sh
 to be a fix to start with (a ~50 ns copy in a 20 ms step), each with ``saving_reason``. Ties: severity (high first),
 then the rule's registration order.
 
+One finding per cause (:func:`one_per_cause`): two rules that find one cause (the ``dataloader`` share and the
+``data_stall_chain`` that explains the same wait) give findings whose fix is the same change -- the same what-if
+scenario on the same verdict part (:func:`cause_key`) -- and so the same saving. They are one finding: the first in
+the ranking's order (severity, then registration) keeps its title and saving, the others become its evidence
+(``evidence["same_cause"]``, their evidence rows after its own, their explanation appended to its next step).
+
 Precision of a saving: :data:`SAVING_REL_ERROR` is the relative error the validation harness
 (``scripts/harness_table.py``, ``docs/harness.md``) measured for predicted savings; a saving is shown as the
 range ``saving * (1 -+ SAVING_REL_ERROR)`` (:meth:`Finding.saving_range_ns`), at two significant digits
@@ -30,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ..units import fmt_pct_text as pct
 from . import whatif
 from .steps import steady_breakdown
 
@@ -37,7 +44,8 @@ if TYPE_CHECKING:
     from ..trace.model import Trace
 
 __all__ = ["Finding", "RuleInputs", "Scenario", "SEVERITIES", "PARTS_FIXED", "SAVING_REL_ERROR", "MIN_SAVING_RATIO",
-           "describe", "quantify", "rank", "ranked_on", "saving_on", "split", "findings_frame"]
+           "describe", "quantify", "rank", "ranked_on", "saving_on", "split", "findings_frame", "cause_key",
+           "one_per_cause"]
 
 #: A what-if scenario as :func:`nbprof.analysis.whatif.predict` takes it.
 Scenario = str | whatif.Change | list[str | whatif.Change]
@@ -193,6 +201,60 @@ def describe(sc: Scenario) -> str:
     return str(sc)
 
 
+def _change_key(sc: Scenario) -> Any:
+    if isinstance(sc, list):
+        return tuple(_change_key(c) for c in sc)
+    if isinstance(sc, whatif.Change):  # the label only names the matched events: not part of the change
+        return (sc.kind, float(sc.factor), sc.pattern)
+    return str(sc)
+
+
+def cause_key(f: Finding, defaults: dict[str, Scenario]) -> Any:
+    """What identifies the cause a finding fixes: its verdict part and its what-if change (its own ``scenario``, or
+    ``defaults[rule]``; a :class:`whatif.Change`'s label left out). None when the finding has no scenario (an
+    unquantified finding is its own cause)."""
+    sc = f.scenario if f.scenario is not None else defaults.get(f.rule)
+    if sc is None:
+        return None
+    return (f.part, _change_key(sc))
+
+
+def one_per_cause(found: Sequence[Finding], defaults: dict[str, Scenario],
+                  rule_order: Sequence[str] = ()) -> list[Finding]:
+    """``found`` with one finding per cause (:func:`cause_key`; see the module docstring), order kept.
+
+    The finding kept is the first of its cause by severity (high first), then ``rule_order``; each other finding of
+    that cause is folded into it: ``evidence["same_cause"]`` gets ``{"rule", "title", "where", "evidence"}`` of it, its
+    ``evidence_rows`` follow the kept finding's own (no duplicates, at most :data:`nbprof.analysis.evidence.MAX_ROWS`),
+    its title is appended to the kept finding's ``next_step`` ("Same cause, found by <rule>: <title>."), and an empty
+    ``code_line`` / ``knob`` is filled from it. Findings are changed in place.
+    """
+    from .evidence import MAX_ROWS
+
+    sev = {s: i for i, s in enumerate(SEVERITIES)}
+    order = {r: i for i, r in enumerate(rule_order)}
+    groups: dict[Any, list[Finding]] = {}
+    for f in found:
+        k = cause_key(f, defaults)
+        if k is not None:
+            groups.setdefault(k, []).append(f)
+    gone: set[int] = set()
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        keep, *rest = sorted(group, key=lambda f: (sev.get(f.severity, 9), order.get(f.rule, len(order))))
+        for o in rest:
+            keep.evidence.setdefault("same_cause", []).append(
+                {"rule": o.rule, "title": o.title, "where": o.where, "evidence": o.evidence})
+            seen = set(keep.evidence_rows)
+            keep.evidence_rows = (keep.evidence_rows + [r for r in o.evidence_rows if r not in seen])[:MAX_ROWS]
+            keep.next_step = f"{keep.next_step} Same cause, found by {o.rule}: {o.title.rstrip('.')}.".strip()
+            keep.code_line = keep.code_line or o.code_line
+            keep.knob = keep.knob or o.knob
+            gone.add(id(o))
+    return [f for f in found if id(f) not in gone]
+
+
 def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenario],
              unquantified: dict[str, str]) -> None:
     """Set ``predicted_saving_ns`` / ``saving_reason`` of each finding (one replay per distinct scenario).
@@ -232,7 +294,7 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
                              base_ns)
         f.predicted_saving_ns, f.saving_reason, f.step_savings_ns, f.step_ns = done[key]
         if f.quantified and not f.ranked:
-            f.saving_reason += f" (under {MIN_SAVING_RATIO:.0%} of the step: not ranked)"
+            f.saving_reason += f" (under {pct(MIN_SAVING_RATIO)} of the step: not ranked)"
 
 
 def saving_on(f: Finding, steps: Sequence[int] | None = None) -> int | None:

@@ -41,6 +41,7 @@ import pandas as pd
 from ..trace import predicates as pred
 from ..trace.model import Trace
 from ..units import fmt_ms_text as _ms
+from ..units import fmt_pct_text as _pct
 from . import evidence as evi
 from . import whatif
 from ._rule_util import exact
@@ -303,7 +304,7 @@ def nsys_findings(trace: Trace, *, min_gap_ns: int = DEFAULT_GAP_NS, threshold_r
         w = low.iloc[0]
         out.append(Finding(
             "nsys_gpu_low_util", "medium",
-            f"{len(low)} regions with GPU use below {threshold_ratio:.0%} (lowest {w['in_use_ratio']:.1%} over "
+            f"{len(low)} regions with GPU use below {_pct(threshold_ratio)} (lowest {_pct(w['in_use_ratio'], 1)} over "
             f"{_ms(w['duration_ns'])})",
             {"regions": low.head(10).to_dict("records"), "threshold_ratio": threshold_ratio, "chunks": chunks},
             f"device {int(w['device'])}, from {_ms(w['start_ns'])}",

@@ -16,6 +16,7 @@ import pandas as pd
 from ..trace import predicates as pred
 from ..trace.iterations import step_label
 from ..units import fmt_ms_text as ms
+from ..units import fmt_pct_text as pct
 from . import evidence as evi
 from . import whatif
 from ._rule_util import exact, py
@@ -79,8 +80,8 @@ def _rule_launch_bound(inp: RuleInputs) -> list[Finding]:
                   .any())
     return [Finding(
         "launch_bound", "high" if len(lb) == len(ph) else "medium",
-        f"{len(lb)} of {len(ph)} steps are launch-bound: {lb['short_ratio'].mean():.0%} of ops run shorter than "
-        f"their launch call and the GPU is busy {lb['busy_ratio'].mean():.0%} of the time",
+        f"{len(lb)} of {len(ph)} steps are launch-bound: {pct(lb['short_ratio'].mean())} of ops run shorter than "
+        f"their launch call and the GPU is busy {pct(lb['busy_ratio'].mean())} of the time",
         {"steps": [int(s) for s in lb["step"]], "ops": int(lb["ops"].sum()), "short_ops": int(lb["short_ops"].sum()),
          "short_ratio": float(lb["short_ratio"].mean()), "busy_ratio": float(lb["busy_ratio"].mean()),
          "median_device_ns": float(lb["median_device_ns"].median()),
@@ -109,7 +110,7 @@ def _rule_memory_peak(inp: RuleInputs) -> list[Finding]:
             continue
         out.append(Finding(
             "memory_peak", "high",
-            f"device {int(r['device'])} peaks at {ratio:.1%} of its memory",
+            f"device {int(r['device'])} peaks at {pct(ratio, 1)} of its memory",
             {"device": int(r["device"]), "peak_allocated_bytes": int(r["peak_allocated_bytes"]),
              "device_total_bytes": float(r["device_total_bytes"]), "peak_ratio": float(ratio),
              "peak_reserved_bytes": int(r["peak_reserved_bytes"]), "op": py(r["op"]),
@@ -183,8 +184,8 @@ def _rule_tensor_cores(inp: RuleInputs) -> list[Finding]:
         tf32 = int(major) >= 8
         out.append(Finding(
             "tensor_cores", "high" if gemm_ns / total > 0.3 else "medium",
-            f"GEMM/convolution kernels take {gemm_ns / total:.0%} of GPU {int(dev)} kernel time but only "
-            f"{ratio:.0%} of it runs on Tensor Cores",
+            f"GEMM/convolution kernels take {pct(gemm_ns / total)} of GPU {int(dev)} kernel time but only "
+            f"{pct(ratio)} of it runs on Tensor Cores",
             {"device": int(dev), "device_name": str(p.get("name", "")), "compute_capability": cc,
              "gemm_ns": gemm_ns, "kernel_ns": total, "gemm_time_ratio": gemm_ns / total,
              "tensor_core_ns": tc_ns, "tensor_core_ratio": ratio,
@@ -224,7 +225,7 @@ def _rule_dominant_kernel(inp: RuleInputs) -> list[Finding]:
         short = name if len(name) <= 80 else name[:77] + "..."
         out.append(Finding(
             "dominant_kernel", "medium" if ratio >= 0.5 else "low",
-            f"one kernel takes {ratio:.0%} of GPU {int(dev)} kernel time: {short}",
+            f"one kernel takes {pct(ratio)} of GPU {int(dev)} kernel time: {short}",
             {"device": int(dev), "kernel": name[:500], "kernel_ns": ns, "calls": cnt, "device_kernel_ns": total,
              "kernel_ratio": float(ratio)},
             f"device {int(dev)}",
@@ -299,8 +300,8 @@ def _rule_efficiency(inp: RuleInputs) -> list[Finding]:
         factor = at_th / float(top["time_ns"].sum())
         out.append(Finding(
             "efficiency", "high" if top["time_ns"].sum() > 0.3 * total else "medium",
-            f"{len(low)} op group(s) with {low['time_ns'].sum() / total:.0%} of device time run below "
-            f"{th['efficiency_peak_ratio']:.0%} of their roofline on {pk.device}",
+            f"{len(low)} op group(s) with {pct(low['time_ns'].sum() / total)} of device time run below "
+            f"{pct(th['efficiency_peak_ratio'])} of their roofline on {pk.device}",
             {"device": pk.device, "peak_key": pk.key, "kernel_ns": total, "time_at_threshold_ns": int(at_th),
              "ops": [{"name": str(r.name)[:200], "input_dims": str(r.input_dims)[:200], "time_ns": int(r.time_ns),
                       "peak_ratio": float(r.peak_ratio), "bound": str(r.bound),
@@ -321,7 +322,7 @@ def _rule_efficiency(inp: RuleInputs) -> list[Finding]:
         speed = fast / pk.flops_per_s["fp32"] if "fp32" in pk.flops_per_s else math.nan
         out.append(Finding(
             "efficiency", "high" if fp32_ns > 0.3 * total else "medium",
-            f"fp32 matrix ops take {fp32_ns / total:.0%} of device time on {pk.device}, whose "
+            f"fp32 matrix ops take {pct(fp32_ns / total)} of device time on {pk.device}, whose "
             f"{fast_dt.upper()} Tensor Cores peak {speed:.0f}x higher",
             {"device": pk.device, "peak_key": pk.key, "fp32_matrix_ns": fp32_ns, "kernel_ns": total,
              "peak_speedup": speed,
@@ -342,7 +343,7 @@ def _rule_efficiency(inp: RuleInputs) -> list[Finding]:
         at_roof = float(small["bytes"].sum()) / pk.bytes_per_s * 1e9
         out.append(Finding(
             "efficiency", "medium",
-            f"memory-bound elementwise / norm / softmax ops take {small_ns / total:.0%} of device time in "
+            f"memory-bound elementwise / norm / softmax ops take {pct(small_ns / total)} of device time in "
             f"{int(small['count'].sum())} calls on {pk.device}",
             {"device": pk.device, "kernel_ns": total, "memory_bound_ns": small_ns,
              "time_at_bandwidth_roof_ns": int(at_roof),

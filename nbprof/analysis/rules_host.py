@@ -48,6 +48,7 @@ import numpy as np
 from ..trace import predicates as pred
 from ..trace.iterations import step_label
 from ..units import fmt_ms_text as ms
+from ..units import fmt_pct_text as pct
 from . import evidence as evi
 from . import pyframes, whatif
 from ._rule_util import exact
@@ -130,6 +131,39 @@ def _read_loops(inp: RuleInputs, syncs: np.ndarray) -> np.ndarray:
     return out
 
 
+#: ``Tensor.__iter__`` (``for v in t``): unbinds the tensor into one ``aten::select`` per element
+_TENSOR_ITER = re.compile(r"torch/_tensor\.py\(\d+\): __iter__$")
+
+
+def _tensor_reads(inp: RuleInputs, syncs: np.ndarray) -> np.ndarray:
+    """``Tensor.__iter__`` frames whose elements are then read one by one on the host: a frame holding ``k >= 2``
+    ``aten::select`` ops followed, on its thread and in its step, by at least ``k`` ``aten::item`` syncs (``sum(v.item()
+    for v in t)``: the iterator is built before the loop's own frame, so the loop frame does not cover its ``aten::unbind``
+    -- one select per element, most of such a loop's time on CPU). Reading on the device removes it with the reads."""
+    from .steps import step_windows
+
+    ev = inp.trace.events
+    cand = np.flatnonzero(pyframes.is_frame(inp.trace) & pred.name_mask(ev["name"], lambda n: _TENSOR_ITER.search(n) is not None))
+    out = np.zeros(len(ev), bool)
+    w = step_windows(inp.trace).sort_values("start_ns")
+    if cand.size == 0 or w.empty:
+        return out
+    ts, dur, tid = ev["ts_ns"].to_numpy(np.int64), ev["dur_ns"].to_numpy(np.int64), ev["tid"].to_numpy()
+    host = ev["device"].to_numpy() < 0
+    sel = np.flatnonzero(pred.name_mask(ev["name"], lambda n: n == "aten::select") & host)
+    item = np.flatnonzero(syncs & pred.name_mask(ev["name"], lambda n: n == "aten::item"))
+    st, en = w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
+    for c in cand:
+        k = int(np.searchsorted(st, ts[c], side="right") - 1)
+        if k < 0 or ts[c] >= en[k]:
+            continue
+        end = ts[c] + dur[c]
+        n_sel = int(((ts[sel] >= ts[c]) & (ts[sel] < end) & (tid[sel] == tid[c])).sum())
+        n_read = int(((ts[item] >= end) & (ts[item] < en[k]) & (tid[item] == tid[c])).sum())
+        out[c] = n_sel >= 2 and n_read >= n_sel
+    return out
+
+
 def _sync_scenario(loop_names: list[str]) -> Scenario:
     if not loop_names:
         return "remove_syncs"
@@ -166,7 +200,7 @@ def rule_host_sync(inp: RuleInputs) -> list[Finding]:
                    & _outside_optimizer(inp))
     if not m.any():
         return []
-    loops = _read_loops(inp, m)
+    loops = _read_loops(inp, m) | _tensor_reads(inp, m)
     frames |= loops
     m |= loops
     n_steps, total = _step_total(inp)
@@ -182,7 +216,7 @@ def rule_host_sync(inp: RuleInputs) -> list[Finding]:
     rows = evi.longest(inp.trace, m & ~frames) or evi.longest(inp.trace, m)
     return [Finding(
         "host_sync", "high" if ratio > 0.2 else "medium",
-        f"{calls} host syncs ({', '.join(names[:3])}) hold the host {ratio:.0%} of the step time, "
+        f"{calls} host syncs ({', '.join(names[:3])}) hold the host {pct(ratio)} of the step time, "
         f"{calls / n_steps:.0f} per step",
         {"sync_ns": sync_ns, "sync_ratio": float(ratio), "calls": calls, "names": names, "steps": n_steps},
         step_label(inp.trace, inp.steps["step"]),
@@ -233,7 +267,7 @@ def rule_optimizer_loop(inp: RuleInputs) -> list[Finding]:
     rows = evi.longest(inp.trace, np.isin(np.arange(len(ev)), rng))
     return [Finding(
         "optimizer_loop", "medium" if opt_ns > 0.1 * total else "low",
-        f"{opt_names[0]} runs {ops_per_step:.0f} per-parameter ops per step ({opt_ns / max(total, 1):.0%} of the "
+        f"{opt_names[0]} runs {ops_per_step:.0f} per-parameter ops per step ({pct(opt_ns / max(total, 1))} of the "
         "step time): a Python loop over the parameters",
         {"optimizer_ns": opt_ns, "ops": int(per.size), "ops_per_step": float(ops_per_step), "op_kinds": kinds,
          "per_op_overhead_ns": overhead, "arithmetic_ns": arithmetic, "estimated_saving_ns": saved,
@@ -274,7 +308,7 @@ def rule_step_io(inp: RuleInputs) -> list[Finding]:
     rows = evi.longest(inp.trace, mask)
     return [Finding(
         "step_io", "high" if ratio > 0.2 else "medium",
-        f"I/O in the step: {kind} takes {ratio:.0%} of the step time ({len(top)} calls in {n_steps} steps)",
+        f"I/O in the step: {kind} takes {pct(ratio)} of the step time ({len(top)} calls in {n_steps} steps)",
         {"io_ns": io_ns, "io_ratio": float(ratio), "calls": int(len(top)), "frames": names[:10]},
         step_label(inp.trace, inp.steps["step"]),
         "Checkpoint every N steps (or asynchronously: torch.distributed.checkpoint.async_save), log every N steps, "
@@ -295,7 +329,7 @@ def rule_unattributed_host(inp: RuleInputs) -> list[Finding]:
         return []
     return [Finding(
         "unattributed_host", "high" if ratio > 0.3 else "medium",
-        f"{ratio:.0%} of the step time runs outside every profiled op: host code the trace does not name",
+        f"{pct(ratio)} of the step time runs outside every profiled op: host code the trace does not name",
         {"other_ns": int(other), "step_ns": int(step), "ratio": float(ratio)},
         step_label(inp.trace, inp.steps["step"]),
         "Record Python frames to see which code: torch.profiler.profile(with_stack=True); common causes are "

@@ -41,6 +41,7 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace.model import Trace
+from ..units import fmt_pct_text as pct
 from . import _intervals as iv
 from . import pyframes
 from . import steps as st
@@ -353,7 +354,7 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
             reason = (f"{largest} takes more of the step, but the fix with the largest predicted saving "
                       f"({first.rule}) shrinks {bound}")
     elif first is None:
-        reason = f"no finding is predicted to save {MIN_SAVING_RATIO:.0%} of the step: the bound is the largest part"
+        reason = f"no finding is predicted to save {pct(MIN_SAVING_RATIO)} of the step: the bound is the largest part"
     close = sorted((p for p in parts if p != bound and parts[p] > 0
                     and CLOSE_RATIO * max(parts[p], parts[bound]) <= min(parts[p], parts[bound])),
                    key=lambda p: -parts[p])

@@ -213,7 +213,10 @@ def dataloader_workers(n: int, *, cores: int | None = None, current: int | None 
     ``docs/harness.md``): the H200 pair ``data/gpu/cnn_nw0_prep`` -> ``cnn_nw4_prep`` (16 cores, +2%); the CPU
     ``examples/train_cnn.py --num-workers 0`` -> ``2`` runs (2 cores: 18.1 ms predicted vs 19.4 ms over the after
     run's steady steps; its first step, 43 ms, carries the workers' prefetch); the harness's sleeping-fetch pair
-    (4 workers on 2 cores: the old ``F / n_eff`` model predicted ~3 ms of its ~32 ms saving).
+    (4 workers on 2 cores: the old ``F / n_eff`` model predicted ~3 ms of its ~32 ms saving); the corpus V100 ResNet-50
+    pair (20 cores: no wait left, as measured; the predicted step is within 7% of the after run's median step, its
+    mean carries a first step waiting on device work queued before the profiling window and one step of slower
+    host work: +61% on the mean, ``tests/test_harness.py``).
 
     Raises
     ------

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.before_after import separation_floor
 from ..units import fmt_ns
 from .table import Table, table
 
@@ -43,35 +44,39 @@ def side_by_side_table(df: pd.DataFrame, a_name: str, b_name: str, caption: str 
 
 
 def before_after_sentence(ba: Any, a_name: str = "before", b_name: str = "after") -> str:
-    """A :class:`nbprof.analysis.before_after.BeforeAfter` in words: the median step of ``b_name`` vs ``a_name``
-    (the baseline), the ratio with its bootstrap interval, and (when ``b_name`` is slower with a grown CPU Exec
-    time) the contention.
+    """A :class:`nbprof.analysis.before_after.BeforeAfter` in words: its claim (:attr:`BeforeAfter.claim`: faster /
+    slower with the median step of ``b_name`` vs ``a_name`` (the baseline), the ratio and its bootstrap interval; no
+    clear change, with the interval and no ratio as a result; too few steps to separate from noise), and (when
+    ``b_name`` is slower with a grown CPU Exec time) the contention.
 
     >>> from nbprof.analysis.before_after import BeforeAfter
     >>> from nbprof.analysis.regression import check_regression
-    >>> ba = BeforeAfter(check_regression([400e6, 410e6, 395e6], [150e6, 160e6, 155e6]), (20e6, 22e6), (380e6, 5e6), False)
+    >>> ba = BeforeAfter(check_regression([400e6, 410e6, 395e6, 405e6], [150e6, 160e6, 155e6, 152e6]), (20e6, 22e6),
+    ...                  (380e6, 5e6), False)
     >>> before_after_sentence(ba)
-    "'after' vs 'before': 2.58x faster (median step 155.000 ms instead of 400.000 ms; 95 % interval 2.47x-2.73x faster, 3 and 3 steps)."
+    "'after' vs 'before': 2.62x faster (median step 153.500 ms instead of 402.500 ms; 95 % interval 2.52x-2.70x faster, 4 and 4 steps)."
     """
     c = ba.check
-    if c.ratio < 1:
-        how = f"{1 / c.ratio:.2f}x faster"
-    elif c.ratio > 1:
-        how = f"{c.ratio:.2f}x slower"
-    else:
-        how = "the same speed"
-
+    claim = ba.claim
+    n, m = len(c.baseline_steps_ns), len(c.candidate_steps_ns)
+    medians = f"median step {fmt_ns(c.candidate_ns)} instead of {fmt_ns(c.baseline_ns)}"
     if c.ci_high < 1:
         interval = f"{1 / c.ci_high:.2f}x-{1 / c.ci_low:.2f}x faster"
     elif c.ci_low > 1:
         interval = f"{c.ci_low:.2f}x-{c.ci_high:.2f}x slower"
     else:
         interval = f"{1 / c.ci_low:.2f}x faster to {c.ci_high:.2f}x slower"
-    out = (f"{b_name!r} vs {a_name!r}: {how} (median step {fmt_ns(c.candidate_ns)} instead of {fmt_ns(c.baseline_ns)}; "
-           f"{c.confidence * 100:.0f} % interval {interval}, {len(c.baseline_steps_ns)} and "
-           f"{len(c.candidate_steps_ns)} steps).")
-    if c.verdict == "no significant change":
-        out += f" Within the noise: the interval includes a change under {c.max_regress * 100:.0f} %."
+    if claim == "too few steps":
+        out = (f"{b_name!r} vs {a_name!r}: {n} and {m} steps: too few to separate from noise ({medians}; even if "
+               f"every step of one run were shorter than every step of the other, the exact rank test's p-value "
+               f"would be {separation_floor(n, m):.2f}, over {1 - c.confidence:.2f}). Profile at least 4 steps per run.")
+    elif claim == "no clear change":
+        out = (f"{b_name!r} vs {a_name!r}: no clear change: the {c.confidence * 100:.0f} % interval of the median "
+               f"step's ratio, {interval}, includes no change ({medians}, {n} and {m} steps).")
+    else:
+        how = f"{1 / c.ratio:.2f}x faster" if claim == "faster" else f"{c.ratio:.2f}x slower"
+        out = (f"{b_name!r} vs {a_name!r}: {how} ({medians}; {c.confidence * 100:.0f} % interval {interval}, {n} and "
+               f"{m} steps).")
     if ba.contention:
         out += (f" The same host work took longer in {b_name!r}: its CPU Exec time per step grew {ba.cpu_exec_growth:.2f}x "
                 f"({fmt_ns(ba.cpu_exec_ns[0])} -> {fmt_ns(ba.cpu_exec_ns[1])}), so the training process got less "
@@ -82,7 +87,7 @@ def before_after_sentence(ba: Any, a_name: str = "before", b_name: str = "after"
 
 def before_after_html(ba: Any, a_name: str = "before", b_name: str = "after") -> str:
     """:func:`before_after_sentence` as the report's first-screen block (``nbprof-before-after``), escaped."""
-    color = "#2ca02c" if ba.check.verdict == "improvement" else "#d62728" if ba.check.verdict == "regression" else "#7f7f7f"
+    color = "#2ca02c" if ba.claim == "faster" else "#d62728" if ba.claim == "slower" else "#7f7f7f"
     head, _, rest = before_after_sentence(ba, a_name, b_name).partition(": ")
     return (f'<div class="nbprof-before-after" style="border-left:6px solid {color};padding:6px 12px;margin:6px 0">'
             f'<b>{_html.escape(head)}:</b> {_html.escape(rest)}</div>')

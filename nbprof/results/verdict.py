@@ -118,7 +118,7 @@ def verdict_sentence(v: Any, findings: Sequence[Any] = ()) -> str:
         s += (f" The largest part is {_PART_SHORT.get(largest, largest)} ({_pct(v.ratio(largest))}), but the fix with "
               f"the largest predicted saving{fix} shrinks {_PART_SHORT.get(v.bound, v.bound)}.")
     elif v.bound == largest and not any(_is_ranked(f) for f in findings):
-        s += f" No finding is predicted to save {MIN_SAVING_RATIO:.0%} of the step."
+        s += f" No finding is predicted to save {_pct(MIN_SAVING_RATIO)} of the step."
     if getattr(v, "caveat", ""):
         s += f" ({v.caveat[0].upper()}{v.caveat[1:]}.)"
     return s
@@ -166,7 +166,7 @@ def saving_words(f: Any) -> str:
         unit, div = ("s", 1e9) if hi >= 1e9 else ("ms", 1e6) if hi >= 1e6 else ("µs", 1e3)
         a, b = _sig2(lo / div), _sig2(hi / div)
         txt = f"saves ~{a} {unit} per step" if a == b else f"saves ~{a}\u2013{b} {unit} per step"
-        return txt if _is_ranked(f) else f"{txt}, under {MIN_SAVING_RATIO:.0%} of the step"
+        return txt if _is_ranked(f) else f"{txt}, under {_pct(MIN_SAVING_RATIO)} of the step"
     reason = str(getattr(f, "saving_reason", ""))
     if reason.startswith("not quantified: "):
         return reason
@@ -187,7 +187,7 @@ def verdict_text(v: Any, findings: Sequence[Any] = (), top: int = 3) -> str:
         if getattr(f, "next_step", ""):
             lines.append(f"   next: {f.next_step}")
     if apart:
-        lines.append(f"Not ranked (no saving predicted, or under {MIN_SAVING_RATIO:.0%} of the step):")
+        lines.append(f"Not ranked (no saving predicted, or under {_pct(MIN_SAVING_RATIO)} of the step):")
         for f in apart:
             lines.append(f"- {f.title} ({saving_words(f)})")
     return "\n".join(lines)
@@ -266,7 +266,7 @@ def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3,
                          + "".join(item(f) for f in ranked) + "</ol></div>")
         if apart:
             parts.append('<div class="nbprof-apart" style="margin:4px 12px"><b>Also found (no predicted saving, or under '
-                         f'{MIN_SAVING_RATIO:.0%} of the step)</b>'
+                         f'{_pct(MIN_SAVING_RATIO)} of the step)</b>'
                          "<ul>" + "".join(item(f) for f in apart) + "</ul></div>")
     else:
         parts.append('<div style="margin:4px 12px"><i>No advisor finding for this trace.</i></div>')
