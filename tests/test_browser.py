@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import block_network, collect_errors, need_chromium, open_notebook
-from conftest import CORPUS, ROOT
+from _support.chromium import block_network, collect_errors, need_chromium, open_notebook
+from _support.paths import CORPUS, ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -8,8 +8,8 @@ import re
 import time
 
 import pytest
-from browser_support import collect_errors, open_notebook
-from conftest import CORPUS
+from _support.chromium import collect_errors, open_notebook
+from _support.paths import CORPUS
 from test_browser import BENIGN, lab  # noqa: F401 - the JupyterLab server fixture (Chromium: conftest)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

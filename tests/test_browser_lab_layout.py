@@ -15,8 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from browser_support import open_notebook
-from conftest import ROOT
+from _support.chromium import open_notebook
+from _support.paths import ROOT
 from test_browser import _errors_collector, _shot_dir, lab  # noqa: F401 - the JupyterLab fixture (browser: conftest)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

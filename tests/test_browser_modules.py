@@ -12,8 +12,8 @@ import re
 import time
 
 import pytest
-from browser_support import BENIGN, collect_errors, open_notebook, open_page
-from conftest import DATA
+from _support.chromium import BENIGN, collect_errors, open_notebook, open_page
+from _support.paths import DATA
 from test_browser import lab  # noqa: F401 - the JupyterLab server fixture, reused
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -19,8 +19,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from browser_support import open_notebook, sized_canvas
-from conftest import ROOT
+from _support.chromium import open_notebook, sized_canvas
+from _support.paths import ROOT
 from test_browser import _errors_collector, _luminance, _shot_dir, lab  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

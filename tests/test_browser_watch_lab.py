@@ -10,9 +10,9 @@ import re
 import time
 
 import pytest
-from browser_support import collect_errors, open_notebook, sized_canvas
+from _support.chromium import collect_errors, open_notebook, sized_canvas
+from _support.timing_guard import MAX_STALL, cpu_stall_us, load_note
 from test_browser import BENIGN, lab  # noqa: F401 - the JupyterLab server fixture (Chromium: conftest)
-from timing_guard import MAX_STALL, cpu_stall_us, load_note
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 

@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT, SLOW, leak_state, leaks_since
+from _support.leaks import leak_state, leaks_since
+from _support.markers import SLOW
+from _support.paths import ROOT
 
 _DUMP = """
 import json, sys, pytest
@@ -58,3 +60,14 @@ def test_the_leak_check_finds_and_undoes_a_registry_change_and_a_running_profile
     assert len(leaks) == 2 and "profiler session" in leaks[0] and "sources.FORMATS changed (leaky)" in leaks[1]
     assert "leaky" not in sources.FORMATS and not torch._C._autograd._profiler_enabled()
     assert leaks_since(state) == []
+
+
+def test_helpers_are_imported_from_support_not_from_conftest():
+    """conftest.py holds fixtures and hooks only; what tests share is imported from ``tests/_support`` (issue 35)."""
+    import re
+
+    old = re.compile(r"^\s*(from|import) (conftest|browser_support|nsys_support|merge_support|timing_guard)\b", re.M)
+    files = [*(ROOT / "tests").rglob("*.py"), *(ROOT / "scripts").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
+    assert len(files) > 100
+    assert [str(p.relative_to(ROOT)) for p in files if old.search(p.read_text(encoding="utf-8"))] == []
+    assert not [p.name for p in (ROOT / "tests").glob("*_support.py")] and not (ROOT / "tests/timing_guard.py").exists()
