@@ -1,7 +1,7 @@
 """Fixtures and hooks only (what they use lives in ``tests/_support/``): paths to the real corpus and samples
-(skip with a reason when absent), one headless Chromium per module, markers set from what a test uses
-(:mod:`_support.markers`), and an autouse check that no test leaks a profiler session or a registry change
-(:mod:`_support.leaks`)."""
+(skip with a reason when absent), one headless Chromium and one JupyterLab server per module, markers set from
+what a test uses (:mod:`_support.markers`), and an autouse check that no test leaks a profiler session or a
+registry change (:mod:`_support.leaks`)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,19 @@ def browser():
             yield b
         finally:
             b.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A real JupyterLab server (:func:`_support.jupyterlab.jupyterlab_server`), one per test module; skips with the
+    reason when Chromium, Playwright or JupyterLab is missing."""
+    from _support.chromium import need_chromium
+    from _support.jupyterlab import jupyterlab_server
+
+    need_chromium()
+    pytest.importorskip("jupyterlab")
+    with jupyterlab_server(tmp_path_factory.mktemp("lab")) as server:
+        yield server
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -14,7 +14,6 @@ import time
 import pytest
 from _support.chromium import BENIGN, collect_errors, open_notebook, open_page
 from _support.paths import DATA
-from test_browser import lab  # noqa: F401 - the JupyterLab server fixture, reused
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -111,7 +110,7 @@ NONE = nbprof.load({none!r})""",
 ]
 
 
-def test_live_views_in_jupyterlab(lab, browser):  # noqa: F811 - the imported fixture
+def test_live_views_in_jupyterlab(lab, browser):
     import nbformat
 
     nb = nbformat.v4.new_notebook()

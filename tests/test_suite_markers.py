@@ -71,3 +71,32 @@ def test_helpers_are_imported_from_support_not_from_conftest():
     assert len(files) > 100
     assert [str(p.relative_to(ROOT)) for p in files if old.search(p.read_text(encoding="utf-8"))] == []
     assert not [p.name for p in (ROOT / "tests").glob("*_support.py")] and not (ROOT / "tests/timing_guard.py").exists()
+
+
+_LEAKY = '''
+from nbprof import sources
+
+
+def test_leaves_a_format_registered():
+    sources.register("leaky", "nbprof.sources.kineto:load_kineto", suffixes=(".leak",))
+
+
+def test_after_it_sees_no_leak():
+    assert "leaky" not in sources.FORMATS
+'''
+
+
+def test_the_autouse_leak_check_fails_the_leaking_test_and_undoes_the_leak(tmp_path):
+    """The autouse fixture end to end: tests/conftest.py as the only plug-in of a pytest run of two tests."""
+    import os
+
+    (tmp_path / "test_leaky.py").write_text(_LEAKY, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider", "-rE",
+                        "test_leaky.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                       check=False)
+    out = r.stdout + r.stderr
+    # the check fails the leaking test in its teardown (an error), and the test after it runs without the leak
+    assert r.returncode == 1 and "2 passed, 1 error" in out, out[-3000:]
+    assert "ERROR test_leaky.py::test_leaves_a_format_registered" in out, out[-3000:]
+    assert "leaked out of the test: sources.FORMATS changed (leaky)" in out, out[-3000:]
