@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "harness"), str(ROOT / "tests")]
 
 import pairs as H  # noqa: E402
-from timing_guard import cpu_stall_us  # noqa: E402
+from _support.timing_guard import cpu_stall_us  # noqa: E402
 
 HEADER = """# Validation harness (issue 30)
 

@@ -1,53 +1,25 @@
-"""Shared fixtures: paths to the real corpus (skip with a reason when absent) and to data/; markers set from
-what a test uses; a check that no test leaks a profiler session or a registry change.
-
-Markers (``pyproject.toml``) are set at collection, never by hand:
-
-- ``browser``, ``lab``, ``nsys``, ``corpus``: from the fixtures a test uses (``browser``, ``lab``, ``corpus``)
-  and from what the test or its fixtures call (``need_chromium``/Playwright, JupyterLab, ``nsys_or_skip``,
-  ``corpus_path``), so ``-m "not browser"`` leaves out every Chromium test;
-- ``slow``: the tests listed in :data:`SLOW` and those using a fixture of :data:`SLOW_FIXTURES` (measured over
-  10 s), so ``-m "not slow"`` is the fast loop.
-"""
+"""Fixtures and hooks only (what they use lives in ``tests/_support/``): paths to the real corpus and samples
+(skip with a reason when absent), one headless Chromium and one JupyterLab server per module, markers set from
+what a test uses (:mod:`_support.markers`), and an autouse check that no test leaks a profiler session or a
+registry change (:mod:`_support.leaks`)."""
 
 from __future__ import annotations
 
-import inspect
-import os
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("NBPROF_SHARED", ROOT.parent / "shared"))
-CORPUS = SHARED / "corpus"
-SAMPLES = SHARED / "notes" / "samples"
-DATA = ROOT / "data"
-
-
-def corpus_path(rel: str) -> Path:
-    """Path of a corpus file; skips the calling test when ../shared/corpus or the file is absent."""
-    p = CORPUS / rel
-    if not p.exists():
-        pytest.skip(f"real trace {rel} not available: ../shared/corpus is absent on this machine")
-    return p
-
-
-def sample_path(rel: str) -> Path:
-    p = SAMPLES / rel
-    if not p.exists():
-        pytest.skip(f"sample {rel} not available: ../shared/notes/samples is absent on this machine")
-    return p
+from _support.leaks import leak_state, leaks_since
+from _support.markers import markers_of
+from _support.paths import corpus_path, sample_path
 
 
 @pytest.fixture(scope="session")
 def corpus():
+    """:func:`_support.paths.corpus_path`: a corpus file's path, or a skip with the reason."""
     return corpus_path
 
 
 @pytest.fixture(scope="session")
 def samples():
+    """:func:`_support.paths.sample_path`: a sample's path, or a skip with the reason."""
     return sample_path
 
 
@@ -55,7 +27,7 @@ def samples():
 def browser():
     """Headless Debian Chromium through Playwright (``executable_path``, never ``playwright install``); skips
     with the reason when Chromium or Playwright is missing. One browser per test module."""
-    from browser_support import CHROMIUM, LAUNCH_ARGS, need_chromium
+    from _support.chromium import CHROMIUM, LAUNCH_ARGS, need_chromium
 
     need_chromium()
     from playwright.sync_api import sync_playwright
@@ -68,131 +40,24 @@ def browser():
             b.close()
 
 
-# ------------------------------------------------------------------------------------------------ markers
-#: marker -> (fixture names, text in the source of the test or of one of its fixtures)
-_NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "browser": (("browser",), ("need_chromium(", "sync_playwright")),
-    "lab": (("lab",), ("jupyterlab", '"lab"')),
-    "nsys": ((), ("nsys_or_skip(",)),
-    "corpus": (("corpus",), ("corpus_path(",)),
-}
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A real JupyterLab server (:func:`_support.jupyterlab.jupyterlab_server`), one per test module; skips with the
+    reason when Chromium, Playwright or JupyterLab is missing."""
+    from _support.chromium import need_chromium
+    from _support.jupyterlab import jupyterlab_server
 
-#: tests measured over 10 s (``pytest --durations``, seconds: setup + call) on the 2-core machine shared by 8 sessions and a CI
-#: run (load 11-14, so 2-4x a quiet run's); the next CI run's ``--durations`` (pyproject addopts) refreshes them
-SLOW: dict[str, float] = {
-    "tests/test_browser_reload.py::test_dashboard_survives_page_reload_and_reads_in_light_and_dark": 322.9,
-    "tests/test_browser.py::test_views_in_jupyterlab": 73.8,
-    "tests/test_browser_watch_lab.py::test_watch_chart_flag_click_dashboard_and_reload": 47.1,
-    "tests/test_browser_distributed_lab.py::test_dashboard_of_two_ranks_in_jupyterlab": 37.8,
-    "tests/test_browser_merge.py::test_merged_timeline_static_page_has_both_sources_lanes": 33.4,
-    "tests/test_browser_lab_layout.py::test_dashboard_fits_the_notebook_panel_with_the_file_browser_open": 32.9,
-    "tests/test_browser_lab_layout.py::test_show_on_the_timeline_brings_the_plot_into_the_window": 31.9,
-    "tests/test_browser_dashboard_links.py::test_finding_button_selects_the_timeline_and_zooms_to_the_evidence": 29.3,
-    "tests/test_browser_modules.py::test_live_views_in_jupyterlab": 27.5,
-    "tests/test_browser_report_tables.py::test_column_header_click_sorts_numerically": 21.7,
-    "tests/test_report_browser.py::test_report_renders_offline": 18.3,
-    "tests/test_browser_report_themes.py::test_report_first_screen_light_and_dark": 17.8,
-    "tests/test_browser.py::test_static_html_offline": 14.4,
-    "tests/test_report_demo.py::test_demo_loop_answers_all_four_questions": 116.5,
-    "tests/test_report.py::test_cli_report_from_a_real_run": 63.3,
-    "tests/test_tensorboard_notebook.py::test_tensorboard_compare_notebook": 50.4,
-    "tests/test_whatif_knobs.py::test_balance_ranks_on_a_real_gloo_straggler": 46.6,
-    "tests/test_script_capture.py::test_report_script_without_steps_profiles_the_whole_run": 39.7,
-    "tests/test_report.py::test_report_on_existing_artefacts": 35.2,
-    "tests/test_cli.py::test_report_of_a_positional_trace_with_o_dir_writes_a_report_folder_there": 35.2,
-    "tests/test_scale_archives.py::test_script_without_main_guard_gets_a_clear_error": 22.3,
-    "tests/test_torchprof_magic.py::test_demo_notebook_shows_table_and_summary": 19.2,
-    "tests/test_script_capture.py::test_report_script_under_nsys_merges_on_step_ranges": 18.6,
-    "tests/test_cli.py::test_check_usage_errors": 17.5,
-    "tests/test_report.py::test_report_to_a_file_and_step_4_on_one_ddp_rank": 17.2,
-    "tests/test_scale.py::test_dask_local_cluster_gives_identical_results": 16.4,
-    "tests/test_cli.py::test_export_writes_perfetto_and_chrome_files_that_read_back": 16.2,
-    "tests/test_cli.py::test_check_refuses_runs_of_different_hardware": 16.2,
-    "tests/test_watch_trainers.py::test_hf_trainer_callback": 15.7,
-    "tests/test_cli.py::test_check_is_noise_aware_and_deterministic": 15.3,
-    "tests/test_cli.py::test_stats_csv_has_nsys_report_names_headers_and_numbers": 15.0,
-    "tests/test_cli.py::test_summary_counts_equal_devices_and_names_the_one_with_events": 12.9,
-    "tests/test_cli.py::test_check_json_same_trace_and_improvement_pass": 12.5,
-    "tests/test_report.py::test_cli_report_errors": 12.0,
-    "tests/test_cli.py::test_summary_text_is_for_people_and_o_writes_the_file": 11.1,
-}
-#: (test file, fixture) -> seconds: a module fixture over 10 s makes every test that uses it slow (its setup is
-#: charged to whichever of them runs first)
-SLOW_FIXTURES: dict[tuple[str, str], float] = {
-    ("test_analysis_whatif.py", "cpu_runs"): 106.1,
-    ("test_harness.py", "rows"): 83.6,
-    ("test_deepspeed_run.py", "runs"): 43.8,
-}
-
-_SOURCES: dict[object, str] = {}
-
-
-def _source(fn: object) -> str:
-    if fn not in _SOURCES:
-        try:
-            _SOURCES[fn] = inspect.getsource(fn)  # type: ignore[arg-type]
-        except (OSError, TypeError):
-            _SOURCES[fn] = ""
-    return _SOURCES[fn]
-
-
-def _markers_of(item: pytest.Item) -> set[str]:
-    names = set(getattr(item, "fixturenames", ()))
-    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
-    texts = [_source(getattr(item, "function", None))]
-    texts += [_source(d[-1].func) for n, d in defs.items() if d and n in names]
-    out = {m for m, (fixtures, calls) in _NEEDS.items()
-           if names & set(fixtures) or any(c in t for t in texts for c in calls)}
-    rel = item.nodeid.split("[")[0]
-    if rel in SLOW or f"tests/{rel}" in SLOW or any((item.path.name, f) in SLOW_FIXTURES for f in names):
-        out.add("slow")
-    return out
+    need_chromium()
+    pytest.importorskip("jupyterlab")
+    with jupyterlab_server(tmp_path_factory.mktemp("lab")) as server:
+        yield server
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Add the markers each test gets from what it uses (:func:`_support.markers.markers_of`)."""
     for item in items:
-        for m in sorted(_markers_of(item) - {mk.name for mk in item.iter_markers()}):
+        for m in sorted(markers_of(item) - {mk.name for mk in item.iter_markers()}):
             item.add_marker(getattr(pytest.mark, m))
-
-
-# ------------------------------------------------------------------------------------------------ leak check
-def _registries() -> dict[str, object]:
-    """Every plug-in registry of nbprof, by name (imported: all are cheap, strings only)."""
-    from nbprof import cli, sources
-    from nbprof.results.render import RENDERERS
-    from nbprof.trace.hooks import HOOKS
-    from nbprof.viz.registry import VIEW_REGISTRY
-
-    return {"sources.FORMATS": sources.FORMATS, "viz.registry.VIEW_REGISTRY": VIEW_REGISTRY,
-            "results.render.RENDERERS": RENDERERS, "trace.hooks.HOOKS": HOOKS, "cli.REPORTS": cli.REPORTS}
-
-
-def _profiler_on() -> bool:
-    torch = sys.modules.get("torch")  # a test that never imported torch cannot have started a session
-    return bool(torch is not None and torch._C._autograd._profiler_enabled())
-
-
-def leak_state() -> tuple[dict[str, dict], bool]:
-    """What :func:`leaks_since` compares against: each registry's entries, and whether a profiler session runs."""
-    return {n: r.snapshot() for n, r in _registries().items()}, _profiler_on()  # type: ignore[attr-defined]
-
-
-def leaks_since(state: tuple[dict[str, dict], bool]) -> list[str]:
-    """What changed since ``state`` (a profiler session left running, a registry changed), each undone."""
-    before, was_on = state
-    leaks = []
-    if _profiler_on() and not was_on:
-        import torch
-
-        torch._C._autograd._disable_profiler()
-        leaks.append("a torch profiler session is still running (exit its `with profile(...)` block)")
-    for n, r in _registries().items():
-        after = r.snapshot()  # type: ignore[attr-defined]
-        if after != before[n]:
-            changed = sorted(set(after) ^ set(before[n]) | {k for k in after if k in before[n] and after[k] != before[n][k]})
-            r.restore(before[n])  # type: ignore[attr-defined]
-            leaks.append(f"{n} changed ({', '.join(changed)}): restore it (register, then unregister in a finally)")
-    return leaks
 
 
 @pytest.fixture(autouse=True)

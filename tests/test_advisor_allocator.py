@@ -9,7 +9,7 @@ calls (the caching allocator not reusing memory); before the rule its report's f
 from __future__ import annotations
 
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis import advisor

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis import advisor, whatif

@@ -6,7 +6,7 @@ import gzip
 import json
 
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.analysis.compare import compare
@@ -104,7 +104,7 @@ def kernel_total(path):
 
 
 def test_compare_cpu_profiles_of_the_example():
-    from conftest import DATA
+    from _support.paths import DATA
 
     a = nbprof.load(DATA / "cpu" / "cnn_nw0.pt.trace.json.gz")
     b = nbprof.load(DATA / "cpu" / "cnn_nw2.pt.trace.json.gz")

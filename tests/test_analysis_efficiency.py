@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.analysis import efficiency as eff

@@ -10,7 +10,7 @@ import logging
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis import kernels

@@ -7,7 +7,7 @@ import json
 import statistics
 
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.analysis.kernels import kernel_summary

@@ -6,7 +6,7 @@ import gzip
 import json
 
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis import memory as M

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, corpus_path
+from _support.paths import ROOT, corpus_path
 
 import nbprof
 from nbprof.analysis.operators import SORT_KEYS, host_call_tree, operator_summary

@@ -8,7 +8,7 @@ import logging
 
 import numpy as np
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis import steps

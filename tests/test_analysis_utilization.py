@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis import utilization as u

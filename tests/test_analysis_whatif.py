@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from timing_guard import measure, until_right
+from _support.timing_guard import measure, until_right
 
 import nbprof
 from nbprof.analysis import whatif

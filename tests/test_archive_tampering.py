@@ -8,7 +8,7 @@ import struct
 import zipfile
 
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.errors import NbprofError, TraceFormatError

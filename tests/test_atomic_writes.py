@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, corpus_path
+from _support.paths import ROOT, corpus_path
 
 import nbprof
 from nbprof.atomic import atomic_open, atomic_write

@@ -16,45 +16,24 @@ test's tmp dir; ``NBPROF_UPDATE_DOCS=1`` also copies them to docs/.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
-from browser_support import block_network, collect_errors, need_chromium, open_notebook
-from conftest import CORPUS, ROOT
+from _support.chromium import block_network, luminance, open_notebook, shot_dir
+from _support.jupyterlab import lab_errors
+from _support.paths import CORPUS, ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 GPU_TRACE = ROOT / "data" / "gpu" / "lm_mem.pt.trace.json.gz"
 CORPUS_TRACE = CORPUS / "AMD-AGI__TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
 EVIL = '</script><img src=x onerror="window.__nbprof_xss=1">"\'&<b>bold</b>'
-# console noise that is not an error of the page under test
-BENIGN = ("Failed to load resource", "favicon", "[Violation]", "Widget model not found", "translations",
-          "npm", "DevTools")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _shot_dir(tmp_path: Path) -> Path:
-    d = Path(os.environ.get("NBPROF_SCREENSHOTS", tmp_path / "screenshots"))
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 def _evil_trace_json(path: Path) -> None:
@@ -129,78 +108,7 @@ def _write_notebook(root: Path) -> Path:
     return p
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    need_chromium()
-    pytest.importorskip("jupyterlab")
-    base = tmp_path_factory.mktemp("lab")
-    root = base / "root"
-    root.mkdir()
-    settings = base / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    env = dict(os.environ)
-    for k, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"), ("JUPYTER_RUNTIME_DIR", "runtime"),
-                   ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "mpl"), ("XDG_CACHE_HOME", "cache"),
-                   ("XDG_CONFIG_HOME", "xdgconfig")):
-        (base / sub).mkdir()
-        env[k] = str(base / sub)
-    # jupyter_lsp runs `npm prefix --global` at startup: keep npm's logs out of ~ too
-    env["npm_config_cache"] = str(base / "cache" / "npm")
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("JUPYTER_PATH", None)
-    port = _free_port()
-    token = uuid.uuid4().hex
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           f"--LabApp.user_settings_dir={base / 'settings'}", f"--LabApp.workspaces_dir={base / 'workspaces'}",
-           "--LabApp.expose_app_in_browser=True", "--ServerApp.allow_root=True",
-           "--LabServerApp.news_url=", "--ServerApp.disable_check_xsrf=True"]
-    log = open(base / "lab.log", "w")  # noqa: SIM115 - the server writes to it until the fixture ends
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                log.flush()
-                raise RuntimeError("JupyterLab did not start:\n" + (base / "lab.log").read_text()[-3000:])
-            time.sleep(0.5)
-        yield {"url": url, "token": token, "root": root, "base": base}
-    finally:
-        # stop the server (and its kernels) by pid: SIGTERM to its process group, then SIGKILL
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        log.close()
-
-
 VIEW_SHOTS = ("timeline", "operators", "memory", "overview", "dashboard")
-
-
-def _luminance(png: bytes) -> float:
-    """Mean luminance (0-255) of a PNG screenshot."""
-    import io
-
-    from PIL import Image
-
-    return float(np.asarray(Image.open(io.BytesIO(png)).convert("L")).mean())
-
-
-def _errors_collector(page):
-    """:func:`browser_support.collect_errors` with this module's (JupyterLab's) benign messages."""
-    return collect_errors(page, BENIGN)
 
 
 def _status_change(cell, before: str, seconds: float = 10.0) -> str:
@@ -220,9 +128,9 @@ def _status_text(cell) -> str:
 
 def test_views_in_jupyterlab(lab, browser, tmp_path):
     nb = _write_notebook(lab["root"])
-    shots = _shot_dir(tmp_path)
+    shots = shot_dir(tmp_path)
     page = browser.new_page(viewport={"width": 1700, "height": 1100})
-    errors = _errors_collector(page)
+    errors = lab_errors(page)
     open_notebook(page, lab, nb)
     page.wait_for_selector("text=ALL CELLS DONE", timeout=300_000)
     cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")
@@ -322,7 +230,7 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
     tl_cell.locator(".jp-OutputArea").first.screenshot(path=str(shots / "timeline_zoomed.png"))
 
     # JupyterLab dark theme: a timeline created now follows it (auto theme, browser side)
-    light_lum = _luminance(canvas.screenshot())
+    light_lum = luminance(canvas.screenshot())
     page.evaluate("() => window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=60_000)
     dark_cell = cells.nth(13)
@@ -334,7 +242,7 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
     for _ in range(200):
         try:
             if dark_canvas.is_visible():
-                dark_lum = _luminance(dark_canvas.screenshot())
+                dark_lum = luminance(dark_canvas.screenshot())
                 if dark_lum < 90:
                     break
         except Exception:  # the output is being replaced
@@ -346,7 +254,7 @@ def test_views_in_jupyterlab(lab, browser, tmp_path):
     time.sleep(1.0)
     outs.nth(outs.count() - 2).screenshot(path=str(shots / "timeline_dark.png"))
     ops_png = outs.last.screenshot(path=str(shots / "operators_dark.png"))
-    assert _luminance(ops_png) < 90, _luminance(ops_png)  # chart, table and inputs all dark
+    assert luminance(ops_png) < 90, luminance(ops_png)  # chart, table and inputs all dark
     assert not errors, errors
     if os.environ.get("NBPROF_UPDATE_DOCS"):
         docs = ROOT / "docs"
@@ -361,13 +269,13 @@ def test_static_html_offline(browser, tmp_path):
     import nbprof
     from nbprof import viz
 
-    shots = _shot_dir(tmp_path)
+    shots = shot_dir(tmp_path)
     trace = nbprof.load(GPU_TRACE)
     path = viz.to_html(trace, tmp_path / "report.html")
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, offline=True, accept_downloads=True)
     blocked = block_network(ctx)
     page = ctx.new_page()
-    errors = _errors_collector(page)
+    errors = lab_errors(page)
     page.goto(path.as_uri())
     page.wait_for_function("() => window.Bokeh !== undefined && Bokeh.documents.length > 0", timeout=60_000)
     canv = page.locator("canvas")
@@ -436,7 +344,7 @@ def test_static_tooltip_shows_hostile_names_as_text(browser, tmp_path):
     out = viz.to_html(nbprof.load(evil), tmp_path / "evil.html", views=["timeline"])
     ctx = browser.new_context(viewport={"width": 1400, "height": 900}, offline=True)
     page = ctx.new_page()
-    errors = _errors_collector(page)
+    errors = lab_errors(page)
     page.goto(out.as_uri())
     canvas = page.locator("canvas").first
     canvas.wait_for(state="visible", timeout=60_000)

@@ -14,9 +14,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from browser_support import open_notebook
-from conftest import ROOT
-from test_browser import _errors_collector, _shot_dir, lab  # noqa: F401 - the JupyterLab fixture (browser: conftest)
+from _support.chromium import open_notebook, shot_dir
+from _support.jupyterlab import lab_errors
+from _support.paths import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -65,12 +65,12 @@ def _wait_range(page, want: tuple[float, float], errors: list[str]) -> list[floa
     pytest.fail(f"the timeline's x range {got} does not show {want}; errors: {errors}")
 
 
-def test_finding_button_selects_the_timeline_and_zooms_to_the_evidence(lab, browser, tmp_path):  # noqa: F811
+def test_finding_button_selects_the_timeline_and_zooms_to_the_evidence(lab, browser, tmp_path):
     windows = _windows()
     nb = _write_nb(lab["root"])
-    shots = _shot_dir(tmp_path)
+    shots = shot_dir(tmp_path)
     page = browser.new_page(viewport={"width": 1700, "height": 1600})
-    errors = _errors_collector(page)
+    errors = lab_errors(page)
     open_notebook(page, lab, nb)
     cell = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first
     out = cell.locator(OUT).filter(has=page.locator("button.nbprof-zoom")).first

@@ -9,8 +9,8 @@ import re
 import time
 
 import pytest
-from browser_support import open_page
-from conftest import ROOT, corpus_path
+from _support.chromium import open_page
+from _support.paths import ROOT, corpus_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

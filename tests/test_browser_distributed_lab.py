@@ -8,9 +8,9 @@ import re
 import time
 
 import pytest
-from browser_support import collect_errors, open_notebook
-from conftest import CORPUS
-from test_browser import BENIGN, lab  # noqa: F401 - the JupyterLab server fixture (Chromium: conftest)
+from _support.chromium import open_notebook
+from _support.jupyterlab import lab_errors
+from _support.paths import CORPUS
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -25,7 +25,7 @@ CELLS = [
 ]
 
 
-def test_dashboard_of_two_ranks_in_jupyterlab(lab, browser, tmp_path):  # noqa: F811
+def test_dashboard_of_two_ranks_in_jupyterlab(lab, browser, tmp_path):
     import nbformat
 
     if not PAIR.is_dir():
@@ -36,7 +36,7 @@ def test_dashboard_of_two_ranks_in_jupyterlab(lab, browser, tmp_path):  # noqa: 
     path = lab["root"] / "ranks.ipynb"
     nbformat.write(nb, path)
     page = browser.new_page(viewport={"width": 1600, "height": 1100})
-    errors = collect_errors(page, BENIGN)
+    errors = lab_errors(page)
     open_notebook(page, lab, path)
     page.wait_for_selector("text=ALL CELLS DONE", timeout=300_000)
     cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")

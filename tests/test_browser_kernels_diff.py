@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from browser_support import open_page
-from conftest import DATA
+from _support.chromium import open_page
+from _support.paths import DATA
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -15,9 +15,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from browser_support import open_notebook
-from conftest import ROOT
-from test_browser import _errors_collector, _shot_dir, lab  # noqa: F401 - the JupyterLab fixture (browser: conftest)
+from _support.chromium import open_notebook, shot_dir
+from _support.jupyterlab import lab_errors
+from _support.paths import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -59,10 +59,10 @@ def _write_nb(root: Path, trace: Path) -> Path:
     return p
 
 
-def _open(lab, browser, trace: Path):  # noqa: F811
+def _open(lab, browser, trace: Path):
     nb = _write_nb(lab["root"], trace)
     page = browser.new_page(viewport={"width": W, "height": H})
-    errors = _errors_collector(page)
+    errors = lab_errors(page)
     open_notebook(page, lab, nb)
     page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")
     page.wait_for_selector("#filebrowser", state="visible", timeout=30_000)
@@ -82,9 +82,9 @@ def _select(out, name: str) -> None:
     pytest.fail(f"the {name} tab is not selected")
 
 
-def test_show_on_the_timeline_brings_the_plot_into_the_window(lab, browser, tmp_path):  # noqa: F811
+def test_show_on_the_timeline_brings_the_plot_into_the_window(lab, browser, tmp_path):
     page, errors, out = _open(lab, browser, TRACE)
-    shots = _shot_dir(tmp_path)
+    shots = shot_dir(tmp_path)
     assert page.locator("#filebrowser").is_visible()
     out.locator("button.nbprof-zoom").first.click()
     out.locator(".nbprof-timeline").first.wait_for(state="visible", timeout=90_000)
@@ -115,9 +115,9 @@ def test_show_on_the_timeline_brings_the_plot_into_the_window(lab, browser, tmp_
     page.close()
 
 
-def test_dashboard_fits_the_notebook_panel_with_the_file_browser_open(lab, browser, tmp_path):  # noqa: F811
+def test_dashboard_fits_the_notebook_panel_with_the_file_browser_open(lab, browser, tmp_path):
     page, errors, out = _open(lab, browser, MEM_TRACE)
-    shots = _shot_dir(tmp_path)
+    shots = shot_dir(tmp_path)
     assert page.locator("#filebrowser").is_visible()
     over = {}
     for name in ("overview", "operators", "memory"):

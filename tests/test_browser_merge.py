@@ -4,8 +4,8 @@ Debian Chromium via Playwright ``executable_path``; real nsys 2022.4 (both skipp
 
 from __future__ import annotations
 
-from browser_support import block_network
-from merge_support import capture_pair
+from _support.chromium import block_network
+from _support.paired_capture import capture_pair
 
 import nbprof
 

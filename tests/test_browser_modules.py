@@ -12,9 +12,8 @@ import re
 import time
 
 import pytest
-from browser_support import BENIGN, collect_errors, open_notebook, open_page
-from conftest import DATA
-from test_browser import lab  # noqa: F401 - the JupyterLab server fixture, reused
+from _support.chromium import BENIGN, collect_errors, open_notebook, open_page
+from _support.paths import DATA
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -111,7 +110,7 @@ NONE = nbprof.load({none!r})""",
 ]
 
 
-def test_live_views_in_jupyterlab(lab, browser):  # noqa: F811 - the imported fixture
+def test_live_views_in_jupyterlab(lab, browser):
     import nbformat
 
     nb = nbformat.v4.new_notebook()

@@ -19,9 +19,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from browser_support import open_notebook, sized_canvas
-from conftest import ROOT
-from test_browser import _errors_collector, _luminance, _shot_dir, lab  # noqa: F401 - fixtures
+from _support.chromium import luminance, open_notebook, shot_dir, sized_canvas
+from _support.jupyterlab import lab_errors
+from _support.paths import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -74,7 +74,7 @@ def _write_nb(root: Path) -> Path:
     return p
 
 
-def _open(page, lab, nb: Path, ws: str) -> None:  # noqa: F811 - the fixture's value
+def _open(page, lab, nb: Path, ws: str) -> None:
     open_notebook(page, lab, nb, run_all=False, workspace=ws)
 
 
@@ -112,11 +112,11 @@ def _shoot_views(page, cell, theme: str, shots: Path, errors: list[str]) -> list
     return names
 
 
-def test_dashboard_survives_page_reload_and_reads_in_light_and_dark(lab, browser, tmp_path):  # noqa: F811
+def test_dashboard_survives_page_reload_and_reads_in_light_and_dark(lab, browser, tmp_path):
     nb = _write_nb(lab["root"])
-    shots = _shot_dir(tmp_path)
+    shots = shot_dir(tmp_path)
     page = browser.new_page(viewport={"width": 1700, "height": 2400})  # tall: whole dashboard views in a shot
-    errors = _errors_collector(page)
+    errors = lab_errors(page)
     ws = uuid.uuid4().hex[:8]
     _open(page, lab, nb, ws)
     cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")
@@ -181,7 +181,7 @@ def test_dashboard_survives_page_reload_and_reads_in_light_and_dark(lab, browser
     vc = verdict.evaluate(_COLOURS)
     assert _contrast(vc["fg"], vc["bg"]) >= 4.5, vc
     png = ops.locator(".jp-OutputArea").first.screenshot(path=str(shots / "dashboard_operators_dark.png"))
-    assert _luminance(png) < 90, _luminance(png)
+    assert luminance(png) < 90, luminance(png)
     _shoot_views(page, ops, "dark", shots, errors)
     assert not errors, errors
     page.close()

@@ -4,8 +4,8 @@ timeline to its evidence; headless Debian Chromium, network cut off, no console 
 from __future__ import annotations
 
 import pytest
-from browser_support import open_page
-from conftest import DATA
+from _support.chromium import open_page
+from _support.paths import DATA
 
 from nbprof.report import Artefacts, build_report
 

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 
 import pytest
-from browser_support import open_page
-from conftest import DATA
+from _support.chromium import open_page
+from _support.paths import DATA
 from test_browser_reload import _COLOURS, _contrast
 
 from nbprof.report import Artefacts, build_report

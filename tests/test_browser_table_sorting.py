@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from browser_support import open_page
-from conftest import DATA
+from _support.chromium import open_page
+from _support.paths import DATA
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -10,9 +10,9 @@ import re
 import time
 
 import pytest
-from browser_support import collect_errors, open_notebook, sized_canvas
-from test_browser import BENIGN, lab  # noqa: F401 - the JupyterLab server fixture (Chromium: conftest)
-from timing_guard import MAX_STALL, cpu_stall_us, load_note
+from _support.chromium import open_notebook, sized_canvas
+from _support.jupyterlab import lab_errors
+from _support.timing_guard import MAX_STALL, cpu_stall_us, load_note
 
 pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -37,7 +37,7 @@ def _sized_canvas(loc, what: str):
     return sized_canvas(canvas, what)
 
 
-def test_watch_chart_flag_click_dashboard_and_reload(lab, browser, tmp_path):  # noqa: F811
+def test_watch_chart_flag_click_dashboard_and_reload(lab, browser, tmp_path):
     import nbformat
 
     pytest.importorskip("torch")
@@ -47,7 +47,7 @@ def test_watch_chart_flag_click_dashboard_and_reload(lab, browser, tmp_path):  #
     path = lab["root"] / "watch.ipynb"
     nbformat.write(nb, path)
     page = browser.new_page(viewport={"width": 1600, "height": 1400})
-    errors = collect_errors(page, BENIGN)
+    errors = lab_errors(page)
     s0, t0 = cpu_stall_us(), time.monotonic()
     open_notebook(page, lab, path)
     page.wait_for_selector("text=ALL CELLS DONE", timeout=300_000)

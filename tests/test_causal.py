@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.analysis import steps

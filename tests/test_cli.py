@@ -15,7 +15,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import DATA, ROOT, corpus_path
+from _support.paths import DATA, ROOT, corpus_path
 
 from nbprof.analysis import nsys_stats
 
@@ -204,7 +204,7 @@ def test_stats_headers_equal_the_real_nsys_stats_headers(tmp_path):
     (sizes: nsys prints MB, nbprof keeps bytes) and the same Time (%) values."""
     import shutil
 
-    from nsys_support import nsys_or_skip, oracle_frame
+    from _support.nsys import nsys_or_skip, oracle_frame
 
     from nbprof.capture.nsys import stats_csv
 
@@ -405,7 +405,7 @@ def test_nsys_a_word_not_after_double_dash_is_a_usage_error(ip, line):
 
 
 def test_nsys_o_names_the_report_and_r_var_return_the_result(ip, tmp_path, monkeypatch):
-    from nsys_support import nsys_or_skip
+    from _support.nsys import nsys_or_skip
 
     from nbprof.results.nsys import NsysResult
 

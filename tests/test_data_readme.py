@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import DATA
+from _support.paths import DATA
 
 import nbprof
 from nbprof.analysis.steps import step_times

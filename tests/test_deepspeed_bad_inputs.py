@@ -8,7 +8,7 @@ import math
 import time
 
 import pytest
-from conftest import sample_path
+from _support.paths import sample_path
 
 from nbprof.deepspeed import parsers as P
 

@@ -116,7 +116,7 @@ def test_user_keys_win_without_a_profiler_section():
     flops_profiler.profile_step 1 and the comms logger's verbose true only when a "profiler" section was there."""
     import json
 
-    from conftest import corpus_path
+    from _support.paths import corpus_path
 
     real = json.loads(corpus_path("OAfzal__LLaVA-parallelism/scripts/zero3.json").read_text())
     assert "profiler" not in real and real["flops_profiler"]["profile_step"] == 1

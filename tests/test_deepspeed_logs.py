@@ -7,7 +7,7 @@ Real outputs: DeepSpeed 0.19.8 CPU runs in ../shared/notes/samples, the LLaVA Ze
 from __future__ import annotations
 
 import pytest
-from conftest import corpus_path, sample_path
+from _support.paths import corpus_path, sample_path
 
 from nbprof.deepspeed import parsers as P
 

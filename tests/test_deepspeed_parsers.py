@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import corpus_path, sample_path
+from _support.paths import corpus_path, sample_path
 
 from nbprof.deepspeed import parsers as P
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from conftest import corpus_path, sample_path
+from _support.paths import corpus_path, sample_path
 
 import nbprof
 from nbprof.analysis import distributed as D

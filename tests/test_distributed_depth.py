@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from timing_guard import Measured, measure
+from _support.timing_guard import Measured, measure
 
 import nbprof
 from nbprof.analysis import distributed as D
@@ -131,7 +131,7 @@ def test_cross_rank_analyses_from_reductions_on_real_ddp_straggler(straggler_tra
 
 
 def test_link_table_and_busbw_fraction(tmp_path):
-    from conftest import corpus_path
+    from _support.paths import corpus_path
 
     from nbprof.analysis import links as L
 
@@ -273,7 +273,7 @@ def test_distributed_view_static_html(straggler_traces, tmp_path):
 
 
 def test_wait_transfer_clock_alignment_and_consistency(straggler_run, straggler_traces):
-    from conftest import corpus_path
+    from _support.paths import corpus_path
 
     plain = D.wait_transfer(straggler_traces)
     assert plain["consistent"].all() and (plain["clock_offset_ns"] == 0).all()
@@ -352,7 +352,7 @@ def test_wait_transfer_matches_within_a_process_group():
     kernels): two ranks whose calls belong to different groups are not matched."""
     import copy
 
-    from conftest import corpus_path
+    from _support.paths import corpus_path
 
     t0 = nbprof.load(corpus_path("facebookresearch__HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz"))
     assert set(D.collectives(t0)["pg_name"]) == {"0"}

@@ -10,7 +10,7 @@ import logging
 import shutil
 
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.export.chrome import chrome_trace_dict

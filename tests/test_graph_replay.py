@@ -146,7 +146,7 @@ def test_module_view_keeps_a_replayed_steps_device_time():
     """nbprof's own H200 LM trace (with_modules): its last step replayed as a graph. The module tree's device time per
     module is the eager trace's (the replay's kernels land on the modules of the ops that ran them eagerly); without
     the attribution the step's 151 device ops would have no operator and every module would lose them."""
-    from conftest import DATA
+    from _support.paths import DATA
 
     from nbprof.analysis.modules import module_tree
 

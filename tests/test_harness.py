@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationW
 def run(tmp_path_factory):
     pytest.importorskip("torch")
     import pairs as H
-    from timing_guard import measure
+    from _support.timing_guard import measure
 
     out = tmp_path_factory.mktemp("harness")
     # the CPU pairs under the one timing guard (CPU pressure while they ran): the per-pair guard of pairs.py (the

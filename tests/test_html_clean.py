@@ -23,7 +23,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DATA, ROOT, corpus_path
+from _support.paths import DATA, ROOT, corpus_path
 from test_report import LEAKS, visible_text
 
 import nbprof

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.analysis import steps
@@ -147,7 +147,7 @@ def test_first_screen_paragraph_names_the_steps_the_steady_state_and_escapes_nam
     assert text[0].startswith("Steps: 18 found from kernel sequence (fmhaSm100aKernel_") and "probably its layers" in text[0]
     assert text[1] == "Steady state: 17 of 18 steps; skipped step 0: warm-up: 2.4x the median later step."
     # a CPU run whose first profiled step is 2.4x the others (the check test's warm-up step)
-    from conftest import DATA
+    from _support.paths import DATA
 
     cpu = nbprof.load(DATA / "cpu" / "cnn_nw2.pt.trace.json.gz")
     ss = steps.steady_state(cpu)

@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import CORPUS, corpus_path
+from _support.paths import CORPUS, corpus_path
 
 import nbprof
 from nbprof.trace import iterations

@@ -12,7 +12,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import DATA, ROOT, corpus_path
+from _support.paths import DATA, ROOT, corpus_path
 
 import nbprof
 from nbprof.sources import kineto

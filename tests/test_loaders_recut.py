@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 import nbprof
 from nbprof.errors import TraceFormatError

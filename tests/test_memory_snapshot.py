@@ -8,7 +8,7 @@ import pickle
 import pickletools
 
 import pytest
-from conftest import DATA, corpus_path, sample_path
+from _support.paths import DATA, corpus_path, sample_path
 
 import nbprof
 from nbprof.analysis import memory_snapshot as ms

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import corpus_path
-from merge_support import BATCH, PREPROCESS_MS, capture_pair
-from timing_guard import measure
+from _support.paired_capture import BATCH, PREPROCESS_MS, capture_pair
+from _support.paths import corpus_path
+from _support.timing_guard import measure
 
 import nbprof
 from nbprof.errors import SchemaError, TraceFormatError

@@ -10,8 +10,8 @@ import sys
 import textwrap
 
 import pytest
-from conftest import corpus_path
-from nsys_support import agents_running, nsys_or_skip
+from _support.nsys import agents_running, nsys_or_skip
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.errors import CaptureError, TraceFormatError

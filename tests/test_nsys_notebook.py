@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from nsys_support import agents_running, nsys_or_skip
+from _support.nsys import agents_running, nsys_or_skip
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,8 +10,8 @@ import textwrap
 
 import pandas as pd
 import pytest
-from conftest import corpus_path
-from nsys_support import agents_running, assert_matches, nsys_or_skip, oracle_frame
+from _support.nsys import agents_running, assert_matches, nsys_or_skip, oracle_frame
+from _support.paths import corpus_path
 
 from nbprof.analysis import nsys_rules, nsys_stats
 from nbprof.api import load_nsys_run

@@ -17,7 +17,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, corpus_path
+from _support.paths import ROOT, corpus_path
 
 SAXPY = "hpcgroup__pipit/pipit/tests/data/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
 ALEXNET = "facebookresearch__HolisticTraceAnalysis/tests/data/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"

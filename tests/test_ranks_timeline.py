@@ -25,7 +25,7 @@ STEPS = 4
 
 @pytest.fixture(scope="module")
 def hta_pair():
-    from conftest import corpus_path
+    from _support.paths import corpus_path
 
     return [nbprof.load(corpus_path(HTA + f"sampled_rank-{r}.json.gz")) for r in (0, 1)]
 
@@ -253,7 +253,7 @@ def test_distributed_view_skew_table_on_real_straggler(straggler):
 
 
 def test_ranks_timeline_takes_a_load_ranks_result():
-    from conftest import corpus_path
+    from _support.paths import corpus_path
 
     from nbprof.viz import registry
     from nbprof.viz.dashboard import Dashboard

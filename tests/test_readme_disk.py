@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from conftest import ROOT
+from _support.paths import ROOT
 
 from nbprof.capture import nsys_fetch
 from nbprof.trace_cache import default_cache_dir

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import corpus_path
-from timing_guard import measure
+from _support.paths import corpus_path
+from _support.timing_guard import measure
 
 import nbprof
 from nbprof.analysis import distributed as D

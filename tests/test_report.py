@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import DATA, ROOT
+from _support.paths import DATA, ROOT
 
 from nbprof.report import Artefacts, ReportError, build_report
 

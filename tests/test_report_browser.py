@@ -6,8 +6,8 @@ import os
 import re
 
 import pytest
-from browser_support import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
-from conftest import DATA, ROOT
+from _support.chromium import CHROMIUM, LAUNCH_ARGS, block_network, need_chromium
+from _support.paths import DATA, ROOT
 
 from nbprof.report import Artefacts, build_report
 

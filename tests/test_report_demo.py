@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from _support.paths import ROOT
 from test_report import assert_clean, visible_text
 
 pytest.importorskip("torch")

@@ -4,7 +4,7 @@ folder of rank traces given as --ds-trace (papermill, real kernels)."""
 from __future__ import annotations
 
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 from nbprof.report import Artefacts, ReportError, build_report
 

@@ -11,7 +11,7 @@ import nbformat
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA
+from _support.paths import DATA
 
 import nbprof
 from nbprof.analysis import advisor, evidence, operators, steps

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA, ROOT, corpus_path
+from _support.paths import DATA, ROOT, corpus_path
 
 import nbprof
 from nbprof.analysis import operators, utilization

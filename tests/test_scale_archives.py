@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, corpus_path
+from _support.paths import ROOT, corpus_path
 
 from nbprof.errors import NbprofError
 from nbprof.scale import load_ranks

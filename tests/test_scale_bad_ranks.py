@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 from nbprof.errors import NbprofError
 from nbprof.scale import TraceCache, load_ranks

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from timing_guard import until_right
+from _support.timing_guard import until_right
 
 import nbprof
 from nbprof.analysis.overhead import capture_metadata, profiler_overhead
@@ -129,7 +129,7 @@ def test_no_step_boundary_says_so(monkeypatch, tmp_path, capfd):
 def test_report_script_under_nsys_merges_on_step_ranges(script, tmp_path, monkeypatch):
     """``nbprof report --script`` on an unmodified script under real nsys: the NVTX step ranges pair with
     Kineto's ProfilerStep#N and the clocks align within 50 µs (the merge's own residual)."""
-    from nsys_support import agents_running, assert_no_new_agent, nsys_or_skip
+    from _support.nsys import agents_running, assert_no_new_agent, nsys_or_skip
 
     nsys_or_skip()
     from nbprof.report import run_workload

@@ -5,7 +5,7 @@ step as a ``ProfilerStep#N`` row spans its step."""
 from __future__ import annotations
 
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 from test_iterations import V100_NW0, _without_profiler_steps
 
 import nbprof

@@ -6,7 +6,9 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT, SLOW, leak_state, leaks_since
+from _support.leaks import leak_state, leaks_since
+from _support.markers import SLOW
+from _support.paths import ROOT
 
 _DUMP = """
 import json, sys, pytest
@@ -58,3 +60,43 @@ def test_the_leak_check_finds_and_undoes_a_registry_change_and_a_running_profile
     assert len(leaks) == 2 and "profiler session" in leaks[0] and "sources.FORMATS changed (leaky)" in leaks[1]
     assert "leaky" not in sources.FORMATS and not torch._C._autograd._profiler_enabled()
     assert leaks_since(state) == []
+
+
+def test_helpers_are_imported_from_support_not_from_conftest():
+    """conftest.py holds fixtures and hooks only; what tests share is imported from ``tests/_support`` (issue 35)."""
+    import re
+
+    old = re.compile(r"^\s*(from|import) (conftest|browser_support|nsys_support|merge_support|timing_guard)\b", re.M)
+    files = [*(ROOT / "tests").rglob("*.py"), *(ROOT / "scripts").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
+    assert len(files) > 100
+    assert [str(p.relative_to(ROOT)) for p in files if old.search(p.read_text(encoding="utf-8"))] == []
+    assert not [p.name for p in (ROOT / "tests").glob("*_support.py")] and not (ROOT / "tests/timing_guard.py").exists()
+
+
+_LEAKY = '''
+from nbprof import sources
+
+
+def test_leaves_a_format_registered():
+    sources.register("leaky", "nbprof.sources.kineto:load_kineto", suffixes=(".leak",))
+
+
+def test_after_it_sees_no_leak():
+    assert "leaky" not in sources.FORMATS
+'''
+
+
+def test_the_autouse_leak_check_fails_the_leaking_test_and_undoes_the_leak(tmp_path):
+    """The autouse fixture end to end: tests/conftest.py as the only plug-in of a pytest run of two tests."""
+    import os
+
+    (tmp_path / "test_leaky.py").write_text(_LEAKY, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)])}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider", "-rE",
+                        "test_leaky.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                       check=False)
+    out = r.stdout + r.stderr
+    # the check fails the leaking test in its teardown (an error), and the test after it runs without the leak
+    assert r.returncode == 1 and "2 passed, 1 error" in out, out[-3000:]
+    assert "ERROR test_leaky.py::test_leaves_a_format_registered" in out, out[-3000:]
+    assert "leaked out of the test: sources.FORMATS changed (leaky)" in out, out[-3000:]

@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import ROOT
+from _support.paths import ROOT
 
 pytest.importorskip("torch")
 

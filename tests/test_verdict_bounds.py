@@ -18,7 +18,7 @@ import html
 import re
 
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis import advisor

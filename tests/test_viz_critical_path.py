@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from _support.paths import DATA
 from bokeh.models import ColumnDataSource, Div
-from conftest import DATA
 
 import nbprof
 from nbprof import viz

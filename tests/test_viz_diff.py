@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import DATA
+from _support.paths import DATA
 
 import nbprof
 from nbprof.analysis import compare, steps

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from conftest import DATA
+from _support.paths import DATA
 
 import nbprof
 from nbprof.viz.memory_snapshot import memory_snapshot_view, snapshot_tables

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from _support.paths import DATA
 from bokeh.models import ColumnDataSource, Div
-from conftest import DATA
 
 import nbprof
 from nbprof.analysis import modules

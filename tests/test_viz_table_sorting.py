@@ -8,7 +8,7 @@ browser side (a header click orders the rows numerically) is tests/test_browser_
 from __future__ import annotations
 
 import numpy as np
-from conftest import DATA
+from _support.paths import DATA
 
 import nbprof
 from nbprof.analysis import kernels, modules

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA
+from _support.paths import DATA
 
 import nbprof
 from nbprof.viz._escape import truncate

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _support.paths import DATA
 from bokeh.models import ColumnDataSource, Div
-from conftest import DATA
 
 import nbprof
 from nbprof import viz

@@ -24,7 +24,7 @@ from nbprof.sources.watch_run import read_run, run_step_times  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "workloads"))
 import watch_stalls  # noqa: E402
-from timing_guard import until_right  # noqa: E402
+from _support.timing_guard import until_right  # noqa: E402
 
 #: the workload's stalls are 200 ms; steps on this shared 2-core machine jump by tens of ms from CPU contention
 #: alone, so a flag also needs 50 ms more than the median (a user's threshold, as min_excess_ns is meant for)

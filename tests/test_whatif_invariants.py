@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import CORPUS, DATA
+from _support.paths import CORPUS, DATA
 
 import nbprof
 from nbprof.analysis import critical_path as cpm

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.analysis import distributed as D

@@ -39,7 +39,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.analysis.critical_path import critical_path

@@ -40,7 +40,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CORPUS, corpus_path
+from _support.paths import CORPUS, corpus_path
 
 import nbprof
 from nbprof.analysis import kernels as K

@@ -48,7 +48,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.analysis import efficiency as eff

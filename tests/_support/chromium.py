@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,20 @@ def sized_canvas(canvas, what: str):
             return canvas
         time.sleep(0.1)
     pytest.fail(f"{what}: canvas never got a size ({box})")
+
+
+def shot_dir(tmp_path: Path) -> Path:
+    """Where a test saves its screenshots: ``$NBPROF_SCREENSHOTS``, else ``tmp_path/screenshots`` (created)."""
+    d = Path(os.environ.get("NBPROF_SCREENSHOTS", tmp_path / "screenshots"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def luminance(png: bytes) -> float:
+    """Mean luminance (0-255) of a PNG screenshot."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    return float(np.asarray(Image.open(io.BytesIO(png)).convert("L")).mean())

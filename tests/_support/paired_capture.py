@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nsys_support import agents_running, assert_no_new_agent, nsys_or_skip
+from _support.nsys import agents_running, assert_no_new_agent, nsys_or_skip
+from _support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 #: synthetic CPU cost per sample (ms) and batch size: the main thread preprocesses 64 x 0.2 ms = 12.8 ms a step
 PREPROCESS_MS = 0.2
 BATCH = 64

@@ -23,7 +23,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis import memory
