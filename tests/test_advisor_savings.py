@@ -167,7 +167,7 @@ def test_host_sync_removes_the_tensor_iteration_it_reads(tmp_path):
     import subprocess
     import sys
 
-    from conftest import ROOT
+    from _support.paths import ROOT
 
     env = {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, str(ROOT / "tests" / "harness" / "workloads.py"), str(tmp_path), "1",

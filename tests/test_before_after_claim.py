@@ -5,7 +5,7 @@ and step counts that cannot separate two runs at all (the exact Mann-Whitney flo
 from __future__ import annotations
 
 import pytest
-from conftest import DATA, corpus_path
+from _support.paths import DATA, corpus_path
 
 import nbprof
 from nbprof.analysis.before_after import BeforeAfter, before_after, separation_floor

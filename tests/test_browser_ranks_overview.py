@@ -10,8 +10,8 @@ import os
 import shutil
 
 import pytest
-from browser_support import open_page
-from conftest import corpus_path
+from _support.chromium import open_page
+from _support.paths import corpus_path
 
 import nbprof
 

@@ -8,9 +8,9 @@ import os
 import shutil
 
 import pytest
-from browser_support import collect_errors, open_notebook
-from conftest import CORPUS
-from test_browser import BENIGN, lab  # noqa: F401 - the JupyterLab server fixture (Chromium: conftest)
+from _support.chromium import open_notebook
+from _support.jupyterlab import lab_errors
+from _support.paths import CORPUS
 from test_browser_ranks_overview import _overview_box
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 PAIR = CORPUS / "facebookresearch__HolisticTraceAnalysis/tests/data/trace_filter"
 
 
-def test_click_a_rank_opens_its_full_timeline(lab, browser, tmp_path):  # noqa: F811
+def test_click_a_rank_opens_its_full_timeline(lab, browser, tmp_path):
     import nbformat
 
     if not PAIR.is_dir():
@@ -37,7 +37,7 @@ def test_click_a_rank_opens_its_full_timeline(lab, browser, tmp_path):  # noqa: 
     path = lab["root"] / "overview.ipynb"
     nbformat.write(nb, path)
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
-    errors = collect_errors(page, BENIGN)
+    errors = lab_errors(page)
     open_notebook(page, lab, path)
     page.wait_for_selector("text=ALL CELLS DONE", timeout=300_000)
     out = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(1)

@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import DATA
+from _support.paths import DATA
 
 import nbprof
 from nbprof.analysis import steps

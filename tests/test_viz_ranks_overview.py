@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.analysis import distributed as D
