@@ -46,9 +46,10 @@ def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s
     analyses take its reductions, ``job.reductions()``: equal frames, no full trace read; ``host_calls`` then comes
     from the dataset's ``events`` table, read only when the job executed no collective).
     """
-    from .registry import is_job
+    from ..job import Job
 
-    if is_job(traces):
+    is_job = isinstance(traces, Job)
+    if is_job:
         src: Any = traces.reductions()
         ranks = [int(r) for r in traces.ranks]
         ws = [int(w) for w in src["rank_info"]["world_size"]]
@@ -59,7 +60,7 @@ def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s
     wt = D.wait_transfer(src)
     bw = D.busbw_vs_link(src, link, peak_bytes_per_s=peak_bytes_per_s)
     cs = D.collective_summary(src)
-    if not is_job(traces):
+    if not is_job:
         host = _host_calls(ts)
     elif cs.empty:
         host = _job_host_calls(traces)

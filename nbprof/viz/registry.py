@@ -189,10 +189,11 @@ def default_views(trace: Any, n_ranks: int = 1) -> tuple[str, ...]:
 
 
 def is_job(obj: Any) -> bool:
-    """Whether ``obj`` is a job dataset opened with ``nbprof.open_job`` (an ``nbprof.Job``: a ``manifest``, its
-    ``reductions()`` and ``trace(rank)``), told by those attributes so the registry imports no job module."""
-    return hasattr(obj, "manifest") and callable(getattr(obj, "reductions", None)) \
-        and callable(getattr(obj, "trace", None))
+    """Whether ``obj`` is a job dataset opened with ``nbprof.open_job`` (an ``nbprof.job.Job``; imported on call,
+    so building the registry imports no job module)."""
+    from ..job import Job
+
+    return isinstance(obj, Job)
 
 
 def zoom_ranks(job: Any, n: int = 2) -> list[int]:
