@@ -52,7 +52,7 @@ def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s
     if is_job:
         src: Any = traces.reductions()
         ranks = [int(r) for r in traces.ranks]
-        ws = [int(w) for w in src["rank_info"]["world_size"]]
+        ws = [int(w) if int(w) > 0 else 1 for w in src["rank_info"]["world_size"]]  # -1: unknown, as meta's None
     else:
         src = ts = _traces(traces)
         ranks = [int(t.meta.rank) for t in ts]
@@ -70,7 +70,7 @@ def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s
                 bandwidth=bw, ranks=sorted(ranks), breakdown=D.step_breakdown(src),
                 collectives=cs, host_calls=host,
                 skew=D.skew(src) if len(ranks) > 1 else pd.DataFrame(),
-                world_size=max(max(w, 1) for w in ws) if ws else 0)
+                world_size=max(ws) if ws else 0)
 
 
 def _job_host_calls(job: Any) -> pd.DataFrame:
