@@ -85,9 +85,11 @@ def test_one_view_registry():
     assert registry.VIEWS == ("overview", "operators", "kernels", "timeline", "memory", "critical_path",
                               "roofline", "modules", "call_stack")  # dashboard
     # multi-rank views (ranks=True) and the two-trace diff, registered beyond VIEWS: the dashboard adds the
-    # multi-rank ones by registry.default_views
-    assert registry.names() == (*registry.VIEWS, "distributed", "ranks_timeline", "diff")
-    assert [n for n in registry.names() if registry.get(n).ranks] == ["distributed", "ranks_timeline"]
+    # multi-rank ones by registry.default_views (a job dataset's by registry.JobInput.default_views)
+    assert registry.names() == (*registry.VIEWS, "distributed", "ranks_timeline", "ranks_overview", "diff")
+    assert [n for n in registry.names() if registry.get(n).ranks] == ["distributed", "ranks_timeline", "ranks_overview"]
+    # the views that take an nbprof.Job itself (its reductions, no full trace)
+    assert [n for n in registry.names() if registry.get(n).job] == ["distributed", "ranks_overview"]
     assert dashboard.VIEWS == static.VIEWS == registry.VIEWS
     for name in registry.names():
         spec = registry.get(name)

@@ -13,6 +13,11 @@ links too), re-aggregated for that window (``TimelineView.set_range``).
 Given several ranks (a list of traces or a ``MultiRankTrace``), the dashboard shows the first rank's views
 and adds the multi-rank views (``registry.default_views``): ``distributed`` (also for one trace with
 collectives) and ``ranks_timeline``; those views receive every rank.
+
+Given a job dataset (``nbprof.open_job``), the dashboard reads no rank's full trace but the one it shows
+(``rank=``, default the lowest): the all-ranks overview (first) and the distributed view read the job's
+reductions, the views of one trace show that rank, the all-ranks timeline the straggler's and the lowest rank's
+full traces (``registry.JobInput``). The verdict is the shown rank's, with the job's straggler from the reductions.
 """
 
 from __future__ import annotations
@@ -51,6 +56,18 @@ def _verdict(trace, ranks=()) -> tuple[str, list]:
     return html, [(f, evidence.finding_window(trace, f)) for f in ranked + apart]
 
 
+def _job_straggler_html(job) -> str:
+    """The job's straggler line (the distributed view's text of ``job.stragglers()``, from the reductions), or why
+    it is not there."""
+    from .distributed import straggler_text
+
+    try:
+        text = straggler_text(job.stragglers())
+    except (ValueError, KeyError) as e:
+        text = f"straggler not available: {e}"
+    return f"<div class='nbprof-job-straggler'>{escape_html(text)}</div>"
+
+
 def _zoom_button(i: int, finding, window: tuple[int, int]) -> widgets.Button:
     """Finding ``i``'s "show on the timeline" button: its label names the window (human units); the finding's title
     (trace text) goes to the tooltip, which the browser shows as text."""
@@ -78,14 +95,19 @@ class Dashboard(widgets.VBox):
         The "show on the timeline" buttons (one per listed finding with a window; none without a timeline view).
     """
 
-    def __init__(self, trace, *, views=None, start: str | None = None, theme: str = "auto", width: int = 1100):
-        self.ranks = registry.ranks_of(trace)
-        trace = self.trace = self.ranks[0]
+    def __init__(self, trace, *, views=None, start: str | None = None, theme: str = "auto", width: int = 1100,
+                 rank: int | None = None):
+        #: what the views take (``registry.JobInput``: a job dataset's full traces are read only when shown)
+        self.source = registry.JobInput(trace, rank=rank)
+        job = self.source.job
+        trace = self.trace = self.source.trace
+        #: the full traces given (a job dataset: the shown rank's; the others stay in the dataset)
+        self.ranks = [trace] if job is not None else self.source.traces()
         self.theme = theme
         self.width = width
         self.views: dict = {}
         self.errors: dict = {}
-        names = list(views) if views is not None else list(registry.default_views(trace, len(self.ranks)))
+        names = list(views) if views is not None else list(self.source.default_views())
         for n in names:
             registry.get(n)  # ValueError for an unknown view
         s = trace.summary()
@@ -93,8 +115,12 @@ class Dashboard(widgets.VBox):
             f"<b>nbprof</b> <code>{escape_html(s['path'])}</code> &mdash; {s['events']} events, "
             f"{len(s['steps'])} steps, {s['duration_ns'] / 1e6:.3f} ms, rank {s['rank']}"
             + (f", devices: {escape_html(fmt_devices(s['devices'], s.get('event_devices')))}" if s["devices"] else "")
-            + (f" (of {len(self.ranks)} ranks given)" if len(self.ranks) > 1 else ""))
+            + (f" (of {len(self.ranks)} ranks given)" if len(self.ranks) > 1 else "")
+            + (f" (of {self.source.n_ranks} ranks in the job dataset <code>{escape_html(str(job.path))}</code>)"
+               if job is not None else ""))
         html, self.findings = _verdict(trace, self.ranks)
+        if job is not None:  # the straggler of the whole job, from its reductions (the verdict saw one rank)
+            html += _job_straggler_html(job)
         self.verdict = widgets.HTML(html)
         # each listed finding with evidence gets a button that zooms the timeline there (when it is a view here)
         self.zoom_buttons: list = []
@@ -120,8 +146,8 @@ class Dashboard(widgets.VBox):
         """The view ``name``, built on first use (None when it cannot be built for this trace: ``errors``)."""
         if name not in self.views and name not in self.errors:
             try:
-                job = self.ranks if registry.get(name).ranks else self.trace
-                self.views[name] = registry.live(name, job, theme=self.theme, width=self.width)
+                self.views[name] = registry.live(name, self.source.view_input(name), theme=self.theme,
+                                                 width=self.width)
             except (ValueError, KeyError) as e:  # e.g. no operators / no steps in this trace
                 self.errors[name] = f"{name} view not available for this trace: {e}"
         return self.views.get(name)
@@ -175,13 +201,15 @@ class Dashboard(widgets.VBox):
         return data, meta
 
 
-def dashboard(trace, *, views=None, start: str | None = None, theme: str = "auto", width: int = 1100) -> Dashboard:
+def dashboard(trace, *, views=None, start: str | None = None, theme: str = "auto", width: int = 1100,
+              rank: int | None = None) -> Dashboard:
     """One widget with the views of ``trace`` (or of a job's ranks).
 
     Parameters
     ----------
-    trace : nbprof.Trace, sequence of Trace or MultiRankTrace
-        One trace, or one per rank (the single-trace views show the first).
+    trace : nbprof.Trace, sequence of Trace, MultiRankTrace or nbprof.Job
+        One trace, or one per rank (the single-trace views show the first), or a job dataset
+        (``nbprof.open_job``: only the shown ranks' full traces are read, see the module doc).
     views : sequence of str
         Which views, in order (default ``registry.default_views``: the trace views, plus ``distributed``
         when there are collectives and ``ranks_timeline`` with several ranks).
@@ -189,13 +217,15 @@ def dashboard(trace, *, views=None, start: str | None = None, theme: str = "auto
         The view shown first (default the first of ``views``).
     theme : {"auto", "light", "dark"}
     width : int
+    rank : int, optional
+        A job dataset's rank the single-trace views show (default the lowest; with traces: one of their ranks).
 
     Returns
     -------
     Dashboard
         An ipywidgets ``VBox``: a header, a view selector, and the selected view (built on first use).
     """
-    return Dashboard(trace, views=views, start=start, theme=theme, width=width)
+    return Dashboard(trace, views=views, start=start, theme=theme, width=width, rank=rank)
 
 
 def show_trace(trace, view: str | None = None, **kwargs):

@@ -2,8 +2,9 @@
 
 Data: :func:`nbprof.analysis.distributed.wait_transfer` / ``wait_transfer_summary`` / ``stragglers`` /
 ``busbw_vs_link`` (int64 ns, bytes/s); the figures plot milliseconds and GB/s (1e9 bytes/s, nccl-tests'
-unit). Takes one trace per rank (a list, a :class:`~nbprof.scale.MultiRankTrace`) or a single
-``Trace`` (bandwidth only: waiting needs at least two ranks).
+unit). Takes one trace per rank (a list, a :class:`~nbprof.scale.MultiRankTrace`), a single
+``Trace`` (bandwidth only: waiting needs at least two ranks), or a job dataset opened with ``nbprof.open_job``:
+then every analysis runs on the job's per-rank reductions and no full trace is read.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ._base import NbprofView
 from ._escape import escape_html
 from .theme import apply_theme, on_render, style_widgets
 
-__all__ = ["distributed_tables", "distributed_view", "static_view"]
+__all__ = ["distributed_tables", "distributed_view", "static_view", "straggler_text"]
 
 
 def _traces(obj: Any) -> list:
@@ -39,15 +40,54 @@ def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s
     (:func:`~nbprof.analysis.distributed.collective_summary`), ``skew`` (:func:`~nbprof.analysis.distributed.skew`,
     several ranks only), ``wait_transfer``, ``summary`` (per rank and collective), ``stragglers``, ``bandwidth``
     (:func:`~nbprof.analysis.distributed.busbw_vs_link`), ``host_calls`` (host-side communication calls per rank:
-    ``rank, name, calls, total_ns``), ``world_size`` and ``ranks``."""
-    ts = _traces(traces)
-    wt = D.wait_transfer(ts)
-    bw = D.busbw_vs_link(ts, link, peak_bytes_per_s=peak_bytes_per_s)
+    ``rank, name, calls, total_ns``), ``world_size`` and ``ranks``.
+
+    ``traces``: one trace per rank (a list, a ``MultiRankTrace``), one ``Trace``, or an ``nbprof.Job`` (the
+    analyses take its reductions, ``job.reductions()``: equal frames, no full trace read; ``host_calls`` then comes
+    from the dataset's ``events`` table, read only when the job executed no collective).
+    """
+    from ..job import Job
+
+    is_job = isinstance(traces, Job)
+    if is_job:
+        src: Any = traces.reductions()
+        ranks = [int(r) for r in traces.ranks]
+        ws = [int(w) if int(w) > 0 else 1 for w in src["rank_info"]["world_size"]]  # -1: unknown, as meta's None
+    else:
+        src = ts = _traces(traces)
+        ranks = [int(t.meta.rank) for t in ts]
+        ws = [int(getattr(t.meta, "world_size", 1) or 1) for t in ts]
+    wt = D.wait_transfer(src)
+    bw = D.busbw_vs_link(src, link, peak_bytes_per_s=peak_bytes_per_s)
+    cs = D.collective_summary(src)
+    if not is_job:
+        host = _host_calls(ts)
+    elif cs.empty:
+        host = _job_host_calls(traces)
+    else:  # the view shows the host calls only without any collective
+        host = pd.DataFrame(columns=["rank", "name", "calls", "total_ns"])
     return dict(wait_transfer=wt, summary=D.wait_transfer_summary(wt), stragglers=D.stragglers(wt),
-                bandwidth=bw, ranks=sorted(int(t.meta.rank) for t in ts), breakdown=D.step_breakdown(ts),
-                collectives=D.collective_summary(ts), host_calls=_host_calls(ts),
-                skew=D.skew(ts) if len(ts) > 1 else pd.DataFrame(),
-                world_size=max(int(getattr(t.meta, "world_size", 1) or 1) for t in ts) if ts else 0)
+                bandwidth=bw, ranks=sorted(ranks), breakdown=D.step_breakdown(src),
+                collectives=cs, host_calls=host,
+                skew=D.skew(src) if len(ranks) > 1 else pd.DataFrame(),
+                world_size=max(ws) if ws else 0)
+
+
+def _job_host_calls(job: Any) -> pd.DataFrame:
+    """:func:`_host_calls` of a job dataset: the host rows of its ``events`` table (``job.sql``: the columns the
+    communication predicate reads, every rank in one query), not each rank's full trace; empty without the table."""
+    from ..trace import predicates as pred
+
+    if "events" not in job.tables:
+        return pd.DataFrame(columns=["rank", "name", "calls", "total_ns"])
+    ev = job.sql("SELECT rank, name, cat, device, dur_ns FROM events WHERE device < 0")
+    parts = []
+    h = ev[pred.is_communication(ev, where="host")]
+    for r, g in h.groupby("rank", sort=True):
+        agg = g.groupby(g["name"].astype(str))["dur_ns"].agg(calls="size", total_ns="sum").reset_index()
+        parts.append(agg.assign(rank=int(r)))
+    cols = ["rank", "name", "calls", "total_ns"]
+    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
 def _host_calls(ts: list) -> pd.DataFrame:
@@ -66,7 +106,9 @@ def _host_calls(ts: list) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
 
 
-def _straggler_text(st: pd.DataFrame) -> str:
+def straggler_text(st: pd.DataFrame) -> str:
+    """The straggler sentence of :func:`~nbprof.analysis.distributed.stragglers`' frame ``st`` (its ``straggler``
+    rows: the one causing the most wait), or why there is none; durations through ``nbprof.units.fmt_ns``."""
     if st.empty:
         return "Waiting needs matched collectives on at least two ranks with an absolute clock."
     s = st[st["straggler"]]
@@ -152,7 +194,7 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
         p.legend.location = "top_left"
         plots.append(p)
         items.append(p)
-    st_text = escape_html(_straggler_text(tables["stragglers"]))
+    st_text = escape_html(straggler_text(tables["stragglers"]))
     items.append(Div(text=st_text, name="nbprof_dist_straggler", width=width,  # the straggler highlighted
                      styles={"color": "#d62728", "font-weight": "bold"} if st_text.startswith("Straggler:") else {}))
     sk = tables.get("skew")
@@ -235,7 +277,7 @@ def _text(tables: dict) -> str:
     for r in tables["summary"].itertuples(index=False):
         lines.append(f"  rank {int(r.rank)} {r.collective}: {int(r.count)} calls, waiting {fmt_ns(float(r.wait_ns))}, "
                      f"transfer {fmt_ns(float(r.transfer_ns))}")
-    lines.append("  " + _straggler_text(tables["stragglers"]))
+    lines.append("  " + straggler_text(tables["stragglers"]))
     bw = tables["bandwidth"]
     for r in bw[bw["busbw_bytes_per_s"].notna()].itertuples(index=False) if len(bw) else []:
         frac = "" if r.busbw_link_fraction != r.busbw_link_fraction else f" ({fmt_pct_text(r.busbw_link_fraction)} of {r.link})"

@@ -21,8 +21,14 @@ __all__ = ["to_html", "static_layout", "VIEWS"]
 VIEWS = registry.VIEWS
 
 
-def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int = 1100):
-    """A Bokeh layout (tabs when several views) of ``trace_or_view`` for static embedding."""
+def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int = 1100, rank: int | None = None):
+    """A Bokeh layout (tabs when several views) of ``trace_or_view`` for static embedding.
+
+    ``trace_or_view`` as in :func:`to_html`. For a job dataset (``nbprof.open_job``) no view reads every rank's full
+    trace (:class:`nbprof.viz.registry.JobInput`): the all-ranks overview and the distributed view read its
+    reductions, the views of one trace show rank ``rank``'s full trace (default the lowest rank) and the all-ranks
+    timeline the straggler's and the lowest rank's (``registry.zoom_ranks``).
+    """
     from bokeh.models import Div
 
     from ..trace.model import Trace
@@ -34,25 +40,31 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
     if isinstance(trace_or_view, NbprofView):
         return trace_or_view.static_layout(theme=theme)
     if isinstance(trace_or_view, Dashboard):
-        trace, ranks = trace_or_view.trace, trace_or_view.ranks
+        src = trace_or_view.source
         views = views or list(trace_or_view.selector.options)
     elif isinstance(trace_or_view, Trace):
-        trace, ranks = trace_or_view, [trace_or_view]
-        views = views or list(registry.default_views(trace))
-    elif isinstance(trace_or_view, (list, tuple)) or callable(getattr(trace_or_view, "traces", None)):
-        ranks = registry.ranks_of(trace_or_view)  # one trace per rank (a list or a MultiRankTrace)
-        trace = ranks[0]
-        views = views or list(registry.default_views(trace, len(ranks)))
+        src = registry.JobInput(trace_or_view)
+        views = views or list(registry.default_views(trace_or_view))
+    elif (isinstance(trace_or_view, (list, tuple)) or callable(getattr(trace_or_view, "traces", None))
+          or registry.is_job(trace_or_view)):
+        src = registry.JobInput(trace_or_view, rank=rank)  # a job dataset, a list or a MultiRankTrace
+        views = views or list(src.default_views())
     else:
-        raise TypeError(f"to_html takes a Trace, a list of rank traces, a view or a dashboard, "
-                        f"not {type(trace_or_view).__name__}")
+        raise TypeError(f"to_html takes a Trace, a list of rank traces, a MultiRankTrace, a job dataset "
+                        f"(nbprof.open_job), a view or a dashboard, not {type(trace_or_view).__name__}")
     panels = []
     for name in views:
-        spec = registry.get(name)  # ValueError for an unknown view
+        registry.get(name)  # ValueError for an unknown view
         try:
-            lay = registry.static(name, ranks if spec.ranks else trace, theme=theme, width=width)
+            lay = registry.static(name, src.view_input(name), theme=theme, width=width)
         except (ValueError, KeyError) as e:
             lay = Div(text=f"{name} view not available for this trace: {e}", render_as_text=True)
+        if src.job is not None and name in registry.trace_views():
+            lay = _with_rank_note(lay, f"{name}: rank {src.rank}'s full trace (of {src.n_ranks} ranks)")
+        elif src.job is not None and name == "ranks_timeline":
+            shown = sorted({src.rank, *registry.zoom_ranks(src.job)})
+            lay = _with_rank_note(lay, f"ranks {shown} of {src.n_ranks}: the straggler and the lowest rank "
+                                       "(their full traces; the all-ranks overview draws every rank)")
         panels.append((name, lay))
     if len(panels) == 1:
         return panels[0][1]
@@ -64,6 +76,14 @@ def static_layout(trace_or_view, views=None, *, theme: str = "light", width: int
     for name, lay in panels:
         items += [Div(text=f"<h2>{escape_html(registry.get(name).title)}</h2>"), lay]
     return column(*items, name="nbprof_static")
+
+
+def _with_rank_note(lay, text: str):
+    """``lay`` under a line saying which ranks' full traces it shows (escaped: it may hold a file name)."""
+    from bokeh.layouts import column
+    from bokeh.models import Div
+
+    return column(Div(text=text, render_as_text=True, name="nbprof_rank_note"), lay)
 
 
 _HEAD_BODY = re.compile(r"</head>(\s*)<body>")
@@ -80,12 +100,14 @@ def _themed_page(html: str, *, head: str = "", body_start: str = "", body_style:
 
 
 def to_html(trace_or_view, path, views=None, *, theme: str = "auto", title: str | None = None,
-            width: int = 1100, overwrite: bool = False) -> Path:
+            width: int = 1100, overwrite: bool = False, rank: int | None = None) -> Path:
     """Write a standalone HTML page of a Trace's views (or of one view) to ``path``.
 
     Parameters
     ----------
-    trace_or_view : Trace, sequence of Trace (one per rank), MultiRankTrace, NbprofView or Dashboard
+    trace_or_view : Trace, sequence of Trace (one per rank), MultiRankTrace, nbprof.Job, NbprofView or Dashboard
+        A job dataset (``nbprof.open_job``) is drawn from its reductions, with the full traces of the ranks shown
+        only (:func:`static_layout`).
     path : str or Path
     views : list of str, optional
         Registered view names (default ``registry.default_views``: the trace views, plus the distributed view
@@ -97,6 +119,9 @@ def to_html(trace_or_view, path, views=None, *, theme: str = "auto", title: str 
     width : int
     overwrite : bool
         Replace an existing file (default False: nbprof never overwrites a file silently).
+    rank : int, optional
+        For several ranks: the rank the views of one trace show (default the lowest rank of a job dataset, the
+        first trace given otherwise).
 
     Returns
     -------
@@ -114,7 +139,9 @@ def to_html(trace_or_view, path, views=None, *, theme: str = "auto", title: str 
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
-    lay = static_layout(trace_or_view, views, theme=theme, width=width)
+    lay = static_layout(trace_or_view, views, theme=theme, width=width, rank=rank)
+    if title is None and registry.is_job(trace_or_view):
+        title = f"nbprof: job {os.path.basename(str(trace_or_view.path))}"
     if title is None:
         tr = getattr(trace_or_view, "trace", None) or getattr(getattr(trace_or_view, "model", None), "trace", None) \
             or trace_or_view
