@@ -11,7 +11,7 @@ import os
 import shutil
 
 import pytest
-from browser_support import open_page
+from _support.chromium import open_page
 from test_dataset import _mini_trace
 
 import nbprof

@@ -10,7 +10,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 from test_dataset import _mini_trace
 
 import nbprof
