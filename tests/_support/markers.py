@@ -66,6 +66,8 @@ SLOW: dict[str, float] = {
     "tests/test_ranks_timeline.py::test_distributed_view_on_real_deepspeed_run": 45.8,  # 15.9
     "tests/test_html_clean.py::test_cli_report_html_is_clean": 35.0,  # 13.7
     "tests/test_gpu_capture.py::test_dry_run_pairs_and_skips": 38.5,  # 12.4
+    "tests/test_browser_ranks_overview.py::test_report_of_a_job_dataset_draws_the_overview": 50.0,  # ~17 (load 13)
+    "tests/test_browser_ranks_overview_lab.py::test_click_a_rank_opens_its_full_timeline": 57.0,  # ~19 (load 13)
 }
 #: (test file, fixture) -> seconds of its setup: a module fixture over 10 s makes every test that uses it (or a
 #: fixture built on it) slow, since its setup is charged to whichever of them runs first; measured as :data:`SLOW`
