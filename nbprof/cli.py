@@ -123,8 +123,8 @@ def _load(cmd: str, path: str, *, strict: bool = False) -> Any:
 
     try:
         return load(path, strict=strict)
-    except FileNotFoundError as exc:
-        raise _CliError(str(exc)) from None
+    except FileNotFoundError as exc:  # "no such trace file: 'x.json'", not "[Errno 2] no such trace file: ..."
+        raise _CliError(f"{exc.strerror}: {exc.filename!r}" if exc.strerror and exc.filename else str(exc)) from None
     except MissingDependencyError as exc:
         raise _CliError(str(exc)) from None
     except NbprofError as exc:
@@ -483,6 +483,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if val and not os.path.exists(val):
             flag = "--nsys" if field == "nsys_report" else "--" + field.replace("_", "-")
             raise _CliError(f"{flag} {val!r} does not exist")
+    if args.script and not os.path.isfile(args.script):
+        raise _CliError(f"--script {args.script!r} is a directory, not a Python script")
     if not (args.script or args.trace or args.nsys_report or args.logdir or args.ds_log or args.ds_trace or args.ranks):
         raise _CliError("nothing to report on: give --script or at least one of "
                         "--trace/--nsys/--logdir/--ds-log/--ds-trace/--ranks")
@@ -523,17 +525,44 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from .watching import captured, default_run_dir, run_script
 
     if not os.path.isfile(args.script):
-        raise _CliError(f"script {args.script!r}: no such file")
+        why = "is a directory, not a Python script" if os.path.isdir(args.script) else "no such file"
+        raise _CliError(f"script {args.script!r}: {why}")
     run_dir = args.output or str(default_run_dir(args.out))
     kw = {"k": args.k, "min_excess_ns": int(args.min_excess_ms * 1e6), "capture_steps": args.capture_steps,
           "max_captures": args.max_captures}
     try:
         code, _ = run_script(args.script, args.script_args, run_dir, **kw)
-    except ValueError as exc:  # bad watch settings
-        raise _CliError(str(exc)) from None
+    except ValueError as exc:  # bad watch settings (raised before the script runs)
+        if exc.__traceback__ is not None and _script_frames(exc.__traceback__, args.script) is None:
+            raise _CliError(str(exc)) from None
+        return _script_raised(exc, args.script, run_dir)
+    except Exception as exc:  # the script raised: its own traceback (no nbprof frames), exit 3 (a run failed)
+        return _script_raised(exc, args.script, run_dir)
     run = read_run(run_dir)
     sys.stdout.write(watch_text(run_dir, run.steps, what_grew(run.steps), captured(run_dir), run.summary))
     return int(code)
+
+
+def _script_frames(tb: Any, script: str) -> Any:
+    """The part of traceback ``tb`` from the first frame in ``script`` on (None when no frame is in it)."""
+    target = os.path.realpath(script)
+    while tb is not None:
+        if os.path.realpath(tb.tb_frame.f_code.co_filename) == target:
+            return tb
+        tb = tb.tb_next
+    return None
+
+
+def _script_raised(exc: BaseException, script: str, run_dir: str) -> int:
+    """Show the exception a watched script raised as Python would (its own frames only), say what was kept;
+    exit status 3 (:data:`EXIT_CODES`: a run failed)."""
+    import traceback
+
+    tb = _script_frames(exc.__traceback__, script) or exc.__traceback__
+    sys.stderr.write("".join(traceback.format_exception(type(exc), exc, tb)))
+    _note(f"nbprof watch: error: the script {script!r} raised {type(exc).__name__}; the steps watched until then "
+          f"are in {run_dir}")
+    return 3
 
 
 # ------------------------------------------------------------------------------------------------------ parser
@@ -560,7 +589,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
             "  nbprof check --baseline main.json --candidate pr.json --max-regress 5%   # CI gate\n"
             "  nbprof report run.pt.trace.json.gz -o report.html        # one offline HTML report\n"
             "  nbprof report --script train.py --steps 20      # profile a script, then report\n"
-            "  nbprof watch train.py -o runs/a                 # time every step; profile the slow ones\n"
+            "  nbprof watch -o runs/a train.py --lr 0.1        # time every step; profile the slow ones\n"
             "in Jupyter: %load_ext nbprof, then %%torchprof or %nsys (see README.md)\n\n"
             f"exit status:\n{codes}"
         ),
@@ -676,7 +705,8 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
                        "K x the running median arms torch.profiler for the next steps. Writes a run folder "
                        "(steps.parquet, summary.json, captured traces) that nbprof check/stats read. Under "
                        "Nsight Systems: nsys profile --capture-range=cudaProfilerApi --capture-range-end=repeat "
-                       "nbprof watch train.py (CUDA only).")
+                       "nbprof watch train.py (CUDA only). nbprof watch's options go before the script: every word after "
+                       "it is the script's (nbprof watch -o runs/a train.py --epochs 3).")
     w.add_argument("script", help="the training script (run as __main__)")
     w.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     w.add_argument("-k", type=float, default=3.0, help="flag a step slower than K x the running median (default 3)")
@@ -685,7 +715,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     w.add_argument("--capture-steps", type=int, default=20, metavar="N", help="steps per profiled window (0: none)")
     w.add_argument("--max-captures", type=int, default=2, metavar="N", help="windows with a slow step to keep")
     w.add_argument("-o", "--output", default=None, metavar="DIR", help="the run folder (default OUT/run-<time>)")
-    w.add_argument("--out", default="nbprof-watch", metavar="OUT", help="parent of the default run folder")
+    w.add_argument("--out", default="nbprof-watch", metavar="OUT", help="parent of the default run folder (default nbprof-watch)")
     w.set_defaults(func=_cmd_watch)
     subs["watch"] = w
     return p, subs
