@@ -432,6 +432,7 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", mer
     from IPython.display import HTML, display
 
     from .analysis import advisor, evidence, steps
+    from .analysis.overhead import capture_metadata
     from .analysis.verdict import verdict
     from .results.overhead import overhead_html
     from .results.steps_render import steps_html
@@ -445,7 +446,8 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", mer
     if tr is None:
         return
     html = verdict_html(verdict(tr), advisor.advise(tr), zoom=lambda f: evidence.finding_window(tr, f))
-    html += steps_html(step_source(tr), steps.steady_state(tr), steps.step_outliers(tr))
+    cap = capture_metadata(tr) or {}  # an unmodified script's steps: ProfilerStep ranges nbprof's hooks wrote
+    html += steps_html(step_source(tr), steps.steady_state(tr), steps.step_outliers(tr), cap.get("step_source"))
     html += overhead_html(tr)  # "profiled steps took 2.5x the unprofiled ones" (automatic-steps captures)
     if trace and compare_trace:
         from .analysis.before_after import before_after

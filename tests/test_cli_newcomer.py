@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -56,3 +57,59 @@ def test_watch_options_go_before_the_script_as_help_and_examples_say(tmp_path):
     top, sub = nbprof("--help").stdout, nbprof("watch", "--help").stdout
     assert "nbprof watch -o runs/a train.py" in top and "watch train.py -o" not in top
     assert "options go before the script" in " ".join(sub.split())
+
+
+TINY = """
+import time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 12 * 4
+    def __getitem__(self, i):
+        time.sleep(0.005)
+        return torch.randn(8), torch.randn(1)
+
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i, (x, y) in enumerate(DataLoader(Slow(), batch_size=4)):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    print(f"step {i} loss {loss.item():.4f}")
+"""
+
+
+def test_report_of_an_unmodified_script_says_who_marked_the_steps_in_short_numbers(tmp_path):
+    import re
+
+    pytest.importorskip("torch")
+    pytest.importorskip("papermill")
+    script = tmp_path / "train.py"
+    script.write_text(TINY)
+    r = nbprof("report", "--script", script, "--no-nsys", "--no-progress", "-o", tmp_path / "r.html", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    # no ProfilerStep in the script: the report says nbprof's optimizer hook made them (not "the profiler's own")
+    assert "ProfilerStep ranges, marked by nbprof at each optimizer.step() of the script." in page
+    assert "(the profiler&#x27;s own)" not in page and "(the profiler's own)" not in page
+    # the first screen's sentences: three significant digits ("56.2 ms", "560 ms"), not "560.023 ms"
+    line = re.search(r"Step time: median ([^<]*) over \d+ steps\.", page).group(1)
+    assert re.fullmatch(r"(\d{3}|\d{2}\.\d|\d\.\d\d) m?s, min (\d{3}|\d{2}\.\d|\d\.\d\d) m?s, "
+                        r"max (\d{3}|\d{2}\.\d|\d\.\d\d) m?s", line), line
+    over = re.search(r"Profiler overhead: profiled steps took [\d.]+x the unprofiled ones \(median ([^)]*)\)", page)
+    assert over and not re.search(r"\d\.\d{3} m?s", over.group(1)), over
+
+
+def test_a_captured_step_left_out_of_a_window_verdict_is_not_called_its_first_step():
+    from types import SimpleNamespace
+
+    from nbprof.results.watch_render import captured_line
+
+    row = SimpleNamespace(step=16, profiler_step=1, trace="w/capture.pt.trace.json.gz", step_ns=231_143_000,
+                          median_ns=65_580_000, grew="cpu_wait", bound="dataloader", bound_ratio=0.8,
+                          trace_step_ns=231_324_000, first_rule="", first_finding="", syncs=1, median_syncs=1.0,
+                          in_window_verdict=False, contributors=[])
+    line = captured_line(row)  # ProfilerStep#1: a second leading step steady_state took for warm-up
+    assert "left out of the window's verdict (one of its leading steps, taken for warm-up)" in line
+    assert "its first step" not in line
