@@ -73,6 +73,12 @@ def _note(msg: str) -> None:
     print(msg, file=sys.stderr)
 
 
+def _echo(line: str) -> None:
+    """A line the profiled script printed, as it runs: on stderr (stdout is the command's result)."""
+    sys.stderr.write(line)
+    sys.stderr.flush()
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with hints: a misspelt command or option gets "did you mean", a stray path the right form."""
 
@@ -294,6 +300,9 @@ def _cmd_stats(args: argparse.Namespace) -> int:
             _note(f"SKIPPED: {args.trace} has no data for the {n} report")
             continue
         outputs.append((n, _render(n, df, args.format, args.trace)))
+    if not outputs and not args.report and run is None:  # a CPU-only Kineto trace has none of the nsys reports
+        _note(f"hint: none of the nsys stats reports has data in {args.trace}; nbprof's own reports read any trace: "
+              f"nbprof stats {args.trace} -r ops,steps,findings")
     return _emit(args, outputs, names)
 
 
@@ -494,7 +503,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if args.script:
             art = run_workload(args.script, args.script_args, os.path.join(out, time.strftime("run-%Y%m%d-%H%M%S")),
                                steps=args.steps, use_nsys=not args.no_nsys, watch=args.watch,
-                               capture_args=capture_args)
+                               capture_args=capture_args, log=_note, echo=_echo)
         else:
             art = Artefacts()
         for field in ("trace", "compare_trace", "nsys_report", "logdir", "ds_log"):
@@ -532,34 +541,25 @@ def _cmd_watch(args: argparse.Namespace) -> int:
           "max_captures": args.max_captures}
     try:
         code, _ = run_script(args.script, args.script_args, run_dir, **kw)
-    except ValueError as exc:  # bad watch settings (raised before the script runs)
-        if exc.__traceback__ is not None and _script_frames(exc.__traceback__, args.script) is None:
+    except Exception as exc:
+        from .capture.script import raised_in
+
+        if raised_in(exc, args.script):  # the script raised: its own traceback (no nbprof frames), exit 3
+            return _script_raised(exc, args.script, run_dir)
+        if isinstance(exc, ValueError):  # bad watch settings (raised before the script runs)
             raise _CliError(str(exc)) from None
-        return _script_raised(exc, args.script, run_dir)
-    except Exception as exc:  # the script raised: its own traceback (no nbprof frames), exit 3 (a run failed)
-        return _script_raised(exc, args.script, run_dir)
+        raise
     run = read_run(run_dir)
     sys.stdout.write(watch_text(run_dir, run.steps, what_grew(run.steps), captured(run_dir), run.summary))
     return int(code)
 
 
-def _script_frames(tb: Any, script: str) -> Any:
-    """The part of traceback ``tb`` from the first frame in ``script`` on (None when no frame is in it)."""
-    target = os.path.realpath(script)
-    while tb is not None:
-        if os.path.realpath(tb.tb_frame.f_code.co_filename) == target:
-            return tb
-        tb = tb.tb_next
-    return None
-
-
 def _script_raised(exc: BaseException, script: str, run_dir: str) -> int:
     """Show the exception a watched script raised as Python would (its own frames only), say what was kept;
     exit status 3 (:data:`EXIT_CODES`: a run failed)."""
-    import traceback
+    from .capture.script import format_script_exception
 
-    tb = _script_frames(exc.__traceback__, script) or exc.__traceback__
-    sys.stderr.write("".join(traceback.format_exception(type(exc), exc, tb)))
+    sys.stderr.write(format_script_exception(exc, script))
     _note(f"nbprof watch: error: the script {script!r} raised {type(exc).__name__}; the steps watched until then "
           f"are in {run_dir}")
     return 3

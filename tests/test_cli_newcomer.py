@@ -113,3 +113,33 @@ def test_a_captured_step_left_out_of_a_window_verdict_is_not_called_its_first_st
     line = captured_line(row)  # ProfilerStep#1: a second leading step steady_state took for warm-up
     assert "left out of the window's verdict (one of its leading steps, taken for warm-up)" in line
     assert "its first step" not in line
+
+
+def test_report_script_shows_what_the_script_prints_and_its_own_exception(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "boom.py"
+    script.write_text("print('epoch 0 starting', flush=True)\n\ndef f():\n    raise ValueError('user bug 42')\n\nf()\n")
+    r = nbprof("report", "--script", script, "--no-nsys", "--no-progress", "-o", tmp_path / "r.html", cwd=tmp_path)
+    assert r.returncode == 3 and r.stdout == "", r.stderr  # stdout is the result (report: PATH); none here
+    err = r.stderr
+    # the script's own output as it runs, then its exception as Python prints it: its frames, no nbprof frames
+    assert err.index("profiling with torch.profiler: ") < err.index("epoch 0 starting") < err.index("Traceback")
+    tb = err[err.index("Traceback"):err.index("ValueError: user bug 42")]
+    assert f'File "{script}", line 6, in <module>' in tb and "line 4, in f" in tb and "nbprof" not in tb
+    assert err.count("ValueError: user bug 42") == 1  # shown once, not again in nbprof's error line
+    assert "nothing was recorded" not in err and "a GPU was requested" not in err
+    assert err.rstrip().endswith("(its output is above)") and "nbprof report: error: the workload failed" in err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_stats_of_a_cpu_trace_without_r_points_to_the_reports_that_have_data():
+    from conftest import DATA
+
+    trace = DATA / "cpu" / "cnn_nw2.pt.trace.json.gz"
+    r = nbprof("stats", trace)
+    assert r.returncode == 0 and r.stdout == ""
+    assert r.stderr.count("SKIPPED: ") == 6
+    assert r.stderr.endswith(f"hint: none of the nsys stats reports has data in {trace}; nbprof's own reports read "
+                             f"any trace: nbprof stats {trace} -r ops,steps,findings\n")
+    r = nbprof("stats", trace, "-r", "steps")  # the hint's command works
+    assert r.returncode == 0 and "step" in r.stdout and "hint:" not in r.stderr
