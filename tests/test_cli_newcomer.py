@@ -143,3 +143,20 @@ def test_stats_of_a_cpu_trace_without_r_points_to_the_reports_that_have_data():
                              f"any trace: nbprof stats {trace} -r ops,steps,findings\n")
     r = nbprof("stats", trace, "-r", "steps")  # the hint's command works
     assert r.returncode == 0 and "step" in r.stdout and "hint:" not in r.stderr
+
+
+def test_the_readmes_capture_script_command_runs_as_written(tmp_path):
+    import re
+    import shlex
+
+    pytest.importorskip("torch")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    cmd = re.search(r"`(python -m nbprof\.capture\.script [^`]*)`", " ".join(readme.split())).group(1)
+    argv = shlex.split(cmd)
+    assert argv[-1] == "train.py" and "--trace" in argv  # --trace is required: without it argparse refuses
+    (tmp_path / "train.py").write_text(TINY)
+    r = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, env=ENV, timeout=600,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    trace = tmp_path / argv[argv.index("--trace") + 1]
+    assert trace.is_file() and trace.stat().st_size > 0
