@@ -613,7 +613,8 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
                         epilog="reports:\n  nsys stats names (nsys's column headers; ns, bytes): " + ", ".join(NSYS_REPORTS)
                         + "\n  nbprof: " + ", ".join(NBPROF_REPORTS)
                         + "\n  default: " + ",".join(DEFAULT_REPORTS) + " (as nsys stats); empty ones are SKIPPED")
-    st.add_argument("trace", nargs="?", default=None, help=_TRACE_HELP)
+    st.add_argument("trace", nargs="?", default=None,
+                    help=_TRACE_HELP + "; or an nbprof watch run folder (its per-step log: -r steps)")
     st.add_argument("--ranks", default=None, metavar="DIR",
                     help="the per-rank traces of one job (folder, glob or archive): reports from its Parquet dataset's "
                     "reductions (docs/dataset.md), not from every trace in memory")
@@ -635,8 +636,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
                        "detectable change) when the interval is too wide to rule such a slowdown out; exit 2 for "
                        "runs of different devices or world sizes (see nbprof.analysis.regression).")
     c.add_argument("traces", nargs="*", metavar="TRACE", help="baseline and candidate, when not given as options")
-    c.add_argument("--baseline", "-a", default=None, metavar="A", help="the reference trace")
-    c.add_argument("--candidate", "-b", default=None, metavar="B", help="the trace to check")
+    c.add_argument("--baseline", "-a", default=None, metavar="A",
+                   help="the reference: a trace, or an nbprof watch run folder (every watched step)")
+    c.add_argument("--candidate", "-b", default=None, metavar="B", help="the run to check: a trace or a watch run folder")
     c.add_argument("--max-regress", default="5%", metavar="P", help="allowed slowdown: 5%% (default) or 0.05")
     c.add_argument("--statistic", choices=("median", "mean"), default="median", help="per-step statistic (default median)")
     c.add_argument("--skip", type=int, default=0, metavar="N", help="drop the first N steps of each trace (warm-up)")

@@ -160,3 +160,10 @@ def test_the_readmes_capture_script_command_runs_as_written(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     trace = tmp_path / argv[argv.index("--trace") + 1]
     assert trace.is_file() and trace.stat().st_size > 0
+
+
+def test_check_and_stats_help_say_they_read_a_watch_run_folder():
+    check = " ".join(nbprof("check", "--help").stdout.split())
+    assert "a trace, or an nbprof watch run folder" in check and "a trace or a watch run folder" in check
+    stats = " ".join(nbprof("stats", "--help").stdout.split())
+    assert "or an nbprof watch run folder (its per-step log: -r steps)" in stats
