@@ -697,7 +697,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     r.add_argument("--no-progress", action="store_true", help="no progress bar while the notebooks run")
     r.add_argument("-o", "--output", default=None, metavar="FILE.html|DIR",
                    help="the report file (-o report.html) or a folder for a new report-<time> folder (-o DIR)")
-    r.add_argument("--out", default="results", metavar="DIR", help="output folder when -o is not given (default results)")
+    r.add_argument("--out", default="results", metavar="DIR",
+                   help="output folder when -o is not a folder (default results): the report without -o, and "
+                   "--script's run-<time> folder (its trace, TensorBoard run) with -o FILE.html too")
     r.add_argument("--force", action="store_true", help="replace the -o FILE.html when it exists")
     r.set_defaults(func=_cmd_report)
     subs["report"] = r

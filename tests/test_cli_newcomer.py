@@ -167,3 +167,5 @@ def test_check_and_stats_help_say_they_read_a_watch_run_folder():
     assert "a trace, or an nbprof watch run folder" in check and "a trace or a watch run folder" in check
     stats = " ".join(nbprof("stats", "--help").stdout.split())
     assert "or an nbprof watch run folder (its per-step log: -r steps)" in stats
+    report = " ".join(nbprof("report", "--help").stdout.split())  # -o FILE.html still writes the run into --out
+    assert "--script's run-<time> folder (its trace, TensorBoard run) with -o FILE.html too" in report
