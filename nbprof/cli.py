@@ -73,6 +73,12 @@ def _note(msg: str) -> None:
     print(msg, file=sys.stderr)
 
 
+def _echo(line: str) -> None:
+    """A line the profiled script printed, as it runs: on stderr (stdout is the command's result)."""
+    sys.stderr.write(line)
+    sys.stderr.flush()
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with hints: a misspelt command or option gets "did you mean", a stray path the right form."""
 
@@ -123,8 +129,8 @@ def _load(cmd: str, path: str, *, strict: bool = False) -> Any:
 
     try:
         return load(path, strict=strict)
-    except FileNotFoundError as exc:
-        raise _CliError(str(exc)) from None
+    except FileNotFoundError as exc:  # "no such trace file: 'x.json'", not "[Errno 2] no such trace file: ..."
+        raise _CliError(f"{exc.strerror}: {exc.filename!r}" if exc.strerror and exc.filename else str(exc)) from None
     except MissingDependencyError as exc:
         raise _CliError(str(exc)) from None
     except NbprofError as exc:
@@ -294,6 +300,9 @@ def _cmd_stats(args: argparse.Namespace) -> int:
             _note(f"SKIPPED: {args.trace} has no data for the {n} report")
             continue
         outputs.append((n, _render(n, df, args.format, args.trace)))
+    if not outputs and not args.report and run is None:  # a CPU-only Kineto trace has none of the nsys reports
+        _note(f"hint: none of the nsys stats reports has data in {args.trace}; nbprof's own reports read any trace: "
+              f"nbprof stats {args.trace} -r ops,steps,findings")
     return _emit(args, outputs, names)
 
 
@@ -483,6 +492,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if val and not os.path.exists(val):
             flag = "--nsys" if field == "nsys_report" else "--" + field.replace("_", "-")
             raise _CliError(f"{flag} {val!r} does not exist")
+    if args.script and not os.path.isfile(args.script):
+        raise _CliError(f"--script {args.script!r} is a directory, not a Python script")
     if not (args.script or args.trace or args.nsys_report or args.logdir or args.ds_log or args.ds_trace or args.ranks):
         raise _CliError("nothing to report on: give --script or at least one of "
                         "--trace/--nsys/--logdir/--ds-log/--ds-trace/--ranks")
@@ -492,7 +503,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if args.script:
             art = run_workload(args.script, args.script_args, os.path.join(out, time.strftime("run-%Y%m%d-%H%M%S")),
                                steps=args.steps, use_nsys=not args.no_nsys, watch=args.watch,
-                               capture_args=capture_args)
+                               capture_args=capture_args, log=_note, echo=_echo)
         else:
             art = Artefacts()
         for field in ("trace", "compare_trace", "nsys_report", "logdir", "ds_log"):
@@ -523,17 +534,35 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     from .watching import captured, default_run_dir, run_script
 
     if not os.path.isfile(args.script):
-        raise _CliError(f"script {args.script!r}: no such file")
+        why = "is a directory, not a Python script" if os.path.isdir(args.script) else "no such file"
+        raise _CliError(f"script {args.script!r}: {why}")
     run_dir = args.output or str(default_run_dir(args.out))
     kw = {"k": args.k, "min_excess_ns": int(args.min_excess_ms * 1e6), "capture_steps": args.capture_steps,
           "max_captures": args.max_captures}
     try:
         code, _ = run_script(args.script, args.script_args, run_dir, **kw)
-    except ValueError as exc:  # bad watch settings
-        raise _CliError(str(exc)) from None
+    except Exception as exc:
+        from .capture.script import raised_in
+
+        if raised_in(exc, args.script):  # the script raised: its own traceback (no nbprof frames), exit 3
+            return _script_raised(exc, args.script, run_dir)
+        if isinstance(exc, ValueError):  # bad watch settings (raised before the script runs)
+            raise _CliError(str(exc)) from None
+        raise
     run = read_run(run_dir)
     sys.stdout.write(watch_text(run_dir, run.steps, what_grew(run.steps), captured(run_dir), run.summary))
     return int(code)
+
+
+def _script_raised(exc: BaseException, script: str, run_dir: str) -> int:
+    """Show the exception a watched script raised as Python would (its own frames only), say what was kept;
+    exit status 3 (:data:`EXIT_CODES`: a run failed)."""
+    from .capture.script import format_script_exception
+
+    sys.stderr.write(format_script_exception(exc, script))
+    _note(f"nbprof watch: error: the script {script!r} raised {type(exc).__name__}; the steps watched until then "
+          f"are in {run_dir}")
+    return 3
 
 
 # ------------------------------------------------------------------------------------------------------ parser
@@ -560,7 +589,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
             "  nbprof check --baseline main.json --candidate pr.json --max-regress 5%   # CI gate\n"
             "  nbprof report run.pt.trace.json.gz -o report.html        # one offline HTML report\n"
             "  nbprof report --script train.py --steps 20      # profile a script, then report\n"
-            "  nbprof watch train.py -o runs/a                 # time every step; profile the slow ones\n"
+            "  nbprof watch -o runs/a train.py --lr 0.1        # time every step; profile the slow ones\n"
             "in Jupyter: %load_ext nbprof, then %%torchprof or %nsys (see README.md)\n\n"
             f"exit status:\n{codes}"
         ),
@@ -584,7 +613,8 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
                         epilog="reports:\n  nsys stats names (nsys's column headers; ns, bytes): " + ", ".join(NSYS_REPORTS)
                         + "\n  nbprof: " + ", ".join(NBPROF_REPORTS)
                         + "\n  default: " + ",".join(DEFAULT_REPORTS) + " (as nsys stats); empty ones are SKIPPED")
-    st.add_argument("trace", nargs="?", default=None, help=_TRACE_HELP)
+    st.add_argument("trace", nargs="?", default=None,
+                    help=_TRACE_HELP + "; or an nbprof watch run folder (its per-step log: -r steps)")
     st.add_argument("--ranks", default=None, metavar="DIR",
                     help="the per-rank traces of one job (folder, glob or archive): reports from its Parquet dataset's "
                     "reductions (docs/dataset.md), not from every trace in memory")
@@ -606,8 +636,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
                        "detectable change) when the interval is too wide to rule such a slowdown out; exit 2 for "
                        "runs of different devices or world sizes (see nbprof.analysis.regression).")
     c.add_argument("traces", nargs="*", metavar="TRACE", help="baseline and candidate, when not given as options")
-    c.add_argument("--baseline", "-a", default=None, metavar="A", help="the reference trace")
-    c.add_argument("--candidate", "-b", default=None, metavar="B", help="the trace to check")
+    c.add_argument("--baseline", "-a", default=None, metavar="A",
+                   help="the reference: a trace, or an nbprof watch run folder (every watched step)")
+    c.add_argument("--candidate", "-b", default=None, metavar="B", help="the run to check: a trace or a watch run folder")
     c.add_argument("--max-regress", default="5%", metavar="P", help="allowed slowdown: 5%% (default) or 0.05")
     c.add_argument("--statistic", choices=("median", "mean"), default="median", help="per-step statistic (default median)")
     c.add_argument("--skip", type=int, default=0, metavar="N", help="drop the first N steps of each trace (warm-up)")
@@ -666,7 +697,9 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     r.add_argument("--no-progress", action="store_true", help="no progress bar while the notebooks run")
     r.add_argument("-o", "--output", default=None, metavar="FILE.html|DIR",
                    help="the report file (-o report.html) or a folder for a new report-<time> folder (-o DIR)")
-    r.add_argument("--out", default="results", metavar="DIR", help="output folder when -o is not given (default results)")
+    r.add_argument("--out", default="results", metavar="DIR",
+                   help="output folder when -o is not a folder (default results): the report without -o, and "
+                   "--script's run-<time> folder (its trace, TensorBoard run) with -o FILE.html too")
     r.add_argument("--force", action="store_true", help="replace the -o FILE.html when it exists")
     r.set_defaults(func=_cmd_report)
     subs["report"] = r
@@ -676,7 +709,8 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
                        "K x the running median arms torch.profiler for the next steps. Writes a run folder "
                        "(steps.parquet, summary.json, captured traces) that nbprof check/stats read. Under "
                        "Nsight Systems: nsys profile --capture-range=cudaProfilerApi --capture-range-end=repeat "
-                       "nbprof watch train.py (CUDA only).")
+                       "nbprof watch train.py (CUDA only). nbprof watch's options go before the script: every word after "
+                       "it is the script's (nbprof watch -o runs/a train.py --epochs 3).")
     w.add_argument("script", help="the training script (run as __main__)")
     w.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
     w.add_argument("-k", type=float, default=3.0, help="flag a step slower than K x the running median (default 3)")
@@ -685,7 +719,7 @@ def _parser() -> tuple[_Parser, dict[str, _Parser]]:
     w.add_argument("--capture-steps", type=int, default=20, metavar="N", help="steps per profiled window (0: none)")
     w.add_argument("--max-captures", type=int, default=2, metavar="N", help="windows with a slow step to keep")
     w.add_argument("-o", "--output", default=None, metavar="DIR", help="the run folder (default OUT/run-<time>)")
-    w.add_argument("--out", default="nbprof-watch", metavar="OUT", help="parent of the default run folder")
+    w.add_argument("--out", default="nbprof-watch", metavar="OUT", help="parent of the default run folder (default nbprof-watch)")
     w.set_defaults(func=_cmd_watch)
     subs["watch"] = w
     return p, subs

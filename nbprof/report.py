@@ -17,7 +17,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,6 +216,7 @@ def run_workload(
     log=print,
     watch: bool = False,
     capture_args: Sequence[str] = (),
+    echo: Callable[[str], Any] | None = None,
 ) -> Artefacts:
     """Profile ``script`` for the workflow: a Kineto trace (torch.profiler), an nsys report when Nsight
     Systems is available, and a TensorBoard run. Commands are argv lists, never a shell.
@@ -240,6 +241,10 @@ def run_workload(
         Schedule flags for ``python -m nbprof.capture.script`` (``--wait N``, ``--warmup N``, ``--active N``,
         ``--whole-run``; ``nbprof report --script`` passes its own). When given, the script runs under it even
         when it has a ``--profile`` option of its own.
+    echo : callable, optional
+        Called with each line the script prints (stdout and stderr, as it runs) on a run without nsys, so a
+        long run shows its progress (``nbprof report`` passes ``sys.stderr.write``); default: kept quiet, the
+        last lines go into the error of a failed run.
 
     Returns
     -------
@@ -274,9 +279,9 @@ def run_workload(
         _profile_under_nsys(argv, out, art, trace, log)
     if not trace.exists():
         log("profiling with torch.profiler: " + " ".join(argv))
-        r = subprocess.run(argv, capture_output=True, text=True)
+        r = _run_script(argv, echo)
         if r.returncode != 0:
-            tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
+            tail = "(its output is above)" if echo else "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
             raise ReportError(f"the workload failed (exit {r.returncode}): {' '.join(argv)}\n{tail}")
         if not trace.exists() and "nbprof.capture.script" in argv:
             # no step boundary (no optimizer.step(), no DataLoader batch) and so no recorded window: the whole run
@@ -284,7 +289,7 @@ def run_workload(
             art.notes.append("no training step was found (no optimizer.step(), no DataLoader batch): the whole run "
                              "was profiled as one window")
             log("profiling the whole run with torch.profiler: " + " ".join(argv))
-            r = subprocess.run(argv, capture_output=True, text=True)
+            r = _run_script(argv, echo)
         if not trace.exists():
             tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
             raise ReportError(f"the workload wrote no trace: {' '.join(argv)}\n{tail}")
@@ -303,6 +308,20 @@ def run_workload(
         except Exception as exc:  # the report still runs without the TensorBoard run
             art.notes.append(f"TensorBoard run not written: {exc}")
     return art
+
+
+def _run_script(argv: list[str], echo: Callable[[str], Any] | None) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (no shell); with ``echo``, pass each line of its output (stderr merged into stdout) to it as
+    it comes. The result's ``stdout`` holds the whole output either way (``stderr`` is "" when echoed)."""
+    if echo is None:
+        return subprocess.run(argv, capture_output=True, text=True)
+    lines = []
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            echo(line)
+    return subprocess.CompletedProcess(argv, proc.returncode, "".join(lines), "")
 
 
 def _run_watched(py: str, script: str, args: list[str], out: Path, art: Artefacts, log) -> Artefacts:
@@ -432,6 +451,7 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", mer
     from IPython.display import HTML, display
 
     from .analysis import advisor, evidence, steps
+    from .analysis.overhead import capture_metadata
     from .analysis.verdict import verdict
     from .results.overhead import overhead_html
     from .results.steps_render import steps_html
@@ -445,7 +465,8 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", mer
     if tr is None:
         return
     html = verdict_html(verdict(tr), advisor.advise(tr), zoom=lambda f: evidence.finding_window(tr, f))
-    html += steps_html(step_source(tr), steps.steady_state(tr), steps.step_outliers(tr))
+    cap = capture_metadata(tr) or {}  # an unmodified script's steps: ProfilerStep ranges nbprof's hooks wrote
+    html += steps_html(step_source(tr), steps.steady_state(tr), steps.step_outliers(tr), cap.get("step_source"))
     html += overhead_html(tr)  # "profiled steps took 2.5x the unprofiled ones" (automatic-steps captures)
     if trace and compare_trace:
         from .analysis.before_after import before_after

@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["is_missing", "fmt_devices", "fmt_epoch_digits", "fmt_ns", "fmt_ms", "fmt_ms_text", "fmt_ns_of", "fmt_bytes",
+__all__ = ["is_missing", "fmt_devices", "fmt_epoch_digits", "fmt_ns", "fmt_ns_short", "fmt_ms", "fmt_ms_text", "fmt_ns_of", "fmt_bytes",
            "fmt_flops", "fmt_pct", "fmt_pct_text", "fmt_delta_ns", "fmt_rate"]
 
 
@@ -42,6 +42,24 @@ def fmt_ns(ns: float) -> str:
     if a >= 1e3:
         return f"{ns / 1e3:.2f} µs"
     return f"{ns:.0f} ns"
+
+
+def fmt_ns_short(ns: float) -> str:
+    """A duration for a sentence, three significant digits in :func:`fmt_ns`'s unit (a step time of a
+    sentence, not a table cell: 560.023 ms reads as 560 ms).
+
+    >>> fmt_ns_short(560_023_000), fmt_ns_short(48_312_000), fmt_ns_short(1_419_000_000), fmt_ns_short(789)
+    ('560 ms', '48.3 ms', '1.42 s', '789 ns')
+    """
+    if is_missing(ns):
+        return ""
+    a = abs(float(ns))
+    if a < 1e3:
+        return f"{ns:.0f} ns"
+    unit, div = ("s", 1e9) if a >= 1e9 else ("ms", 1e6) if a >= 1e6 else ("µs", 1e3)
+    v = float(ns) / div
+    digits = 0 if abs(v) >= 100 else 1 if abs(v) >= 10 else 2
+    return f"{v:.{digits}f} {unit}"
 
 
 def fmt_ms(ns: float, digits: int = 3) -> str:

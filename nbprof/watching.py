@@ -64,7 +64,7 @@ def captured(run: str | os.PathLike[str], *, top: int = 3) -> pd.DataFrame:
         ``contributors`` (event names of the bound, largest first), ``syncs`` / ``median_syncs`` (host syncs in
         that step and the median over the window's steps: :func:`nbprof.analysis.watch.step_syncs`),
         ``in_window_verdict`` (the step is among the steady steps the window's own verdict averages:
-        :func:`nbprof.analysis.steps.steady_state` takes a slow *first* step of a trace for warm-up),
+        :func:`nbprof.analysis.steps.steady_state` takes a run of slow *leading* steps of a trace for warm-up),
         ``first_rule`` / ``first_finding`` (the rule and title of the verdict's first finding: the fix with the
         largest predicted saving on that step, ``""`` when none) and ``findings`` (the advisor's rules on the
         captured window, ranked by their saving on that step: :func:`nbprof.analysis.findings.rank`). Empty when

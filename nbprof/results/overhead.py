@@ -9,7 +9,7 @@ from __future__ import annotations
 import html as _html
 from typing import Any
 
-from ..units import fmt_ns
+from ..units import fmt_ns_short
 
 __all__ = ["overhead_sentence", "overhead_html"]
 
@@ -18,7 +18,7 @@ def overhead_sentence(ov: Any) -> str:
     """One plain-text sentence for a :class:`~nbprof.analysis.overhead.ProfilerOverhead`."""
     n_p, n_u = len(ov.profiled_steps), len(ov.unprofiled_steps)
     s = (f"Profiler overhead: profiled steps took {ov.ratio:.2f}x the unprofiled ones (median "
-         f"{fmt_ns(ov.profiled_median_ns)} vs {fmt_ns(ov.unprofiled_median_ns)} over {n_p} and {n_u} "
+         f"{fmt_ns_short(ov.profiled_median_ns)} vs {fmt_ns_short(ov.unprofiled_median_ns)} over {n_p} and {n_u} "
          f"step{'s' if n_u != 1 else ''})")
     if ov.distorted:
         return s + ": per-step shares may be distorted."

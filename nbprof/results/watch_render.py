@@ -48,5 +48,5 @@ def captured_line(r: Any) -> str:
             f"{fmt_ns(r.trace_step_ns)}"
             + (f"; first fix: {r.first_rule} ({r.first_finding})" if r.first_rule else "")
             + f"; host syncs {r.syncs} (window median {r.median_syncs:g})"
-            + ("" if r.in_window_verdict else "; left out of the window's verdict (its first step, taken for warm-up)")
+            + ("" if r.in_window_verdict else "; left out of the window's verdict (one of its leading steps, taken for warm-up)")
             + (f"; largest: {', '.join(r.contributors)}" if len(r.contributors) else ""))
