@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from _support.paths import ROOT
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -133,7 +133,7 @@ def test_report_script_shows_what_the_script_prints_and_its_own_exception(tmp_pa
 
 
 def test_stats_of_a_cpu_trace_without_r_points_to_the_reports_that_have_data():
-    from conftest import DATA
+    from _support.paths import DATA
 
     trace = DATA / "cpu" / "cnn_nw2.pt.trace.json.gz"
     r = nbprof("stats", trace)
