@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
+from _support.paths import ROOT
 
 import nbprof
 
@@ -359,3 +363,32 @@ def test_an_integer_beyond_64_bits_in_metadata_is_exported_as_written(tmp_path):
     tr.to_chrome_trace(out)
     assert '"name":18446744073709551616' in out.read_text()
     assert len(nbprof.load(out).events) == len(tr.events)
+
+
+def test_automatic_steps_inside_the_optimizer_step_are_not_an_overrun(tmp_path):
+    """nbprof's automatic steps call ``prof.step()`` from an optimizer step post-hook, inside torch's
+    ``Optimizer.step#SGD.step`` range: ``ProfilerStep#N`` ends and ``ProfilerStep#N+1`` begins inside it. That is a
+    step boundary, not a call overrunning its parent (it was flagged on every ``report --script`` trace)."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import torch\n"
+        "m = torch.nn.Linear(32, 32)\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
+        "for _ in range(8):\n"
+        "    loss = m(torch.randn(16, 32)).sum()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n")
+    out = tmp_path / "run.pt.trace.json.gz"
+    r = subprocess.run([sys.executable, "-m", "nbprof.capture.script", "--trace", str(out), "--wait", "1",
+                        "--warmup", "1", "--active", "3", "--", str(script)], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    tr = nbprof.load(out)
+    ev = tr.events
+    steps = ev[ev["name"].astype(str).str.startswith("ProfilerStep#")]
+    opt = ev[ev["name"].astype(str).str.startswith("Optimizer.step#")]
+    # the boundary really is inside the optimizer's range: a step range starts within an Optimizer.step range
+    inside = [(o.ts_ns < s.ts_ns < o.ts_ns + o.dur_ns) for s in steps.itertuples() for o in opt.itertuples()]
+    assert len(steps) == 3 and any(inside)
+    assert tr.report.get("child_overruns_parent") is None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...trace import predicates as pred
 from ...trace import schema
 from .context import _Ctx
 
@@ -48,7 +49,9 @@ def check_nesting(events: pd.DataFrame, file_index: np.ndarray | None, ctx: _Ctx
     """Flag host duration events (``ph`` X, ``device`` -1; not Kineto's ``Trace`` spans, nor ``python_function``
     rows: the Python tracer's frames cross ``record_function`` ranges by design, e.g. a ``ProfilerStep#N``
     opened inside ``_record_function_enter_new``, and torch builds their tree apart) that start inside
-    an earlier event of their (pid, tid) and end more than 1 ns after it (kind ``child_overruns_parent``,
+    an earlier event of their (pid, tid) and end more than 1 ns after it, unless one of the two is a
+    ``ProfilerStep#N`` range (it ends and the next begins where ``prof.step()`` is called, e.g. in an optimizer
+    step post-hook inside ``Optimizer.step#...``: a step boundary, not a call scope) (kind ``child_overruns_parent``,
     action ``flagged``; rows kept as recorded): the count, the largest overrun (ns) and the first
     examples in file order with their event index in ``traceEvents`` (``file_index``: per events row,
     None when unknown) and the file.
@@ -69,6 +72,10 @@ def check_nesting(events: pd.DataFrame, file_index: np.ndarray | None, ctx: _Ctx
     par = _innermost_open(new_thread, ts, end)
     has = par >= 0
     over = np.flatnonzero(has & (end > np.where(has, end[np.clip(par, 0, None)], 0) + 1))
+    # a ProfilerStep#N range ends where prof.step() is called, which may be inside another range (an optimizer
+    # step post-hook -- nbprof's own automatic steps, Lightning's callbacks): a step boundary, not a call scope
+    is_step = np.asarray(pred.is_step_name(events), dtype=bool)
+    over = over[~(is_step[rows[par[over]]] | is_step[rows[over]])]
     n = len(over)
     if not n:
         return
