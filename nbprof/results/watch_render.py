@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..units import fmt_ns, fmt_pct
+from ..units import fmt_ns, fmt_ns_short, fmt_pct_text
 
 __all__ = ["watch_text", "captured_line"]
 
@@ -44,8 +44,8 @@ def captured_line(r: Any) -> str:
     """One captured flagged step (a row of :func:`nbprof.watching.captured`) in words: where it is in its trace,
     the watch's numbers, the trace's verdict of that step alone and its first fix, the host syncs."""
     return (f"captured step {r.step} (ProfilerStep#{r.profiler_step} in {r.trace}): {fmt_ns(r.step_ns)} vs median "
-            f"{fmt_ns(r.median_ns)}, watch: {r.grew}; trace verdict {r.bound} {fmt_pct(r.bound_ratio, 0)} of "
-            f"{fmt_ns(r.trace_step_ns)}"
+            f"{fmt_ns(r.median_ns)}, watch: {r.grew}; trace verdict {r.bound} {fmt_pct_text(r.bound_ratio)} of "
+            f"{fmt_ns_short(r.trace_step_ns)}"
             + (f"; first fix: {r.first_rule} ({r.first_finding})" if r.first_rule else "")
             + f"; host syncs {r.syncs} (window median {r.median_syncs:g})"
             + ("" if r.in_window_verdict else "; left out of the window's verdict (one of its leading steps, taken for warm-up)")
