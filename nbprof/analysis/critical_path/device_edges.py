@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...trace import schema
 from ...trace.predicates import name_mask as _name_mask
 from .model import (
     _BIG,
@@ -94,7 +95,10 @@ def inferred_wait_sources(sel: Selection, st: StreamState, gpu_sync_src: np.ndar
       after both its launch call returned and ``p`` ended: neither the host nor its own stream held it back
       (launch latency and the stream's queued gap are a few µs; 50 µs leaves them out);
     * its launching thread called ``cudaStreamWaitEvent`` / ``hipStreamWaitEvent`` (``WAIT_EVENT_NAMES``)
-      between ``p``'s launch call and its own (the wait is issued before the launch it holds back).
+      between ``p``'s launch call and its own (the wait is issued before the launch it holds back), a call
+      with no ``Stream Wait Event`` row of its correlation id (a recorded wait is
+      :func:`~.sync_edges.sync_sources`' to resolve, or to leave unresolved: on HTA's ``simple_add`` trace,
+      whose waits are all recorded, no edge is inferred and the graph is unchanged).
 
     Its source is the op ``k`` on another stream of D whose end is the latest at or before ``j``'s start,
     at most ``INFER_WAIT_LAG_NS`` (20 µs: the device-side wait resolves within µs) before it, and later than
@@ -115,6 +119,8 @@ def inferred_wait_sources(sel: Selection, st: StreamState, gpu_sync_src: np.ndar
     if sel.kd < 2:
         return out
     wait_h = np.flatnonzero(sel.host_mask(lambda n: n in WAIT_EVENT_NAMES))
+    swe = np.flatnonzero(sel.cat_is((schema.CUDA_SYNC,)) & _name_mask(sel.names, lambda n: n == "Stream Wait Event"))
+    wait_h = wait_h[~np.isin(sel.corr_all[sel.host_rows[wait_h]], sel.corr_all[swe])]  # a recorded wait is not inferred
     if wait_h.size == 0:
         return out
     d_ts, d_end = sel.d_ts, sel.d_end
