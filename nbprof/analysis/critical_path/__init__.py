@@ -40,7 +40,10 @@ Edge kinds (``EDGE_KINDS``) and the source of truth of each:
     a wait is this edge, not the call's duration (:mod:`nbprof.analysis.whatif`).
 ``gpu_sync``
     ``cudaStreamWaitEvent``: the op recorded by the waited-on ``cudaEventRecord`` -> the next op
-    launched on the waiting stream from the same thread (Kineto ``Stream Wait Event`` rows).
+    launched on the waiting stream from the same thread (Kineto ``Stream Wait Event`` rows). A
+    ``cudaStreamWaitEvent`` call with no such row (profiles without them) is inferred from timing, for the
+    replay only: :func:`~.device_edges.inferred_wait_sources` (the inferred-wait rule, its 50 µs / 20 µs
+    thresholds and why).
 ``fwdbwd``
     End of a forward op -> start of its backward op (``trace.flows`` of category ``fwdbwd``), which
     links the autograd thread to the main thread.

@@ -9,9 +9,20 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...trace import schema
 from ...trace.predicates import name_mask as _name_mask
-from .model import _BIG, DEVICE, GPU_SYNC, LAUNCH, LAUNCH_NAMES, STREAM
-from .nodes import EdgeBlock, Selection, block
+from .model import (
+    _BIG,
+    DEVICE,
+    GPU_SYNC,
+    INFER_WAIT_IDLE_NS,
+    INFER_WAIT_LAG_NS,
+    LAUNCH,
+    LAUNCH_NAMES,
+    STREAM,
+    WAIT_EVENT_NAMES,
+)
+from .nodes import EdgeBlock, Selection, block, concat_blocks
 
 
 class StreamState(NamedTuple):
@@ -66,14 +77,95 @@ def stream_state(sel: Selection) -> StreamState:
                        q_k=qval[sel.dev_rows])
 
 
-def launch_stream_edges(sel: Selection, st: StreamState,
-                        gpu_sync_src: np.ndarray) -> tuple[list[EdgeBlock], int, int]:
+def inferred_wait_sources(sel: Selection, st: StreamState, gpu_sync_src: np.ndarray) -> np.ndarray:
+    """The inferred-wait rule: per selected op, the op of another stream it waited for through a
+    ``cudaStreamWaitEvent`` the trace has no ``Stream Wait Event`` row for (-1 none; replay only).
+
+    CUDA semantics (CUDA Runtime API, Stream Management, ``cudaStreamWaitEvent``: "Makes all future work
+    submitted to stream wait for all work captured in event"; ``cudaEventRecord``: the event captures the
+    contents of the stream it is recorded on at the time of the call; HIP's ``hipStreamWaitEvent`` likewise):
+    after that call, the next op launched on the waiting stream cannot start before the last op recorded on
+    the other stream ends. Kineto writes that dependency as a ``Stream Wait Event`` device row (the source of
+    ``gpu_sync_src``, :func:`~.sync_edges.sync_sources`); some profiles (e.g. HTA's ``trace_diff`` DLRM
+    traces: ``cudaStreamWaitEvent`` calls, no such rows, no ``cudaEventRecord``) lack both the row and the
+    record, so which event is unknown. Op ``j`` on stream S (device D) is then taken as waiting when:
+
+    * it has no ``gpu_sync_src`` already (an op with a ``Stream Wait Event`` source is left as it is);
+    * it has a predecessor ``p`` on S in the window, and starts more than ``INFER_WAIT_IDLE_NS`` (50 µs)
+      after both its launch call returned and ``p`` ended: neither the host nor its own stream held it back
+      (launch latency and the stream's queued gap are a few µs; 50 µs leaves them out);
+    * its launching thread called ``cudaStreamWaitEvent`` / ``hipStreamWaitEvent`` (``WAIT_EVENT_NAMES``)
+      between ``p``'s launch call and its own (the wait is issued before the launch it holds back), a call
+      with no ``Stream Wait Event`` row of its correlation id (a recorded wait is
+      :func:`~.sync_edges.sync_sources`' to resolve, or to leave unresolved: on HTA's ``simple_add`` trace,
+      whose waits are all recorded, no edge is inferred and the graph is unchanged).
+
+    Its source is the op ``k`` on another stream of D whose end is the latest at or before ``j``'s start,
+    at most ``INFER_WAIT_LAG_NS`` (20 µs: the device-side wait resolves within µs) before it, and later than
+    ``p``'s end (else ``p`` explains the start as well); none when no op qualifies. ``k`` must end at or before
+    ``j`` starts (its end node before ``j``'s start node): a source past the start would make the edge run
+    backwards. The edge is the replay's, not HTA's (``hta_w`` -1; HTA's launch / stream choice keeps using
+    ``gpu_sync_src`` only), so the HTA-compatible critical path is unchanged; in the replay the waiting op then
+    starts when ``k`` ends, and a faster ``k`` (a shorter collective, overlapped communication) starts it
+    earlier instead of the wait staying a fixed stream gap (issue 30).
+
+    Returns
+    -------
+    ndarray int64 (kd,)
+        Per selected op, the index (into the selected ops) of the op it waits for, -1 none.
+    """
+    out = np.full(sel.kd, -1, np.int64)
+    prev = st.prev
+    if sel.kd < 2:
+        return out
+    wait_h = np.flatnonzero(sel.host_mask(lambda n: n in WAIT_EVENT_NAMES))
+    swe = np.flatnonzero(sel.cat_is((schema.CUDA_SYNC,)) & _name_mask(sel.names, lambda n: n == "Stream Wait Event"))
+    wait_h = wait_h[~np.isin(sel.corr_all[sel.host_rows[wait_h]], sel.corr_all[swe])]  # a recorded wait is not inferred
+    if wait_h.size == 0:
+        return out
+    d_ts, d_end = sel.d_ts, sel.d_end
+    l_ts, l_end, l_key = sel.h_ts[sel.d_lpos], sel.h_end[sel.d_lpos], sel.tkey[sel.d_lpos]
+    pc = np.clip(prev, 0, None)
+    cand = np.flatnonzero((gpu_sync_src < 0) & (prev >= 0) & (d_ts - l_end > INFER_WAIT_IDLE_NS)
+                          & (d_ts - d_end[pc] > INFER_WAIT_IDLE_NS))
+    if cand.size == 0:
+        return out
+    # a wait call on the launching thread in [predecessor's launch, own launch)
+    w_key, w_ts = sel.tkey[wait_h], sel.h_ts[wait_h]
+    waits = {int(key): np.sort(w_ts[w_key == key]) for key in np.unique(w_key)}
+    # the other streams' ops of each device, by end
+    eo = np.lexsort((d_end, sel.d_dev))
+    e_dev, e_end = sel.d_dev[eo], d_end[eo]
+    ds_node, de_node = sel.ds(np.arange(sel.kd)), sel.de(np.arange(sel.kd))
+    for j in cand:
+        wt = waits.get(int(l_key[j]))
+        p = int(prev[j])
+        if wt is None:
+            continue
+        w = np.searchsorted(wt, l_ts[j], side="left") - 1
+        if w < 0 or wt[w] < l_ts[p]:
+            continue
+        lo = int(np.searchsorted(e_dev, sel.d_dev[j], side="left"))
+        hi = int(np.searchsorted(e_dev, sel.d_dev[j], side="right"))
+        a0 = lo + int(np.searchsorted(e_end[lo:hi], d_ts[j] - INFER_WAIT_LAG_NS, side="left"))
+        a1 = lo + int(np.searchsorted(e_end[lo:hi], d_ts[j], side="right"))
+        ks = eo[a0:a1]
+        ks = ks[(sel.d_stream[ks] != sel.d_stream[j]) & (d_end[ks] > d_end[p]) & (de_node[ks] < ds_node[j])]
+        if ks.size:
+            out[j] = ks[np.argmax(d_end[ks])]
+    return out
+
+
+def launch_stream_edges(sel: Selection, st: StreamState, gpu_sync_src: np.ndarray,
+                        inferred_src: np.ndarray | None = None) -> tuple[list[EdgeBlock], int, int]:
     """The ``gpu_sync``, ``launch`` and ``stream`` edges (in that order) of the selected ops, with HTA's weight
     where HTA takes that edge (a launch onto an empty, idle stream; else the stream edge unless the waited-on
     op ends later), and the replay's floors: ``launch_delay_ns`` (median delay of launches of computation or
     copies onto an empty stream) and ``queued_gap_ns`` (median gap behind an op launched while its predecessor
-    ran). ``gpu_sync_src``: per op, the op it waits for (-1 none). Returns (blocks, launch_delay_ns,
-    queued_gap_ns); no blocks and 0, 0 without device ops."""
+    ran). ``gpu_sync_src``: per op, the op it waits for (-1 none); ``inferred_src``: per op, the op it waits for
+    by the inferred-wait rule (:func:`inferred_wait_sources`; -1 none), a ``gpu_sync`` edge of the replay only
+    (``hta_w`` -1), after HTA's, that leaves HTA's launch / stream choice as it is. Returns (blocks,
+    launch_delay_ns, queued_gap_ns); no blocks and 0, 0 without device ops."""
     if sel.kd == 0:
         return [], 0, 0
     d_ts, d_end, prev = sel.d_ts, sel.d_end, st.prev
@@ -86,6 +178,9 @@ def launch_stream_edges(sel: Selection, st: StreamState,
     cond_kk = ~cond_launch & has_prev & (~has_g | (g_end < prev_end))
     gi = np.flatnonzero(has_g)
     gpu_sync = block(sel.de(gpu_sync_src[gi]), sel.ds(gi), GPU_SYNC, hta_w=np.zeros(gi.size, np.int64))
+    if inferred_src is not None and (inferred_src >= 0).any():
+        ii = np.flatnonzero(inferred_src >= 0)
+        gpu_sync = concat_blocks([gpu_sync, block(sel.de(inferred_src[ii]), sel.ds(ii), GPU_SYNC)])
     # launch edges (all; HTA weight only where HTA adds it). A communication kernel's "launch delay" is
     # mostly its wait for the other ranks (tens of ms after an NCCL launch), not the launch itself
     ldelay = d_ts - rt_ts

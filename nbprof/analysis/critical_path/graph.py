@@ -15,7 +15,7 @@ from ...trace.predicates import name_mask as _name_mask
 from .._memo import clear as clear_memo
 from .._memo import per_trace
 from ..steps import _is_dataloader
-from .device_edges import device_edges, launch_stream_edges, stream_state
+from .device_edges import device_edges, inferred_wait_sources, launch_stream_edges, stream_state
 from .edges import _tighten
 from .host_edges import fwdbwd_edges, host_edges
 from .model import DEVICE, Graph
@@ -111,7 +111,7 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
     host = host_edges(sel)
     st = stream_state(sel)
     pairs, gpu_sync_src = sync_sources(sel, st, _sync_args_frame(trace, sync_args))
-    dev_blocks, lq, gq = launch_stream_edges(sel, st, gpu_sync_src)
+    dev_blocks, lq, gq = launch_stream_edges(sel, st, gpu_sync_src, inferred_wait_sources(sel, st, gpu_sync_src))
     sync, host = sync_edges(sel, pairs, host)  # a wait shortens the host interval it ends
     blocks = [] if host is None else [host.host, host.wake]
     blocks += [b for b in (device_edges(sel), *dev_blocks, sync, fwdbwd_edges(sel)) if b is not None]

@@ -41,6 +41,16 @@ LAUNCH_NAMES = frozenset({"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKe
                           "hipMemcpyAsync", "hipMemcpyWithStream",
                           "runFunction - job_prep_and_submit_for_execution"})
 
+#: The runtime calls that make a stream wait for an event (``cudaStreamWaitEvent``: "makes all future work
+#: submitted to stream wait for all work captured in event", CUDA Runtime API, Stream Management); the
+#: inferred-wait rule of :func:`~.device_edges.inferred_wait_sources` looks for them.
+WAIT_EVENT_NAMES = frozenset({"cudaStreamWaitEvent", "hipStreamWaitEvent"})
+#: Inferred waits (:func:`~.device_edges.inferred_wait_sources`): a device op starting more than this long
+#: after both its launch call returned and its stream predecessor ended was held back by something else.
+INFER_WAIT_IDLE_NS = 50_000
+#: ... and the op of another stream it waited for ended at most this long before it started.
+INFER_WAIT_LAG_NS = 20_000
+
 _HOST_CATS = (schema.CPU_OP, schema.USER_ANNOTATION, schema.CUDA_RUNTIME, schema.CUDA_DRIVER)
 _HTA_HOST_CATS = (schema.CPU_OP, schema.CUDA_RUNTIME, schema.CUDA_DRIVER)
 _DEV_CATS = (schema.KERNEL, schema.GPU_MEMCPY, schema.GPU_MEMSET)
