@@ -61,13 +61,13 @@ def test_prepare_keeps_a_ready_table_and_orders_the_others():
     f = pd.DataFrame({"rank": [0, 0, 1, 1], "start_ns": [1, 5, 2, 9], "end_ns": [3, 7, 4, 10],
                       "until_last_step": [False, False, False, True]})
     ready = R.conform("compute", f, rank=True)
-    assert R.prepare("compute", ready) is ready
+    assert R._prepare("compute", ready) is ready
     shuffled = ready.iloc[[3, 1, 2, 0]].astype({"rank": np.int32})
-    pd.testing.assert_frame_equal(R.prepare("compute", shuffled), ready)
+    pd.testing.assert_frame_equal(R._prepare("compute", shuffled), ready)
     c = pd.DataFrame({"rank": [0], **{k: [None if d == "object" else 0] for k, d in
                                       R.REDUCTION_SCHEMA["collectives"].items()}})
     c["pg_name"] = np.nan  # a missing string read as NaN becomes None
-    assert R.prepare("collectives", c)["pg_name"].tolist() == [None]
+    assert R._prepare("collectives", c)["pg_name"].tolist() == [None]
 
 
 def varied_job(traces) -> dict[str, pd.DataFrame]:

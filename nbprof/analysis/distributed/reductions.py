@@ -333,7 +333,7 @@ class JobReductions(dict):  # type: ignore[type-arg]
 
 class LazyJobReductions(Mapping[str, pd.DataFrame]):
     """A job's reduction tables read on first lookup (``read(name)``: the table over all ranks with a ``rank``
-    column, any row order), each put in :func:`job_reductions`' form once (:func:`prepare`) and kept: what
+    column, any row order), each put in :func:`job_reductions`' form once (:func:`_prepare`) and kept: what
     ``Job.reductions()`` gives, so that every analysis of a job casts and orders a table once, not once per
     analysis. The analyses take it as they take a :class:`JobReductions`."""
 
@@ -346,7 +346,7 @@ class LazyJobReductions(Mapping[str, pd.DataFrame]):
         if name not in self._names:
             raise KeyError(name)
         if name not in self._done:
-            self._done[name] = prepare(name, self._read(name))
+            self._done[name] = _prepare(name, self._read(name))
         return self._done[name]
 
     def __iter__(self) -> Any:
@@ -430,7 +430,7 @@ def job_reductions(source: Any, tables: Sequence[str]) -> JobReductions:
             out.update((t, source[t]) for t in tables)
             return out
         for t in tables:
-            out[t] = prepare(t, source[t])
+            out[t] = _prepare(t, source[t])
         return out
     traces = [source] if isinstance(source, Trace) else list(source)
     ranks = [int(t.meta.rank) for t in traces]
@@ -462,7 +462,7 @@ def _in_order(frame: pd.DataFrame, keys: Sequence[str]) -> bool:
     return True
 
 
-def prepare(table: str, frame: pd.DataFrame) -> pd.DataFrame:
+def _prepare(table: str, frame: pd.DataFrame) -> pd.DataFrame:
     """A job table (``rank`` and the schema's columns, any order of rows and columns, any integer widths) in
     the form the analyses use: cast by :func:`conform` with ``rank``, sorted by ``rank`` then
     :func:`reduce_rank`'s row order (stable: rows tied on those keys keep their order). A frame already in
@@ -502,7 +502,7 @@ def _split(r: np.ndarray, cols: dict[str, np.ndarray]) -> dict[int, dict[str, np
     """:func:`rank_arrays` of the arrays ``cols`` with ranks ``r``."""
     if not len(r):
         return {}
-    if not (r[1:] >= r[:-1]).all():  # a job table is in rank order (prepare): then no sort, views of the columns
+    if not (r[1:] >= r[:-1]).all():  # a job table is in rank order (_prepare): then no sort, views of the columns
         order = np.argsort(r, kind="stable")
         r = r[order]
         cols = {c: a[order] for c, a in cols.items()}
