@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -38,6 +38,7 @@ class Job:
         self.manifest = manifest
         self._tables: dict[str, pd.DataFrame] = {}
         self._con: Any = None
+        self._red: Any = None
 
     # -- what is there
     @property
@@ -94,7 +95,8 @@ class Job:
         """The job's reduction tables (``nbprof.analysis.distributed.reductions``: ``rank_info``, ``steps``,
         ``collectives``, ...), each over all ranks with a leading ``rank`` column: what the cross-rank analyses
         of ``nbprof.analysis.distributed`` take in place of the traces. A mapping that reads a table when it
-        is first looked up (an analysis reads only the tables it needs).
+        is first looked up (an analysis reads only the tables it needs) and put in the analyses' form once
+        (``reductions.LazyJobReductions``): the same object for every analysis of this job.
 
         Raises
         ------
@@ -112,7 +114,11 @@ class Job:
                    f"computes {now}: run nbprof.load_ranks(<the traces>, dataset={self.path!r}) again (each rank is "
                    "reduced anew); its tables stay readable with job.table / job.sql")
             raise NbprofError(msg)
-        return _Reductions(self)
+        if self._red is None:
+            from .analysis.distributed.reductions import LazyJobReductions
+
+            self._red = LazyJobReductions([t for t, k in self.tables.items() if k == "reduction"], self.table)
+        return self._red
 
     # -- cross-rank analyses (nbprof.analysis.distributed) over the reductions: no trace is loaded
     def wait_transfer(self, **kw: Any) -> pd.DataFrame:
@@ -244,25 +250,6 @@ class Job:
         bad = f", {len(self.failed)} sources failed (see .failed)" if self.failed else ""
         return (f"<nbprof.Job {len(self.ranks)} ranks {self.ranks[:8]}{'...' if len(self.ranks) > 8 else ''}, "
                 f"tables {list(self.tables)}{bad} at {self.path!r}>")
-
-
-class _Reductions(Mapping[str, pd.DataFrame]):
-    """A job's reduction tables, each read on first lookup (:meth:`Job.reductions`)."""
-
-    def __init__(self, job: Job) -> None:
-        self._job = job
-        self._names = [t for t, k in job.tables.items() if k == "reduction"]
-
-    def __getitem__(self, name: str) -> pd.DataFrame:
-        if name not in self._names:
-            raise KeyError(name)
-        return self._job.table(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
 
 
 def default_dataset_dir(spec: str | os.PathLike[str]) -> str:

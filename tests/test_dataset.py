@@ -135,6 +135,40 @@ def test_plain_duckdb_and_dask_read_the_same_rows(pair):
     assert len(slow) == 10 and set(slow["last_rank"]) <= {0, 1}
 
 
+def _plain(x):
+    """A value as plain Python for comparing frames of different dtypes (None for every kind of missing)."""
+    return None if x is None or x is pd.NA or (isinstance(x, float) and x != x) else x
+
+
+def test_plain_pyarrow_dataset_reads_every_ranks_rows(pair):
+    """docs/dataset.md: each table folder is a plain hive-partitioned Parquet dataset -- pyarrow.dataset with
+    partitioning="hive" (no nbprof, no schema given) finds every rank and every row, the values nbprof reads,
+    and skips the private ``_``/``.`` names; Dask's read_parquet gets every rank's rows too."""
+    import pyarrow as pa
+    import pyarrow.dataset as pds
+
+    dd = pytest.importorskip("dask.dataframe")
+    ds, _ = pair
+    job = nbprof.open_job(ds)
+    man = job.manifest
+    for t, kind in job.tables.items():
+        want = {s["rank"]: s["rows"][t] for s in man["sources"] if s["rows"][t]}
+        d = pds.dataset(str(ds / t), format="parquet", partitioning="hive")
+        assert all("/_" not in f and "/." not in f for f in d.files), t
+        tab = d.to_table()
+        assert pa.types.is_integer(tab.schema.field("rank").type), t
+        got = tab.to_pandas()
+        assert got["rank"].value_counts().to_dict() == want, t
+        if kind == "reduction":  # the same values, rank by rank, as nbprof reads them
+            got = got.sort_values("rank", kind="stable").reset_index(drop=True)
+            mine = job.table(t)
+            assert set(got.columns) == set(mine.columns), t
+            for c in mine.columns:
+                assert [_plain(x) for x in got[c].tolist()] == [_plain(x) for x in mine[c].tolist()], (t, c)
+        per_rank = dd.read_parquet(str(ds / t))["rank"].compute().astype(int).value_counts().to_dict()
+        assert per_rank == want, t
+
+
 def test_corrupted_rank_is_reported_and_skipped(pair_dir, tmp_path):
     d = tmp_path / "in"
     shutil.copytree(pair_dir, d)

@@ -111,7 +111,14 @@ def read_table(path: str, manifest: dict[str, Any], table: str, ranks: list[int]
         import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
         f = os.path.join(path, "_combined", comb["id"], f"{table}.parquet")
-        return _typed(pq.read_table(f).to_pandas(types_mapper=_NULLABLE_INTS.get), spec["columns"], True)
+        pf = pq.ParquetFile(f)
+        # column by column (a job's compute table is millions of rows), numbers without a nullable intermediate
+        have = set(pf.schema_arrow.names)
+        cols = {c: pf.read([c]).column(0) if c in have else None for c in ("rank", *spec["columns"])}
+        n = pf.metadata.num_rows
+        return pd.DataFrame({c: _column(cols.pop(c), n, info) for c, info in
+                             (("rank", {"type": "int64", "dtype": "int64"}), *spec["columns"].items())},
+                            index=pd.RangeIndex(n))
     return read_files(path, table, ok_ranks(manifest) if ranks is None else ranks, spec["columns"])
 
 
@@ -155,6 +162,22 @@ class _LazyInts(dict[Any, Any]):
 
 #: integers are read as nullable first (a null stays NA, values stay exact), then cast to the declared dtype
 _NULLABLE_INTS = _LazyInts()
+
+
+def _column(arr: Any, n: int, info: dict[str, str]) -> Any:
+    """One Arrow column of ``n`` rows (None: the file lacks it) as :func:`_typed` types it: a numeric or bool
+    column without nulls straight to numpy (no nullable intermediate), the others through :func:`_typed`."""
+    import numpy as np
+    import pyarrow as pa
+
+    typ, dtype = info["type"], info.get("dtype") or ("object" if info["type"] == "string" else info["type"])
+    if arr is not None and typ != "string" and dtype == typ and arr.null_count == 0:
+        a = arr.to_numpy()  # a read-only view of Arrow's buffer when in one chunk (as pandas' own views are)
+        return a if a.dtype == np.dtype(dtype) else a.astype(dtype)
+    if arr is None:
+        arr = pa.nulls(n)
+    s = pa.table({"c": arr}).to_pandas(types_mapper=_NULLABLE_INTS.get)
+    return _typed(s, {"c": info}, False)["c"]
 
 
 def _typed(df: pd.DataFrame, columns: dict[str, dict[str, str]], rank_column: bool) -> pd.DataFrame:

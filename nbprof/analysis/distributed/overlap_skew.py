@@ -11,7 +11,7 @@ import pandas as pd
 from ...trace.model import Trace
 from .. import _intervals as iv
 from .comms import collectives
-from .reductions import comm_compute, job_reductions, rank_arrays
+from .reductions import comm_compute, intersect, job_reductions, rank_arrays
 from .waits import stragglers, wait_transfer
 
 _OVERLAP_COLUMNS = ["rank", "comm_ns", "compute_ns", "overlap_ns", "exposed_comm_ns", "comm_comp_overlap_ratio",
@@ -46,7 +46,7 @@ def overlap(traces: Any, *, until_last_step: bool = False) -> pd.DataFrame:
     for info in red["rank_info"].itertuples(index=False):
         r = int(info.rank)
         comm, comp = sets[r]
-        ov = iv.total_ns(iv.intersect(comm, comp))
+        ov = iv.total_ns(intersect(comm, comp))
         cn = iv.total_ns(comm)
         span = int(info.span_ns)
         rows.append(dict(rank=r, comm_ns=cn, compute_ns=iv.total_ns(comp), overlap_ns=ov,
@@ -95,7 +95,7 @@ def step_breakdown(traces: Any) -> pd.DataFrame:
         if steps is None:
             continue
         comm, comp = sets[r]
-        both = iv.intersect(comm, comp)
+        both = intersect(comm, comp)
         basis = "gpu_kernels" if info.has_device else "cpu_ops"
         s0 = steps["start_ns"].astype(np.int64)
         s1 = steps["end_ns"].astype(np.int64)

@@ -331,6 +331,31 @@ class JobReductions(dict):  # type: ignore[type-arg]
     analyses take it as it is; any other mapping is cast and put in rank order first."""
 
 
+class LazyJobReductions(Mapping[str, pd.DataFrame]):
+    """A job's reduction tables read on first lookup (``read(name)``: the table over all ranks with a ``rank``
+    column, any row order), each put in :func:`job_reductions`' form once (:func:`_prepare`) and kept: what
+    ``Job.reductions()`` gives, so that every analysis of a job casts and orders a table once, not once per
+    analysis. The analyses take it as they take a :class:`JobReductions`."""
+
+    def __init__(self, names: Iterable[str], read: Any) -> None:
+        self._names = list(names)
+        self._read = read
+        self._done: dict[str, pd.DataFrame] = {}
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        if name not in self._names:
+            raise KeyError(name)
+        if name not in self._done:
+            self._done[name] = _prepare(name, self._read(name))
+        return self._done[name]
+
+    def __iter__(self) -> Any:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 def concat_reductions(per_rank: Iterable[tuple[int, Mapping[str, pd.DataFrame]]],
                       tables: Iterable[str] | None = None) -> JobReductions:
     """Concatenate per-rank reductions into the job's tables, each with a leading int64 ``rank`` column.
@@ -401,12 +426,11 @@ def job_reductions(source: Any, tables: Sequence[str]) -> JobReductions:
             msg = f"reductions lack tables {missing} (have {sorted(source)})"
             raise KeyError(msg)
         out = JobReductions()
-        if isinstance(source, JobReductions):
+        if isinstance(source, (JobReductions, LazyJobReductions)):
             out.update((t, source[t]) for t in tables)
             return out
         for t in tables:
-            f = conform(t, source[t], rank=True)
-            out[t] = f.sort_values(["rank", *_ORDER[t]], kind="stable").reset_index(drop=True)
+            out[t] = _prepare(t, source[t])
         return out
     traces = [source] if isinstance(source, Trace) else list(source)
     ranks = [int(t.meta.rank) for t in traces]
@@ -421,6 +445,46 @@ def job_reductions(source: Any, tables: Sequence[str]) -> JobReductions:
     return concat_reductions(((int(t.meta.rank), reduce_rank(t, tables)) for t in traces), tables)
 
 
+def _in_order(frame: pd.DataFrame, keys: Sequence[str]) -> bool:
+    """Whether ``frame``'s rows are already sorted by ``keys`` (ascending, numeric or bool columns): one O(n)
+    pass instead of a sort."""
+    if len(frame) < 2:
+        return True
+    undecided = np.ones(len(frame) - 1, dtype=bool)
+    for k in keys:
+        a = frame[k].to_numpy()
+        if a.dtype == bool:
+            a = a.astype(np.int8)
+        lt, gt = a[1:] < a[:-1], a[1:] > a[:-1]
+        if (undecided & lt).any():
+            return False
+        undecided &= ~gt
+    return True
+
+
+def _prepare(table: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """A job table (``rank`` and the schema's columns, any order of rows and columns, any integer widths) in
+    the form the analyses use: cast by :func:`conform` with ``rank``, sorted by ``rank`` then
+    :func:`reduce_rank`'s row order (stable: rows tied on those keys keep their order). A frame already in
+    that form is returned as it is (no copy).
+
+    Raises
+    ------
+    KeyError
+        Unknown table, or a column missing (:func:`conform`).
+    """
+    cols = {"rank": "int64", **REDUCTION_SCHEMA[table]}
+    ready = (list(frame.columns) == list(cols) and all(str(frame[c].dtype) == d for c, d in cols.items())
+             and isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and frame.index.step == 1
+             and not any(x is not None for c, d in cols.items() if d == "object"  # missing strings: None
+                         for x in frame[c][frame[c].isna()]))
+    f = frame if ready else conform(table, frame, rank=True)
+    keys = ["rank", *_ORDER[table]]
+    if _in_order(f, keys):
+        return f
+    return f.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
 def ranks_of(info: pd.DataFrame) -> list[int]:
     """The ranks of a job's ``rank_info`` table, in its order."""
     return [int(r) for r in info["rank"]]
@@ -431,12 +495,50 @@ def rank_arrays(frame: pd.DataFrame, columns: Sequence[str]) -> dict[int, dict[s
     each rank's rows in their order. Ranks without rows are absent."""
     if frame.empty:
         return {}
-    r = frame["rank"].to_numpy(np.int64)
-    order = np.argsort(r, kind="stable")
-    ranks, starts = np.unique(r[order], return_index=True)
+    return _split(frame["rank"].to_numpy(np.int64), {c: frame[c].to_numpy() for c in columns})
+
+
+def _split(r: np.ndarray, cols: dict[str, np.ndarray]) -> dict[int, dict[str, np.ndarray]]:
+    """:func:`rank_arrays` of the arrays ``cols`` with ranks ``r``."""
+    if not len(r):
+        return {}
+    if not (r[1:] >= r[:-1]).all():  # a job table is in rank order (_prepare): then no sort, views of the columns
+        order = np.argsort(r, kind="stable")
+        r = r[order]
+        cols = {c: a[order] for c, a in cols.items()}
+    starts = np.concatenate([[0], np.flatnonzero(r[1:] != r[:-1]) + 1])
     ends = np.append(starts[1:], len(r))
-    cols = {c: frame[c].to_numpy()[order] for c in columns}
-    return {int(k): {c: a[s:e] for c, a in cols.items()} for k, s, e in zip(ranks, starts, ends)}
+    return {int(r[s]): {c: a[s:e] for c, a in cols.items()} for s, e in zip(starts, ends)}
+
+
+def normalised(starts: np.ndarray, ends: np.ndarray) -> iv.Intervals:
+    """``_intervals.merge(starts, ends)`` of int64 ns intervals, without its sort when they already are a
+    normalised set (sorted, disjoint, not touching, none empty: a ``compute`` table's rows) -- the same
+    arrays either way."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    if s.size and (e > s).all() and (s[1:] > e[:-1]).all():
+        return s, e
+    return iv.merge(s, e)
+
+
+def intersect(a: iv.Intervals, b: iv.Intervals) -> iv.Intervals:
+    """``_intervals.intersect`` of two normalised sets by binary search instead of a sweep over every end
+    point: for each interval of ``a``, the intervals of ``b`` it meets, clipped to it (O((|a| + pieces) log
+    |b|), no sort). The pieces are already normalised (``a``'s and ``b``'s intervals neither overlap nor
+    touch, so neither do their clipped pairs), in order: the same arrays as ``_intervals.intersect``."""
+    (as_, ae), (bs, be) = a, b
+    if as_.size == 0 or bs.size == 0:
+        return iv.empty()
+    lo = np.searchsorted(be, as_, side="right")  # first b ending after a's start
+    hi = np.searchsorted(bs, ae, side="left")  # first b starting at or after a's end
+    n = np.clip(hi - lo, 0, None)
+    tot = int(n.sum())
+    if tot == 0:
+        return iv.empty()
+    ia = np.repeat(np.arange(as_.size), n)
+    ib = np.arange(tot) - np.repeat(np.cumsum(n) - n, n) + np.repeat(lo, n)
+    return np.maximum(as_[ia], bs[ib]), np.minimum(ae[ia], be[ib])
 
 
 def comm_compute(red: Mapping[str, pd.DataFrame], *, until_last_step: bool = False
@@ -447,7 +549,14 @@ def comm_compute(red: Mapping[str, pd.DataFrame], *, until_last_step: bool = Fal
     before the last ProfilerStep and the matching ``compute`` rows) for ranks with two ProfilerSteps or more."""
     info = red["rank_info"]
     c = rank_arrays(red["collectives"], ("ts_ns", "dur_ns", "before_last_step"))
-    p = rank_arrays(red["compute"], ("start_ns", "end_ns", "until_last_step"))
+    # each rank's compute rows of its window (until_last_step == hta), selected once for all ranks
+    cp = red["compute"]
+    u = cp["until_last_step"].to_numpy(bool)
+    rr = cp["rank"].to_numpy(np.int64)
+    hta = info.loc[info["last_profiler_step_ns"] >= 0, "rank"] if until_last_step else info["rank"].iloc[:0]
+    sel = np.where(np.isin(rr, hta.to_numpy(np.int64)), u, ~u)
+    p = _split(rr[sel], {"start_ns": cp["start_ns"].to_numpy(np.int64)[sel],
+                         "end_ns": cp["end_ns"].to_numpy(np.int64)[sel]})
     none: dict[str, np.ndarray] = {}
     out = {}
     for r, last in zip(info["rank"].to_numpy(np.int64), info["last_profiler_step_ns"].to_numpy(np.int64)):
@@ -458,11 +567,7 @@ def comm_compute(red: Mapping[str, pd.DataFrame], *, until_last_step: bool = Fal
             comm = iv.merge(cr["ts_ns"][keep], (cr["ts_ns"] + cr["dur_ns"])[keep])
         else:
             comm = iv.empty()
-        if pr:
-            keep_p = pr["until_last_step"].astype(bool) == hta
-            comp = iv.merge(pr["start_ns"][keep_p], pr["end_ns"][keep_p])
-        else:
-            comp = iv.empty()
+        comp = normalised(pr["start_ns"], pr["end_ns"]) if pr else iv.empty()
         out[int(r)] = (comm, comp)
     return out
 
