@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import corpus_path
+from _support.paths import corpus_path
 
 import nbprof
 from nbprof.analysis import _intervals as iv
