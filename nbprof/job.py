@@ -214,6 +214,19 @@ class Job:
         tr: Trace = ds.read_rank_trace(self.path, self.manifest, rank)
         return tr
 
+    def zoom_ranks(self, n: int = 2) -> list[int]:
+        """The ranks whose full traces a view of the job shows, ascending: the straggler (:meth:`stragglers`'
+        ``straggler`` rows, the one definition: ``nbprof.analysis.distributed.stragglers``), if any, then the lowest
+        ranks, ``n`` at most -- the ranks ``nbprof report --ranks DIR`` and ``nbprof.viz.to_html(job)`` zoom into. A
+        job whose stragglers cannot be computed (``ValueError``/``KeyError``: e.g. no collectives) gets its lowest
+        ranks."""
+        try:
+            st = self.stragglers()
+            first = [int(r) for r in st.loc[st["straggler"], "rank"]] if len(st) else []
+        except (ValueError, KeyError):
+            first = []
+        return sorted(set((first + [int(r) for r in self.ranks])[:n]))
+
     def traces(self, ranks: list[int] | None = None) -> list[Trace]:
         """Full traces of ``ranks`` (default all: as much memory as the traces; prefer the reductions)."""
         return [self.trace(r) for r in (self.ranks if ranks is None else ranks)]

@@ -197,16 +197,9 @@ def is_job(obj: Any) -> bool:
 
 
 def zoom_ranks(job: Any, n: int = 2) -> list[int]:
-    """The ranks whose full traces the views of a job dataset show, ascending: the straggler (``job.stragglers()``'s
-    ``straggler`` rows, the one definition: ``nbprof.analysis.distributed.stragglers``), if any, then the lowest
-    ranks, ``n`` at most -- the ranks ``nbprof report --ranks DIR`` zooms into. A job whose stragglers cannot be
-    computed (``ValueError``/``KeyError``: e.g. no collectives) gets its lowest ranks."""
-    try:
-        st = job.stragglers()
-        first = [int(r) for r in st.loc[st["straggler"], "rank"]] if len(st) else []
-    except (ValueError, KeyError):
-        first = []
-    return sorted(set((first + [int(r) for r in job.ranks])[:n]))
+    """The ranks whose full traces the views of a job dataset show: ``job.zoom_ranks(n)``
+    (:meth:`nbprof.job.Job.zoom_ranks`, the one rule)."""
+    return list(job.zoom_ranks(n))
 
 
 class JobInput:

@@ -61,9 +61,8 @@ if paths and os.path.isfile(os.path.join(paths[0], "manifest.json")):  # a job d
     import nbprof
     ds_job = nbprof.open_job(paths[0])
     rep = ds_job.distributed_report()  # every table from the per-rank reductions: no trace held in memory
-    st = rep.stragglers
-    zoom = sorted(set(([int(r) for r in st.loc[st["straggler"], "rank"]] + ds_job.ranks)[:2]))
-    traces = ds_job.traces(zoom)  # the views zoom into two ranks: the straggler (if any) and the first rank
+    zoom = ds_job.zoom_ranks()  # the views zoom into two ranks: the straggler (if any) and the first rank
+    traces = ds_job.traces(zoom)
     print(f"{len(ds_job.ranks)} ranks from the job dataset {paths[0]} (docs/dataset.md); the views show ranks {zoom}")
     for name, err in ds_job.failed.items():
         print(f"not loaded, skipped: {name}: {err}")
