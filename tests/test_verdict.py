@@ -123,6 +123,10 @@ def test_ddp_traces_verdicts():
     assert fs[2].predicted_saving_ns > 0.05 * v.step_ns
     assert v.bound == "gpu_compute" and v.world_size == 8
     assert 0.15 < v.ratio("communication") < 0.25 and 0.55 < v.ratio("gpu_compute") < 0.65
+    # and the verdict says why its bound is not the first finding's
+    assert v.bound_reason == ("the first fix (host_sync) is predicted to save 14% of the step, more than the "
+                              "sync_wait time it removes (0.1%): it saves by letting other work overlap, so the "
+                              "bound is the largest part")
     s = verdict_sentence(v, fs)
     assert s.startswith("GPU compute-bound: compute kernels, 61% of each step") and "communication 19%" in s
     # the MI300X DDP ResNet trace spends 89% of its step in hipFree (host), not in collectives

@@ -355,6 +355,10 @@ def verdict(trace: Trace, *, breakdown: pd.DataFrame | None = None, top: int = 3
                       f"({first.rule}) shrinks {bound}")
     elif first is None:
         reason = f"no finding is predicted to save {pct(MIN_SAVING_RATIO)} of the step: the bound is the largest part"
+    elif first_part:  # the fix saves more than the time of its part: it saves by letting other work overlap
+        reason = (f"the first fix ({first.rule}) is predicted to save {pct(saving / step_ns if step_ns else 0)} "
+                  f"of the step, more than the {first_part} time it removes ({pct(parts[first_part] / step_ns, 1)}): "
+                  f"it saves by letting other work overlap, so the bound is the largest part")
     close = sorted((p for p in parts if p != bound and parts[p] > 0
                     and CLOSE_RATIO * max(parts[p], parts[bound]) <= min(parts[p], parts[bound])),
                    key=lambda p: -parts[p])
