@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes running cases at once")
     ap.add_argument("--json", default=None, help="also write the result as JSON here (and the result so far every "
                     "250 cases, \"partial\": true)")
+    ap.add_argument("--stop-after", type=int, default=None, help="stop starting cases once N are done (with --json: "
+                    "a long run in parts, continued by --resume)")
     ap.add_argument("--resume", default=None, help="a --json file of an earlier, stopped run with the same --seed and "
                     "--cases: run only the cases it has not done and add its counts")
     a = ap.parse_args(argv)
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     res = run_fuzz(seed=a.seed, cases=a.cases, time_budget=a.time_budget, formats=a.formats, out_dir=a.out or None,
                    timeout=a.timeout, analyses_rate=a.analyses_rate, html_rate=a.html_rate, keep_per_signature=a.keep,
                    replay=replay, progress=True, jobs=a.jobs, log=lambda s: print(s, flush=True),
-                   checkpoint=a.json if replay is None else None, resume=read_json(a.resume) if a.resume else None)
+                   checkpoint=a.json if replay is None else None, resume=read_json(a.resume) if a.resume else None,
+                   stop_after=a.stop_after)
     print(format_kinds(res), flush=True)
     print(format_summary(res), flush=True)
     return 1 if failure_total(res) else 0

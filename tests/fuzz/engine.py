@@ -304,13 +304,14 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
              out_dir: str | os.PathLike[str] | None = None, timeout: float = 5.0, analyses_rate: float = 1.0,
              html_rate: float = 0.05, keep_per_signature: int = 3, replay: tuple[str, int] | None = None,
              progress: bool = False, log=print, jobs: int = 1, checkpoint: str | os.PathLike[str] | None = None,
-             checkpoint_every: int = 250, resume: dict | None = None) -> dict:
+             checkpoint_every: int = 250, resume: dict | None = None, stop_after: int | None = None) -> dict:
     """Run the fuzzer; returns {"counts": {fmt: Counter}, "signatures": {...}, "cases": n, "elapsed": s, ...}.
 
     ``checkpoint``: write the result so far there (:func:`write_json`, ``"partial": true``) every
     ``checkpoint_every`` cases, so a run stopped early (time, SIGTERM, Ctrl-C: the cases done are
     counted, ``stopped`` says why) still has its numbers. ``resume``: a result of an earlier run with the
     same seed and case count (:func:`read_json`): its cases are not run again and its counts are added.
+    ``stop_after``: stop starting cases once that many are done (counting the resumed ones): a long run in parts.
     """
     t0 = time.monotonic()
     prev = resume or {}
@@ -457,6 +458,9 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
                 if w.job is None and not exhausted and not stopped:
                     if time_budget is not None and time.monotonic() - t0 > time_budget:
                         stopped = f"time budget of {time_budget:.0f} s reached after {done} of {len(sched)} cases"
+                        break
+                    if stop_after is not None and done + sum(x.job is not None for x in workers) >= stop_after:
+                        stopped = f"stopped after {stop_after} cases (--stop-after)"
                         break
                     nxt = next(it, None)
                     if nxt is None:
