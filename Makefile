@@ -52,13 +52,16 @@ test: lint browser nsys
 	$(BIN)/python -m pytest tests
 	$(BIN)/python -m pytest --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks
 
-# the long fuzz run (issue 18): ~20,000 cases over every format; failing cases land in fuzz-failures/
+# the long fuzz run (issue 18): ~20,000 cases over every format; failing cases land in fuzz-failures/; the summary
+# JSON is rewritten every 250 cases, so a stopped run (Ctrl-C, SIGTERM) continues with `make fuzz FUZZ_RESUME=1`
 FUZZ_SEED ?= 0
 FUZZ_CASES ?= 20000
 FUZZ_JOBS ?= 2
+FUZZ_RESUME ?=
 fuzz: setup-test
 	$(BIN)/python -m tests.fuzz --seed $(FUZZ_SEED) --cases $(FUZZ_CASES) --jobs $(FUZZ_JOBS) --timeout 5 \
-		--analyses-rate 1 --html-rate 0.02 --out fuzz-failures --json fuzz-failures/summary-seed$(FUZZ_SEED).json
+		--analyses-rate 1 --html-rate 0.02 --out fuzz-failures --json fuzz-failures/summary-seed$(FUZZ_SEED).json \
+		$(if $(FUZZ_RESUME),--resume fuzz-failures/summary-seed$(FUZZ_SEED).json)
 
 clean:
 	rm -rf $(VENV) results

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from fuzz.engine import FAILURES, format_summary, run_fuzz
+from fuzz.engine import FAILURES, format_summary, read_json, run_fuzz
 from fuzz.seeds import ROOT
 
 SEED = 18
@@ -33,3 +33,17 @@ def test_fuzz_short_seeded_run():
     bad = {f: {o: c.get(o, 0) for o in FAILURES if c.get(o, 0)} for f, c in res["counts"].items()}
     bad = {f: v for f, v in bad.items() if v}
     assert not bad, f"fuzz failures {bad} (cases under fuzz-failures/test-seed{SEED}/)\n{summary}"
+
+
+def test_fuzz_stopped_run_resumes_to_the_uninterrupted_counts(tmp_path):
+    # a run stopped early (after 7 cases, 2 of them the seed cases) and resumed from its checkpoint JSON counts
+    # exactly what the uninterrupted run counts: no case twice, none lost
+    kw = {"seed": 5, "cases": 40, "formats": ["timeline", "special"], "timeout": 1.0, "out_dir": None, "jobs": 1}
+    full = run_fuzz(**kw)
+    part = run_fuzz(**kw, stop_after=7, checkpoint=tmp_path / "s.json")
+    saved = read_json(tmp_path / "s.json")
+    assert saved["cases"] == part["cases"] == 7 and part["stopped"]
+    res = run_fuzz(**kw, resume=saved, checkpoint=tmp_path / "s.json")
+    assert res["cases"] == full["cases"] == 40
+    assert res["counts"] == full["counts"] and res["kinds"] == full["kinds"]
+    assert sorted(j for v in res["done"].values() for j in v) == sorted(j for v in full["done"].values() for j in v)

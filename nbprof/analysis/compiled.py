@@ -26,6 +26,7 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace import schema
+from ..trace.ids import present as id_present
 from ..trace.model import Trace
 from ._memo import per_trace
 from .efficiency.inductor import inductor_work, parse_kernel_name
@@ -128,7 +129,7 @@ def compiled_kernels(trace: Trace) -> pd.DataFrame:
     # a backward (CompiledFunctionBackward, autograd thread) has no region of its own: its forward's, found by the
     # autograd Sequence number the two share
     seq = ev["seq"].to_numpy()
-    fwd_rows = np.flatnonzero(pred.name_mask(ev["name"], lambda n: n == "CompiledFunction") & (seq >= 0))
+    fwd_rows = np.flatnonzero(pred.name_mask(ev["name"], lambda n: n == "CompiledFunction") & id_present(seq))
     fwd_by_seq = pd.Series(fwd_rows, index=seq[fwd_rows])
     fwd_by_seq = fwd_by_seq[~fwd_by_seq.index.duplicated()]
     for r, lr in zip(rows.tolist(), launch.tolist(), strict=True):

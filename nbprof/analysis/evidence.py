@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import predicates as pred
+from ..trace.ids import present as id_present
 from ..trace.model import Trace
 
 #: The most rows one finding keeps as evidence.
@@ -87,7 +88,7 @@ def idle_gap_rows(trace: Trace, device: int, stream: int | None = None, *, host_
     keep = gap > 0
     if host_wait:
         corr = ev["correlation"].to_numpy(np.int64)
-        rt = np.flatnonzero(np.asarray(pred.is_runtime(ev), dtype=bool) & (corr >= 0))
+        rt = np.flatnonzero(np.asarray(pred.is_runtime(ev), dtype=bool) & id_present(corr))
         lookup = pd.Series(ts[rt], index=corr[rt])
         lookup = lookup[~lookup.index.duplicated(keep="last")]
         launch_ts = lookup.reindex(corr[rows]).fillna(-1).to_numpy(np.int64)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace.graph_replay import captured_launches, graph_replays
+from ..trace.ids import present as id_present
 from ..trace.model import Trace
 from .kernels import NO_OPERATOR, _enclosing_host_op
 from .modules import MODULE_PREFIX
@@ -29,7 +30,7 @@ CAPTURE_COLUMNS = ("event", "name", "graph", "node", "capture_launch", "capture_
 def _ops_of(capture: Trace, launches: np.ndarray) -> np.ndarray:
     ev = capture.events
     ext = ev["external_id"].to_numpy()
-    ops = np.flatnonzero(pred.is_host_op(ev) & (ext > 0))
+    ops = np.flatnonzero(pred.is_host_op(ev) & id_present(ext) & (ext != 0))
     out = np.full(len(launches), -1, np.int64)
     if len(ops):
         lut = pd.Series(ops, index=ext[ops])

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import predicates as pred
+from ..trace.ids import present as id_present
 from ..trace.model import Trace
 from ._memo import per_trace
 from .kernels import NO_OPERATOR, _enclosing_host_op, kernel_operators
@@ -116,7 +117,7 @@ def kernel_counters(trace: Trace) -> pd.DataFrame:
         launch[rr[:m]] = lc[:m]
         if m:
             ext = ev["external_id"].to_numpy()
-            ops = np.flatnonzero(pred.is_host_op(ev) & (ext > 0))
+            ops = np.flatnonzero(pred.is_host_op(ev) & id_present(ext) & (ext != 0))
             lut = pd.Series(ops, index=ext[ops])
             lut = lut[~lut.index.duplicated()]
             hit = lut.reindex(ext[lc[:m]]).to_numpy()

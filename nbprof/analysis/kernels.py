@@ -23,6 +23,7 @@ import pandas as pd
 from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.graph_replay import graph_replays
+from ..trace.ids import present as id_present
 from ..trace.model import Trace
 from . import _intervals as iv
 from ._memo import per_trace
@@ -142,13 +143,13 @@ def kernel_operators(trace: Trace) -> pd.DataFrame:
     kidx = np.flatnonzero(pred.is_kernel(ev))
     corr = ev["correlation"].to_numpy()
     ext = ev["external_id"].to_numpy()
-    rt = np.flatnonzero(pred.is_runtime(ev) & pred.is_host(ev) & (corr >= 0))
+    rt = np.flatnonzero(pred.is_runtime(ev) & pred.is_host(ev) & id_present(corr))
     rt_row = _lookup(_first_row_by_key(corr[rt], rt), corr[kidx]) if len(rt) else np.full(len(kidx), -1)
     launched = rt_row >= 0
     launch_ext = np.where(launched, ext[np.clip(rt_row, 0, None)], ext[kidx])
-    ops = np.flatnonzero(pred.is_host_op(ev) & (ext > 0))
+    ops = np.flatnonzero(pred.is_host_op(ev) & id_present(ext) & (ext != 0))
     op_row = _lookup(_first_row_by_key(ext[ops], ops), launch_ext) if len(ops) else np.full(len(kidx), -1)
-    op_row = np.where(launch_ext > 0, op_row, -1)
+    op_row = np.where(id_present(launch_ext) & (launch_ext != 0), op_row, -1)
     # an External id can repeat across a long trace: the operator must enclose the runtime call (1 ns slack
     # for the exported rounding), else the match is another op's id and the kernel has no operator
     ts, end = ev["ts_ns"].to_numpy(np.int64), ev["ts_ns"].to_numpy(np.int64) + ev["dur_ns"].to_numpy(np.int64)

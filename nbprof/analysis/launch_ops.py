@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import schema
+from ..trace.ids import present as id_present
 from ..trace.model import Trace
 from .launch import launch_stats
 from .operators import _device_owner, _host_tree
@@ -138,7 +139,7 @@ def aten_op_kernels(trace: Trace) -> pd.DataFrame:
     ev = trace.events
     corr = ev["correlation"].to_numpy()[t["event"]]
     cats = np.asarray(t["cat_labels"], dtype=object)[t["cat_codes"]]
-    rt_rows = np.flatnonzero(np.isin(cats, list(schema.RUNTIME_CATEGORIES)) & (corr >= 0))
+    rt_rows = np.flatnonzero(np.isin(cats, list(schema.RUNTIME_CATEGORIES)) & id_present(corr))
     ls = launch_stats(trace)
     lut = pd.Series(rt_rows, index=corr[rt_rows])
     lut = lut[~lut.index.duplicated(keep="last")]

@@ -50,6 +50,7 @@ import pandas as pd
 from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.graph_replay import replay_positions
+from ..trace.ids import present as id_present
 from ..trace.model import Trace
 from ._call_tree import _thread_time_order, _tree_links
 from ._memo import per_trace
@@ -136,20 +137,20 @@ def _device_own(trace: Trace, event: np.ndarray, is_op: np.ndarray) -> np.ndarra
     corr_all = ev["correlation"].to_numpy()
     ext = ext_all[dev].copy()
     dur = ev["dur_ns"].to_numpy()[dev].astype(np.int64)
-    miss = ext < 0
+    miss = ~id_present(ext)
     if miss.any():  # the runtime call's External id, by correlation id
-        rt = np.flatnonzero(pred.is_runtime(ev) & (corr_all >= 0))
+        rt = np.flatnonzero(pred.is_runtime(ev) & id_present(corr_all))
         lut = pd.Series(ext_all[rt], index=corr_all[rt])
         lut = lut[~lut.index.duplicated()]
         hit = lut.reindex(corr_all[dev][miss]).to_numpy()
         ext[miss] = np.where(np.isnan(hit), -1, hit).astype(np.int64)
     op_pos = np.flatnonzero(is_op)
     op_ext = ext_all[event[op_pos]]
-    keep = op_ext > 0  # the plugin attaches External id 0 to the root, never to an operator
+    keep = id_present(op_ext) & (op_ext != 0)  # the plugin attaches External id 0 to the root, never to an operator
     lut = pd.Series(op_pos[keep], index=op_ext[keep])
     lut = lut[~lut.index.duplicated()]  # first operator with the id (the plugin's first in its list)
     hit = lut.reindex(ext).to_numpy()
-    ok = ~np.isnan(hit) & (ext > 0)
+    ok = ~np.isnan(hit) & id_present(ext) & (ext != 0)
     target = np.where(ok, np.nan_to_num(hit, nan=-1), -1).astype(np.int64)
     # a CUDA-graph replay's device ops: the operator that captured them (nbprof.trace.graph_replay)
     tpos = replay_positions(trace, np.flatnonzero(dev), event[op_pos])

@@ -46,6 +46,7 @@ import pandas as pd
 from ..trace import predicates as pred
 from ..trace import schema
 from ..trace.graph_replay import replay_positions
+from ..trace.ids import present as id_present
 from ..trace.model import Trace
 from ._call_tree import _pair_rank, _thread_time_order, _tree_links
 from ._memo import per_trace
@@ -286,19 +287,19 @@ def _device_owner(trace: Trace, t: dict[str, Any]) -> tuple[pd.DataFrame, np.nda
 
     is_op = cat_in((schema.CPU_OP, schema.USER_ANNOTATION))
     # External id -> op row (the innermost op active at the launch); first occurrence wins
-    op_rows = np.flatnonzero(is_op & (ev_ext >= 0))
-    if len(op_rows) and (dev_ext >= 0).any():
+    op_rows = np.flatnonzero(is_op & id_present(ev_ext))
+    if len(op_rows) and id_present(dev_ext).any():
         lut = pd.Series(op_rows, index=ev_ext[op_rows])
         lut = lut[~lut.index.duplicated()]
         hit = lut.reindex(dev_ext).to_numpy()
-        ok = ~np.isnan(hit) & (dev_ext >= 0)
+        ok = ~np.isnan(hit) & id_present(dev_ext)
         target[ok] = hit[ok].astype(np.int64)
     # fallback: correlation -> runtime call -> its enclosing op
     miss = target < 0
     if miss.any():
         rt_rows = np.flatnonzero(cat_in(schema.RUNTIME_CATEGORIES))
         rt_corr = ev["correlation"].to_numpy()[t["event"][rt_rows]]
-        ok_rt = rt_corr >= 0
+        ok_rt = id_present(rt_corr)
         if ok_rt.any():
             lut = pd.Series(rt_rows[ok_rt], index=rt_corr[ok_rt])
             lut = lut[~lut.index.duplicated()]

@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import predicates as pred
+from ..trace.ids import present as id_present
 from ..trace.iterations import detect_iterations
 from ..trace.model import Trace
 from . import _intervals as iv
@@ -89,8 +90,8 @@ def _row_roles(trace: Trace, *, legacy_tb_plugin: bool = False) -> dict[str, Any
     is_cpu_exec = host_ops & ~is_step & ~is_dl & ~is_comm_op
 
     is_kernel = pred.is_kernel(ev)
-    comm_ext = np.unique(ext[is_comm_op & (ext >= 0)])
-    is_comm_kernel = is_kernel & np.isin(ext, comm_ext) & (ext >= 0)
+    comm_ext = np.unique(ext[is_comm_op & id_present(ext)])
+    is_comm_kernel = is_kernel & np.isin(ext, comm_ext) & id_present(ext)
     if not legacy_tb_plugin:
         is_comm_kernel |= is_kernel & pred.is_communication(ev, where="device")
     is_memcpy = pred.is_memcpy(ev)
@@ -231,9 +232,9 @@ def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[s
 
     # runtime calls and the device ops they launched (join on correlation id)
     rt = r["runtime"]
-    rt = rt[rt["correlation"] >= 0]
+    rt = rt[id_present(rt["correlation"])]
     dev = r["device"]
-    dev = dev[dev["correlation"] >= 0]
+    dev = dev[id_present(dev["correlation"])]
     joined = rt.merge(dev, on="correlation", suffixes=("_rt", "_dev"))
     dev_min = np.full(n, np.iinfo(np.int64).max)
     dev_max = np.full(n, np.iinfo(np.int64).min)
@@ -264,7 +265,7 @@ def step_windows(trace: Trace, *, legacy_tb_plugin: bool = False, _roles: dict[s
         prev_end = int(h_s[0])
         if first_dev_min is not None:
             alld = r["device"]
-            unmatched = ~alld["correlation"].isin(matched_dev["correlation"]) | (alld["correlation"] < 0)
+            unmatched = ~alld["correlation"].isin(matched_dev["correlation"]) | ~id_present(alld["correlation"])
             e = alld.loc[unmatched, "end_ns"].to_numpy(np.int64)
             e = e[e < first_dev_min]
             if e.size:

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import predicates as pred
+from ..trace.ids import present as id_present
 from ..trace.model import Trace
 from . import _intervals as iv
 from ._memo import per_trace
@@ -45,7 +46,7 @@ def _before_last_step(trace: Trace) -> tuple[int | None, set[int] | None]:
     if len(st) < 2:
         return None, None
     last = int(st["ts_ns"].max())
-    host = ev[(ev["device"] < 0) & (ev["correlation"] >= 0) & (ev["ts_ns"] < last)]
+    host = ev[(ev["device"] < 0) & id_present(ev["correlation"]) & (ev["ts_ns"] < last)]
     return last, set(host["correlation"].tolist())
 
 
@@ -76,7 +77,7 @@ def device_ops(trace: Trace, *, until_last_step: bool = False) -> pd.DataFrame:
     is_comm = is_kernel & pred.is_communication(ev, where="device")[mask]
     # (MTIA's ``dma*`` transfers are memory copies from the load on: the Kineto loader files them as gpu_memcpy)
     d["kind"] = np.where(~is_kernel, "memory", np.where(is_comm, "communication", "compute"))
-    rt_mask = pred.is_runtime(ev) & (ev["correlation"].to_numpy() >= 0)
+    rt_mask = pred.is_runtime(ev) & id_present(ev["correlation"].to_numpy())
     rt = ev.loc[rt_mask, ["correlation", "ts_ns", "dur_ns", "name"]]
     rt = rt.drop_duplicates("correlation", keep="last")
     rt = pd.DataFrame({
@@ -86,7 +87,7 @@ def device_ops(trace: Trace, *, until_last_step: bool = False) -> pd.DataFrame:
         "runtime_name": rt["name"].astype(object).to_numpy(),
     })
     d = d.merge(rt, on="correlation", how="left")
-    has = d["runtime_ts_ns"].notna() & (d["correlation"] >= 0)
+    has = d["runtime_ts_ns"].notna() & id_present(d["correlation"])
     for c in ("runtime_ts_ns", "runtime_end_ns"):
         d[c] = np.where(has, d[c].fillna(-1), -1).astype(np.int64)
     d.loc[~has, "runtime_name"] = np.nan

@@ -32,7 +32,7 @@ the two middle values for an even count and ``stddev_samp`` the n-1 standard dev
 Launch latency of each kernel (runtime call start -> kernel start, by correlation id)::
 
     SELECT k.name, k.ts_ns - r.ts_ns AS launch_ns
-    FROM kernels k JOIN runtime r USING (correlation) WHERE k.correlation >= 0
+    FROM kernels k JOIN runtime r USING (correlation) WHERE k.correlation <> -1
 
 Peak allocated memory per device::
 

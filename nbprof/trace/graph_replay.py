@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from . import predicates as pred
+from .ids import present as id_present
 
 __all__ = ["GRAPH_REPLAY_COLUMNS", "METHODS", "graph_replays", "replay_op_rows", "replay_positions", "replay_launches",
            "attribute_graph_replays", "captured_launches"]
@@ -72,7 +73,7 @@ def _empty() -> pd.DataFrame:
 def _op_of_launch(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """Per runtime-call row: the row of the first host op carrying its External id (-1 if none)."""
     ext = ev["external_id"].to_numpy()
-    ops = np.flatnonzero(pred.is_host_op(ev) & (ext > 0))
+    ops = np.flatnonzero(pred.is_host_op(ev) & id_present(ext) & (ext != 0))
     if not len(ops) or not len(rows):
         return np.full(len(rows), -1, np.int64)
     lut = pd.Series(ops, index=ext[ops])
@@ -102,7 +103,7 @@ def captured_launches(ev: pd.DataFrame, *, whole_trace: bool = False) -> list[np
     no device op. With ``whole_trace`` and no capture markers (a capture-only trace such as vLLM's
     ``graph_capture_rank_0...pt.trace.json.gz``), every enqueue call that ran no device op, as one capture."""
     corr = ev["correlation"].to_numpy()
-    dev_corr = set(corr[pred.is_device_op(ev) & (corr >= 0)].tolist())
+    dev_corr = set(corr[pred.is_device_op(ev) & id_present(corr)].tolist())
     caps = _captures(ev, dev_corr)
     if caps or not whole_trace:
         return caps
@@ -205,7 +206,7 @@ def graph_replays(trace: Any) -> pd.DataFrame:
     if not len(launches):
         return _empty()
     corr = ev["correlation"].to_numpy()
-    devrows = np.flatnonzero(pred.is_device_op(ev) & (corr >= 0))
+    devrows = np.flatnonzero(pred.is_device_op(ev) & id_present(corr))
     lcorr = pd.Series(launches, index=corr[launches])
     lcorr = lcorr[~lcorr.index.duplicated()]
     hit = lcorr.reindex(corr[devrows]).to_numpy()
@@ -238,7 +239,7 @@ def graph_replays(trace: Any) -> pd.DataFrame:
     # eager device ops in launch order, their names coded like the replays'
     eager = devrows[~np.isin(devrows, rows)]
     eager_rt = np.full(len(eager), -1, np.int64)
-    rt_rows = np.flatnonzero(rt & (corr >= 0))
+    rt_rows = np.flatnonzero(rt & id_present(corr))
     if len(eager) and len(rt_rows):
         lut = pd.Series(rt_rows, index=corr[rt_rows])
         lut = lut[~lut.index.duplicated()]

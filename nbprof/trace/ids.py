@@ -26,8 +26,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .schema import INT_MISSING
+
 #: ``Trace.tables`` key of the table
 ID_VALUES = "id_values"
+
+#: The stored value of a missing id, in every id column (``nbprof.trace.schema.INT_MISSING``). It is the only
+#: one: an id above 2**63-1 is stored negative (its bit pattern) and 2**64-1, whose pattern is -1, gets an
+#: id of its own, so "missing" is ``== MISSING``, never ``< 0``.
+MISSING = INT_MISSING
+
+
+def present(ids: Any) -> Any:
+    """Mask of the ids that are present (a numpy array or Series of int64 stored ids; the same type back):
+    every id but :data:`MISSING`. A negative stored id is an id above 2**63-1 (its value is in the
+    ``id_values`` table) and is present; filtering ids with ``>= 0`` loses those events."""
+    return ids != MISSING
 
 
 def id_values_table(maps: Iterable[Mapping[str, Mapping[int, int | str]]]) -> dict[str, pd.DataFrame]:

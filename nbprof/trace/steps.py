@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .ids import present as id_present
+
 __all__ = ["STEP_NAME_RE", "step_number", "step_ranges", "assign_steps", "RANGE_COLUMNS"]
 
 #: The name of a PyTorch profiler step range (``ProfilerStep#12``; spaces around ``#`` tolerated);
@@ -155,7 +157,7 @@ def assign_steps(
         correlated = events["device"].to_numpy() >= 0
     if correlated.any():
         corr = events["correlation"].to_numpy()
-        src = (~correlated) & (corr >= 0)
+        src = (~correlated) & id_present(corr)
         lut = pd.Series(step[src], index=corr[src])
         lut = lut[~lut.index.duplicated()]
         mapped = lut.reindex(corr[correlated]).to_numpy()

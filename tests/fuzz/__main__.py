@@ -9,11 +9,10 @@ WROTE-NEXT-TO-INPUT or ACCOUNTING.
 from __future__ import annotations
 
 import argparse
-import json
-import os
+import signal
 import sys
 
-from .engine import FORMATS, failure_total, format_summary, run_fuzz
+from .engine import FORMATS, failure_total, format_kinds, format_summary, read_json, run_fuzz
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,21 +29,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=int, default=3, help="failing cases kept per failure class")
     ap.add_argument("--replay", default=None, help="FORMAT:INDEX: run one case (and its format's seed cases), print its traceback")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes running cases at once")
-    ap.add_argument("--json", default=None, help="also write the result as JSON here")
+    ap.add_argument("--json", default=None, help="also write the result as JSON here (and the result so far every "
+                    "250 cases, \"partial\": true)")
+    ap.add_argument("--stop-after", type=int, default=None, help="stop starting cases once N are done (with --json: "
+                    "a long run in parts, continued by --resume)")
+    ap.add_argument("--resume", default=None, help="a --json file of an earlier, stopped run with the same --seed and "
+                    "--cases: run only the cases it has not done and add its counts")
     a = ap.parse_args(argv)
     replay = None
     if a.replay:
         f, _, i = a.replay.partition(":")
         replay = (f, int(i))
+
+    def _term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _term)  # a stopped run still prints and writes what it has done
     res = run_fuzz(seed=a.seed, cases=a.cases, time_budget=a.time_budget, formats=a.formats, out_dir=a.out or None,
                    timeout=a.timeout, analyses_rate=a.analyses_rate, html_rate=a.html_rate, keep_per_signature=a.keep,
-                   replay=replay, progress=True, jobs=a.jobs, log=lambda s: print(s, flush=True))
+                   replay=replay, progress=True, jobs=a.jobs, log=lambda s: print(s, flush=True),
+                   checkpoint=a.json if replay is None else None, resume=read_json(a.resume) if a.resume else None,
+                   stop_after=a.stop_after)
+    print(format_kinds(res), flush=True)
     print(format_summary(res), flush=True)
-    if a.json:
-        os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
-        with open(a.json, "w") as fh:
-            json.dump({**res, "signatures": [{"signature": list(k), **v} for k, v in res["signatures"].items()]}, fh,
-                      indent=1, default=str)
     return 1 if failure_total(res) else 0
 
 

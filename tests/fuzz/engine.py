@@ -24,6 +24,7 @@ import json
 import os
 import pickle
 import random
+import re
 import select
 import shutil
 import subprocess
@@ -275,6 +276,26 @@ def _schedule(n: int, fmts: list[str]) -> list[tuple[str, int]]:
     return [(f, j) for _, _, f, j in items]
 
 
+_NUM = re.compile(r"-?\d+(\.\d+)?(e[+-]?\d+)?")
+_QUOTED = re.compile(r"b?'(?:[^'\\]|\\.)*'|b?\"(?:[^\"\\]|\\.)*\"")
+
+
+def mutation_kind(fmt: str, desc: str) -> str:
+    """The kind of a case's mutation: its description without the seed's name, the later mutations of a
+    stacked case (after the first ';'), numbers (N) and quoted values (Q): "flip N bits", "duplicate key ts"."""
+    if desc.startswith("unmutated seed"):
+        return "unmutated seed"
+    if fmt == "special":
+        return desc.split(" named ")[0]
+    head, sep, rest = desc.partition(": ")
+    if sep and "." in head and " " not in head:  # "<seed file>: <mutation>"
+        desc = rest
+    desc = desc.split(";")[0].strip()
+    desc = _QUOTED.sub("Q", desc)
+    desc = _NUM.sub("N", desc)
+    return desc[:70]
+
+
 def _signature(fmt: str, target: str, p: dict) -> tuple:
     return (p["outcome"], target if fmt != "special" else f"special/{target}", p["stage"], p["exc_type"], p["where"])
 
@@ -282,9 +303,23 @@ def _signature(fmt: str, target: str, p: dict) -> tuple:
 def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None, formats: list[str] | None = None,
              out_dir: str | os.PathLike[str] | None = None, timeout: float = 5.0, analyses_rate: float = 1.0,
              html_rate: float = 0.05, keep_per_signature: int = 3, replay: tuple[str, int] | None = None,
-             progress: bool = False, log=print, jobs: int = 1) -> dict:
-    """Run the fuzzer; returns {"counts": {fmt: Counter}, "signatures": {...}, "cases": n, "elapsed": s, ...}."""
+             progress: bool = False, log=print, jobs: int = 1, checkpoint: str | os.PathLike[str] | None = None,
+             checkpoint_every: int = 250, resume: dict | None = None, stop_after: int | None = None) -> dict:
+    """Run the fuzzer; returns {"counts": {fmt: Counter}, "signatures": {...}, "cases": n, "elapsed": s, ...}.
+
+    ``checkpoint``: write the result so far there (:func:`write_json`, ``"partial": true``) every
+    ``checkpoint_every`` cases, so a run stopped early (time, SIGTERM, Ctrl-C: the cases done are
+    counted, ``stopped`` says why) still has its numbers. ``resume``: a result of an earlier run with the
+    same seed and case count (:func:`read_json`): its cases are not run again and its counts are added.
+    ``stop_after``: stop starting cases once that many are done (counting the resumed ones): a long run in parts.
+    """
     t0 = time.monotonic()
+    prev = resume or {}
+    if prev and (prev.get("seed", seed), prev.get("cases_asked", cases)) != (seed, cases):
+        raise ValueError(f"resume: the earlier run had seed {prev.get('seed')} and {prev.get('cases_asked')} cases, "
+                         f"not {seed} and {cases}: another schedule")
+    done_keys: dict[str, list[int]] = {f: list(v) for f, v in prev.get("done", {}).items()}
+    skip = {(f, j) for f, v in done_keys.items() for j in v}
     seeds, skipped = build_seeds()
     fmts = [f for f in (formats or FORMATS) if f in FORMATS and (f == "special" or f in seeds)]
     for f in formats or FORMATS:
@@ -298,15 +333,22 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
         sched = [x for x in sched if x != tuple(replay)] + [tuple(replay)]
     base = tempfile.mkdtemp(prefix="nbprof-fuzz-")
     out = Path(out_dir) if out_dir else None
-    strict_kw: dict[str, bool] = {}
-    counts: dict[str, Counter] = defaultdict(Counter)
-    times: dict[str, float] = defaultdict(float)
-    cpu: dict[str, float] = defaultdict(float)  # the workers' CPU seconds (load-independent cost)
-    cpu_max: dict[str, float] = defaultdict(float)  # slowest case that did not hang
-    acct = [0]  # Kineto cases where the accounting invariant was well defined and checked
-    sigs: dict[tuple, dict] = {}
+    strict_kw: dict[str, bool] = dict(prev.get("strict_kw", {}))
+    counts: dict[str, Counter] = defaultdict(Counter, {f: Counter(c) for f, c in prev.get("counts", {}).items()})
+    times: dict[str, float] = defaultdict(float, prev.get("seconds", {}))
+    # the workers' CPU seconds (load-independent cost)
+    cpu: dict[str, float] = defaultdict(float, prev.get("cpu_seconds", {}))
+    cpu_max: dict[str, float] = defaultdict(float, prev.get("cpu_max", {}))  # slowest case that did not hang
+    kinds: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))  # format -> kind -> outcomes
+    for f, ks in prev.get("kinds", {}).items():
+        for k, c in ks.items():
+            kinds[f][k].update(c)
+    acct = [int(prev.get("accounting_checked", 0))]  # Kineto cases where the accounting invariant was checked
+    sigs: dict[tuple, dict] = {tuple(k): v for k, v in prev.get("signatures", {}).items()}
     workers = [Worker() for _ in range(max(1, jobs))]
-    done = 0
+    done = int(prev.get("cases", 0))
+    elapsed0 = float(prev.get("elapsed", 0.0))
+    started0 = int(prev.get("workers_started", 0))
     stopped = ""
     # the worker's own clocks (CPU time, and wall time while blocked) end a case after ~timeout;
     # past this wall limit the worker is stuck where no signal handler runs (C code) and is killed
@@ -356,6 +398,7 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
             strict_kw[case.target] = not any(p["exc_type"] == "TypeError" and "strict" in p["message"]
                                              for p in case.problems)
         counts[case.fmt][case.outcome] += 1
+        kinds[case.fmt][mutation_kind(case.fmt, case.mutation)][case.outcome] += 1
         for p in case.problems:
             if p["outcome"] in FAILURES:
                 sig = _signature(case.fmt, case.target, p)
@@ -369,8 +412,14 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
                 log(p["traceback"] or p["message"])
             log(f"replay {case.fmt}:{case.index}: {case.outcome} ({case.mutation})")
         done += 1
+        done_keys.setdefault(case.fmt, []).append(case.index)
         if progress and done % 500 == 0:
-            log(f"... {done} cases, {time.monotonic() - t0:.0f} s")
+            bad = sum(c.get(o, 0) for c in counts.values() for o in FAILURES)
+            log(f"... {done} cases, {time.monotonic() - t0:.0f} s, {bad} failing"
+                + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(_outcome_totals(counts).items()) if k in FAILURES)})"
+                   if bad else "") + f", load average {os.getloadavg()[0]:.1f}")
+        if checkpoint and done % max(1, checkpoint_every) == 0:
+            write_json(result(partial=True), checkpoint)
         shutil.rmtree(case.dirpath, ignore_errors=True)
         shutil.rmtree(job["outd"], ignore_errors=True)
 
@@ -410,6 +459,9 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
                     if time_budget is not None and time.monotonic() - t0 > time_budget:
                         stopped = f"time budget of {time_budget:.0f} s reached after {done} of {len(sched)} cases"
                         break
+                    if stop_after is not None and done + sum(x.job is not None for x in workers) >= stop_after:
+                        stopped = f"stopped after {stop_after} cases (--stop-after)"
+                        break
                     nxt = next(it, None)
                     if nxt is None:
                         exhausted = True
@@ -431,6 +483,16 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
                     w.stop()
                     finish(w, None, "worker unresponsive past the hard timeout: killed")
 
+    def result(partial: bool = False) -> dict:
+        return {"counts": {f: dict(c) for f, c in counts.items()}, "signatures": sigs, "cases": done,
+                "elapsed": elapsed0 + time.monotonic() - t0, "stopped": stopped, "skipped": skipped,
+                "strict_kw": strict_kw, "workers_started": started0 + sum(w.started for w in workers),
+                "seconds": dict(times), "jobs": len(workers), "cpu_seconds": dict(cpu), "cpu_max": dict(cpu_max),
+                "accounting_checked": acct[0], "seed": seed, "cases_asked": cases, "partial": partial,
+                "done": {f: sorted(v) for f, v in done_keys.items()},
+                "kinds": {f: {k: dict(c) for k, c in sorted(ks.items())} for f, ks in kinds.items()}}
+
+    sched = [x for x in sched if x not in skip]
     seeds_first = [(f, j) for f, j in sched if f != "special" and j < len(seeds.get(f, []))]
     try:
         run_phase(seeds_first)  # strict_kw is known for every target before the mutated cases
@@ -439,14 +501,44 @@ def run_fuzz(seed: int = 0, cases: int = 1000, time_budget: float | None = None,
         stopped_before, stopped = stopped, ""  # the retries run even after the time budget
         run_phase(list(retry))
         stopped = stopped_before
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM by the CLI: the cases done so far are the result
+        stopped = f"interrupted after {done} of {len(sched) + len(skip)} cases (the cases in flight are not counted)"
+        log(stopped)
     finally:
         for w in workers:
             w.stop()
         shutil.rmtree(base, ignore_errors=True)
-    return {"counts": {f: dict(c) for f, c in counts.items()}, "signatures": sigs, "cases": done,
-            "elapsed": time.monotonic() - t0, "stopped": stopped, "skipped": skipped, "strict_kw": strict_kw,
-            "workers_started": sum(w.started for w in workers), "seconds": dict(times), "jobs": len(workers),
-            "cpu_seconds": dict(cpu), "cpu_max": dict(cpu_max), "accounting_checked": acct[0]}
+    res = result()
+    if checkpoint:
+        write_json(res, checkpoint)
+    return res
+
+
+def _outcome_totals(counts: dict[str, Counter]) -> Counter:
+    tot: Counter = Counter()
+    for c in counts.values():
+        tot.update(c)
+    return tot
+
+
+def write_json(res: dict, path: str | os.PathLike[str]) -> None:
+    """Write a :func:`run_fuzz` result as JSON (signatures as a list; atomically: a stopped run leaves the last
+    complete file)."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump({**res, "signatures": [{"signature": list(k), **v} for k, v in res["signatures"].items()]}, fh,
+                  indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def read_json(path: str | os.PathLike[str]) -> dict:
+    """A result written by :func:`write_json`, with its signatures keyed by tuple again."""
+    with open(path) as fh:
+        res = json.load(fh)
+    res["signatures"] = {tuple(e.pop("signature")): e for e in res.get("signatures", [])}
+    return res
 
 
 def _record(out: Path, seed: int, case: Case, p: dict, sig: tuple) -> None:
@@ -499,6 +591,21 @@ def format_summary(res: dict) -> str:
         for sig, ent in sorted(res["signatures"].items(), key=lambda kv: (-kv[1]["count"], kv[0])):
             lines.append(f"  {' | '.join(sig)}: {ent['count']}  e.g. {ent['example']} [{ent['mutation'][:120]}]"
                          f" -- {ent['message'][:160]!r}")
+    return "\n".join(lines)
+
+
+def format_kinds(res: dict) -> str:
+    """Cases per format and mutation kind (:func:`mutation_kind`), with the failing ones."""
+    lines = ["cases per mutation kind (format: kind cases[/failing]):"]
+    for f in FORMATS:
+        ks = res.get("kinds", {}).get(f)
+        if not ks:
+            continue
+        parts = []
+        for k, c in sorted(ks.items(), key=lambda kv: -sum(kv[1].values())):
+            bad = sum(c.get(o, 0) for o in FAILURES)
+            parts.append(f"{k} {sum(c.values())}" + (f"/{bad}" if bad else ""))
+        lines.append(f"  {f} ({len(ks)} kinds): " + ", ".join(parts))
     return "\n".join(lines)
 
 

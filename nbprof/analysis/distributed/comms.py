@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 
 from ...trace import predicates as pred
+from ...trace.dtypes import DTYPE_BYTES
+from ...trace.ids import present as id_present
 from ...trace.model import Trace
 from .._memo import per_trace
 
@@ -59,13 +61,7 @@ _NCCL_KIND = {
 }
 
 
-_DTYPE_BYTES = {
-    "float": 4, "float32": 4, "c10::float": 4, "double": 8, "float64": 8, "half": 2, "c10::half": 2,
-    "float16": 2, "c10::bfloat16": 2, "bfloat16": 2, "long": 8, "int64": 8, "long int": 8, "int": 4,
-    "int32": 4, "short": 2, "int16": 2, "unsigned char": 1, "uint8": 1, "byte": 1, "signed char": 1,
-    "char": 1, "int8": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16,
-    "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
-}
+_DTYPE_BYTES = DTYPE_BYTES  # the one table (nbprof.trace.dtypes)
 
 
 def _family(api: str) -> str:
@@ -224,7 +220,7 @@ def collectives(trace: Trace) -> pd.DataFrame:
     if len(api):
         if ex["is_gpu"].any():
             # kernel -> launching runtime call (correlation) -> enclosing c10d op / nccl:<op> annotation
-            host = ev[(ev["device"] < 0) & (ev["correlation"] >= 0)]
+            host = ev[(ev["device"] < 0) & id_present(ev["correlation"])]
             launch = host.drop_duplicates("correlation").set_index("correlation")[["ts_ns", "tid"]]
             ann = ev[pred.is_communication(ev, where="host") & ~pred.name_mask(ev["name"], _is_gloo)]
             gi = np.flatnonzero(ex["is_gpu"].to_numpy())
@@ -270,12 +266,12 @@ def collectives(trace: Trace) -> pd.DataFrame:
         # kernels still without shapes: the ``nccl:<op>`` host annotation carrying the kernel's External id
         # (Kineto links a kernel to its enclosing op so; traces without runtime calls have only this link)
         ann = ev[pred.is_communication(ev, where="host") & ~pred.name_mask(ev["name"], _is_gloo)
-                 & (ev["external_id"] >= 0) & ev["input_dims"].notna()]
+                 & id_present(ev["external_id"]) & ev["input_dims"].notna()]
         if len(ann):
             by_ext = ann.drop_duplicates("external_id").set_index("external_id")
             kext = ex["external_id"].to_numpy()
             for i in np.flatnonzero(ex["is_gpu"].to_numpy()):
-                if api_dims[i] is None and kext[i] >= 0 and kext[i] in by_ext.index:
+                if api_dims[i] is None and id_present(kext[i]) and kext[i] in by_ext.index:
                     row = by_ext.loc[kext[i]]
                     api_dims[i], api_types[i] = row["input_dims"], row["input_types"]
     backend = ex["name"].astype(str).to_numpy()

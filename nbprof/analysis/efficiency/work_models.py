@@ -16,6 +16,7 @@ import pandas as pd
 
 from ...trace import predicates as pred
 from ...trace.graph_replay import replay_launches, replay_positions
+from ...trace.ids import present as id_present
 from ...trace.model import Trace
 from .._memo import per_trace
 from ..kernel_counters import measured_dram_bytes
@@ -583,7 +584,7 @@ def kernel_work(trace: Trace) -> pd.DataFrame:
     ext = ev["external_id"].to_numpy()
     host_ext = ext[tev]
     # innermost tree row carrying each External id (cpu_op rows): the last one in tree order wins
-    ok = host_ext >= 0
+    ok = id_present(host_ext)
     ext_to_row = pd.Series(np.flatnonzero(ok), index=host_ext[ok])
     ext_to_row = ext_to_row[~ext_to_row.index.duplicated(keep="last")]
     kext = ext[kidx]

@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 
 from ...trace import schema
+from ...trace.dtypes import MAX_MESSAGE_BYTES, item_bytes
 from .columns import _col, _intish, _json_array, _num_or_nan, _raw_texts, _to_int_array
 from .context import _Ctx
 from .repair import _REPAIR_TEXT
@@ -156,6 +157,9 @@ _ARG_COLUMNS = {
 }
 # integer args columns that are ids (a non-numeric string gets its own id); the others are quantities
 _ID_COLUMNS = frozenset({"external_id", "correlation", "stream", "seq", "fwd_tid"})
+# integer args columns that are counts: a value beyond int64 is not an unsigned bit pattern but unsound (missing,
+# reported), and so is a negative one other than the missing -1
+_COUNT_COLUMNS = frozenset({"msg_in_nelems", "msg_out_nelems", "group_size"})
 _NO_ARGS_CATEGORIES = frozenset({schema.PYTHON_FUNCTION})
 _RT_GROUP = schema.RUNTIME_CATEGORIES | {schema.CUDA_SYNC}
 
@@ -213,7 +217,8 @@ def _arg_columns(args: list[Any], group: str, ctx: _Ctx, rows: np.ndarray, cols:
         if vals.count(_ARG_SPEC[attr][2]) == n:  # the key is in none of them (the default is one object)
             continue
         if kind == "int":
-            cols[col][sel] = _to_int_array(vals, col, ctx, rows, ids=col in _ID_COLUMNS)
+            cols[col][sel] = _to_int_array(vals, col, ctx, rows, ids=col in _ID_COLUMNS,
+                                           unsigned=col not in _COUNT_COLUMNS)
         elif kind == "intish":
             cols[col][sel] = _intish(vals, col, ctx, rows)
         elif kind == "float":
@@ -222,6 +227,45 @@ def _arg_columns(args: list[Any], group: str, ctx: _Ctx, rows: np.ndarray, cols:
             cols[col].put(at, _raw_texts(vals))
         else:
             cols[col].put(at, vals)
+    if any(c in cols for c in _COUNT_COLUMNS):
+        _check_counts(args, group, ctx, rows, cols, sel)
+
+
+def _check_counts(args: list[Any], group: str, ctx: _Ctx, rows: np.ndarray, cols: dict[str, Any], sel: Any) -> None:
+    """Counts of collectives that cannot be: a negative one other than -1, and an ``In``/``Out msg nelems`` whose
+    bytes (times the row's ``dtype``'s size, ``nbprof.trace.dtypes``) are beyond ``MAX_MESSAGE_BYTES`` (2**53,
+    where float64 message sizes stop being exact): set to -1 (no size), reported (kinds ``negative_<column>``,
+    ``msg_bytes_beyond_2_53``, with an example)."""
+    names = {c for _a, c, _k in _FIELDS[group]}
+    for col in sorted(_COUNT_COLUMNS & names & set(cols)):
+        v = cols[col][sel]
+        bad = np.flatnonzero(v < -1)
+        if len(bad):
+            neg = int(v[bad[0]])
+            v[bad] = -1
+            cols[col][sel] = v
+            ctx.defect(f"negative_{col}", "repaired", len(bad),
+                       f"{len(bad)} values of {col!r} were negative counts (e.g. {neg}): set to -1 (missing)",
+                       int(rows[bad[0]]), f"{len(bad)} values of {col!r} are negative counts (e.g. {neg})")
+    if "dtype" not in names:
+        return
+    item = np.array([item_bytes(d) or 0 for d in _col(args, "dtype")], dtype=np.int64)
+    limit = np.where(item > 0, MAX_MESSAGE_BYTES // np.maximum(item, 1), np.iinfo(np.int64).max)
+    for col in ("msg_in_nelems", "msg_out_nelems"):
+        if col not in cols:
+            continue
+        v = cols[col][sel]
+        bad = np.flatnonzero(v > limit)
+        if not len(bad):
+            continue
+        i = int(bad[0])
+        ex = f"{int(v[i])} elements of {_col(args, 'dtype')[i]} = {int(v[i]) * int(item[i])} bytes"
+        v[bad] = -1
+        cols[col][sel] = v
+        ctx.defect("msg_bytes_beyond_2_53", "repaired", len(bad),
+                   f"{len(bad)} collective message sizes (In/Out msg nelems) were beyond 2**53 bytes, where float64 sizes stop "
+                   f"being exact (e.g. {ex}): set to -1 (no size)", int(rows[i]),
+                   f"{len(bad)} collective message sizes are beyond 2**53 bytes (e.g. {ex})")
 
 
 def _decode_device_args(raws: list[msgspec.Raw], ctx: _Ctx, rows: np.ndarray) -> tuple[list[Any], bool]:

@@ -72,14 +72,16 @@ def _first(idx: list[int], rows: np.ndarray | None) -> int | None:
 
 def _to_int_array(
     values: list[Any], name: str, ctx: _Ctx, rows: np.ndarray | None = None, *, tried: bool = False,
-    ids: bool = True, lanes: frozenset[str] | None = None, lane_out: list[int] | None = None,
+    ids: bool = True, lanes: frozenset[str] | None = None, lane_out: list[int] | None = None, unsigned: bool = True,
 ) -> np.ndarray:
     """list of int|float|str|None -> int64 with -1 for missing, by the coercion rule above.
 
     ``name``: the field (report kinds and messages); ``rows``: each value's event index in the
     run (for the report's byte offset); ``ids``: an id field (non-numeric texts get their own
     id) rather than a quantity (they become -1); ``lanes``: texts that mean "no id" (-1, not
-    reported), whose positions are appended to ``lane_out``. Fast path ``np.fromiter``; else the
+    reported), whose positions are appended to ``lane_out``; ``unsigned=False``: a count, whose values above
+    2**63-1 are not unsigned 64-bit bit patterns but beyond int64: missing, reported as ``bigint_<field>``.
+    Fast path ``np.fromiter``; else the
     plain ints still go through ``np.fromiter``, in blocks of ``_INT_BLOCK`` values (a trace's one
     ``"pid": "Spans"`` row must not send a million values through the type check).
     """
@@ -121,7 +123,7 @@ def _to_int_array(
         elif isinstance(v, int):
             if -(2**63) <= v < 2**63:
                 out[i] = v
-            elif 0 <= v < 2**64:  # unsigned 64-bit ids/addresses: their bit pattern
+            elif 0 <= v < 2**64 and (ids or unsigned):  # unsigned 64-bit ids/addresses: their bit pattern
                 b = v - 2**64
                 if ids and (b == -1 or taken.get(b, str(v)) != str(v)):  # the missing -1, or another text's id
                     b = _synthetic_id(str(v), taken)
@@ -184,10 +186,11 @@ def _to_int_array(
                  values[u64[0]])
     if big:
         what = f"each distinct value its own id ({_mapping_text({k: v for k, v in mapped.items() if k.lstrip('-').isdigit()})})" \
-            if ids else "set to -1"
+            if ids else f"set to -1 (e.g. {values[big[0]]})"
+        width = "64 bits" if ids or unsigned else "int64"
         ctx.defect(f"bigint_{name}", "repaired", len(big),
-                   f"{len(big)} values of {name!r} were integers above 64 bits: {what}", _first(big, rows),
-                   f"{len(big)} values of {name!r} are integers above 64 bits (e.g. {values[big[0]]})")
+                   f"{len(big)} values of {name!r} were integers beyond {width}: {what}", _first(big, rows),
+                   f"{len(big)} values of {name!r} are integers beyond {width} (e.g. {values[big[0]]})")
     if other:
         texts = {k: v for k, v in mapped.items() if not k.lstrip('-').isdigit()}
         if ids:
