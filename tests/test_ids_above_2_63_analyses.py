@@ -109,9 +109,6 @@ def test_sql_launch_latency_example_keeps_ids_above_2_63(pair):
     pd.testing.assert_frame_equal(ra, rb)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="nbprof/analysis/critical_path/graph.py:208 and :210 keep runtime calls and "
-                   "device ops with correlation >= 0 (another helper is splitting that file; the lead fixes them with "
-                   "ids.present): every launch, device and stream edge is lost")
 def test_critical_path_links_survive_ids_above_2_63(pair):
     from nbprof.analysis.critical_path import whole_graph
 

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from ...trace import schema
+from ...trace import ids, schema
 from ...trace.model import Trace
 from ...trace.predicates import is_communication, is_step_row
 from ...trace.predicates import name_mask as _name_mask
@@ -241,9 +241,9 @@ def select(trace: Trace, w0: int, w1: int) -> Selection:
     dev_col = ev["device"].to_numpy()
     corr_all = ev["correlation"].to_numpy(np.int64)
     # runtime <-> device op (correlation); HTA: the runtime with that correlation
-    rt_rows = np.flatnonzero(cat_is(schema.RUNTIME_CATEGORIES) & (dev_col < 0) & (corr_all >= 0))
+    rt_rows = np.flatnonzero(cat_is(schema.RUNTIME_CATEGORIES) & (dev_col < 0) & ids.present(corr_all))
     rt_by_corr = _Lookup(corr_all[rt_rows], rt_rows)
-    dev_rows_all = np.flatnonzero(cat_is(_DEV_CATS) & (dev_col >= 0) & (corr_all >= 0))
+    dev_rows_all = np.flatnonzero(cat_is(_DEV_CATS) & (dev_col >= 0) & ids.present(corr_all))
     launcher_all = rt_by_corr.get(corr_all[dev_rows_all])
     has_l = launcher_all >= 0
     dev_rows_all, launcher_all = dev_rows_all[has_l], launcher_all[has_l]

@@ -28,6 +28,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from ...trace import ids
 from ...trace import predicates as pred
 from ...trace.model import Trace
 from .graph import build_graph
@@ -62,7 +63,7 @@ def merge_ranks(traces: Sequence[Trace]) -> Trace:
         dev = e["device"].to_numpy(np.int64)
         e["device"] = np.where(dev >= 0, dev + i * _DEV_SHIFT, dev)
         corr = e["correlation"].to_numpy(np.int64)
-        e["correlation"] = np.where(corr >= 0, corr + i * _CORR_SHIFT, corr)
+        e["correlation"] = np.where(ids.present(corr), corr + i * _CORR_SHIFT, corr)
         e["rank"] = np.int32(t.meta.rank)
         evs.append(e)
         f = t.flows.copy()

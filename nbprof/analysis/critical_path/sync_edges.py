@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from ...trace import schema
+from ...trace import ids, schema
 from .device_edges import StreamState
 from .edges import _event_record_targets, _next_launch_op, _prev_launch_op
 from .host_edges import HostEdges
@@ -92,7 +92,7 @@ def _event_wait_pairs(sel: Selection, sr: _SyncRows, st: StreamState, sync_args:
     rec_rows = a.rt_by_corr.get(rec_corr)
     for ii, si in enumerate(ev_sel):
         rr = int(rec_rows[ii])
-        if rec_corr[ii] < 0 or rec_stream[ii] < 0 or rr < 0:
+        if rec_corr[ii] == ids.MISSING or rec_stream[ii] < 0 or rr < 0:
             continue
         src_dev_row = _prev_launch_op(int(sr.dev[si]), int(rec_stream[ii]), a.ts_all[rr], a.dev_rows_all,
                                       a.launcher_all, a.ts_all, a.pid_all, a.stream_all, st.launch_all_mask)
