@@ -65,6 +65,10 @@ def test_numbers_of_thousands_of_digits_where_a_depth_rank_or_step_belongs():
     assert "a step number of 5000 digits" in prof.quirks.loc[prof.quirks["kind"] == "bad_number", "message"].iloc[0]
     log = P.parse_log(f"[{big}]: [Rank 0] time (ms) | fwd: 1.5 | bwd: 2.25\n")
     assert log.timers["time_ns"].tolist() == [1.5e6, 2.25e6]
+    # fuzz seed 0 deepspeed:1702/1876: a 5,000-digit "[Rank N]" in a timer line (int() raised ValueError): not a
+    # rank, so the line's rank is the launcher prefix's (here none: -1); the timers are kept
+    log = P.parse_log(f"[Rank {big}] time (ms) | fwd: 1.5 | bwd: 2.25\n[1]: [Rank {big}] time (ms) | fwd: 3.0\n")
+    assert log.timers["time_ns"].tolist() == [1.5e6, 2.25e6, 3.0e6] and log.timers["rank"].tolist() == [-1, -1, 1]
 
 
 def test_missing_log_is_file_not_found_naming_it(tmp_path):

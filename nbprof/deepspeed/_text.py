@@ -53,7 +53,7 @@ _RANK_PREFIX = re.compile(r"^\[(?:rank|default)?(\d{1,9})\]:\s?")  # digits boun
 _LOG_PREFIX = re.compile(
     r"^\[(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+)\]\s+\[(?P<level>[A-Z]+)\]\s+\[(?P<where>[^\]]*)\]\s*"
 )
-_DS_RANK = re.compile(r"\[Rank (\d+)\]\s*")
+_DS_RANK = re.compile(r"\[Rank (\d{1,9})\]\s*")  # digits bounded: int() of 4300+ digits raises
 
 _SI = {"T": 1e12, "G": 1e9, "M": 1e6, "K": 1e3, "k": 1e3, "B": 1e9, "": 1.0, "m": 1e-3, "u": 1e-6, "µ": 1e-6, "n": 1e-9}
 #: one way to match each input (no overlapping quantifiers): linear time; applied to stripped text
