@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
@@ -341,8 +340,3 @@ def collectives(trace: Trace) -> pd.DataFrame:
     })
     return out.reset_index(drop=True)
 
-
-def _as_list(traces: Trace | Iterable[Trace]) -> list[Trace]:
-    if isinstance(traces, Trace):
-        return [traces]
-    return list(traces)
