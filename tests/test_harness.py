@@ -127,13 +127,9 @@ def test_dataloader_workers_knob_on_the_real_pairs(rows, run):
 
 
 #: pairs whose prediction misses for a known reason (kept in the table, left out of the regression bound below)
-KNOWN_MISSES = {
-    # the saving is mostly the tensor iteration feeding the .item() loop (Tensor.__iter__ -> aten::unbind, an
-    # aten::select per element, built before the loop's <genexpr> frame): host_sync now removes it with the reads
-    # (rules_host._tensor_reads; one loaded run: 24.6 -> 31.2 ms predicted vs 35.1 measured, -11%). Kept here until a
-    # quiet harness run confirms it: the per-element Python between the reads needs the recorded frames
-    "python_metrics",
-}
+KNOWN_MISSES: set[str] = set()
+# (python_metrics left it: host_sync now removes the tensor iteration feeding the .item() loop -- Tensor.__iter__ ->
+# aten::unbind, an aten::select per element, built before the loop's <genexpr> frame; three quiet runs: -11%, -3%, -5%)
 
 
 def test_cpu_optimizer_loop_is_not_quantified(rows):
