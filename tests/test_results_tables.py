@@ -54,7 +54,8 @@ def test_findings_table_as_given_without_evidence_dicts():
     fs = advisor.advise(tr)
     t = findings_table(fs)
     assert t.rows == len(fs) and [r[1] for r in t.cells] == [f.title for f in fs]
-    assert "{" not in t.html and "next step" in t.html and "saves ~16\u201326 ms per step" in t.html
+    # the DataLoader fix: 21.1 of a 24.2 ms step, its range capped at the step (findings.Finding.saving_range_ns)
+    assert "{" not in t.html and "next step" in t.html and "saves ~16\u201322 ms per step" in t.html
 
 
 def test_utilization_table_has_no_raw_numbers():

@@ -119,6 +119,14 @@ def verdict_sentence(v: Any, findings: Sequence[Any] = ()) -> str:
               f"the largest predicted saving{fix} shrinks {_PART_SHORT.get(v.bound, v.bound)}.")
     elif v.bound == largest and not any(_is_ranked(f) for f in findings):
         s += f" No finding is predicted to save {_pct(MIN_SAVING_RATIO)} of the step."
+    elif getattr(v, "first_part", "") and v.first_part != v.bound and v.first_part in v.parts_ns:
+        # analysis.verdict: the first fix saves more than its part holds (it saves by letting work overlap)
+        first = next((f for f in findings if _is_ranked(f)), None)
+        fix = f" ({first.title})" if first is not None else ""
+        part = v.first_part
+        s += (f" The fix with the largest predicted saving{fix} removes {_PART_SHORT.get(part, part)} "
+              f"({_pct(v.ratio(part), 1)} of the step) and saves more by letting other work overlap, so the bound "
+              f"named is the largest part.")
     if getattr(v, "caveat", ""):
         s += f" ({v.caveat[0].upper()}{v.caveat[1:]}.)"
     return s
