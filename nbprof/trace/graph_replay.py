@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..units import fmt_pct_text
 from . import predicates as pred
 from .ids import present as id_present
 
@@ -343,7 +344,7 @@ def attribute_graph_replays(trace: Any) -> None:
     n_launch = int(g["launch"].nunique())
     trace.report.add(
         "cuda_graph_attribution", "assumed", n,
-        f"{n} device ops of {n_launch} CUDA-graph replays ({n_graphs} graphs): {parts}; match rate {matched / n:.1%} "
+        f"{n} device ops of {n_launch} CUDA-graph replays ({n_graphs} graphs): {parts}; match rate {fmt_pct_text(matched / n, 1)} "
         f"attributed to the operators that captured them (capture: the captured launches in order; sequence: "
         f"aligned with the same kernels run eagerly; graph_order: left on the graph launch's operator, with graph "
         f"and node index) in trace.tables['graph_replay']")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..units import fmt_ns
+from ..units import fmt_ns, fmt_pct_text
 from ._base import NbprofView
 from ._escape import truncate
 from .theme import apply_theme, on_render, style_widgets
@@ -154,7 +154,7 @@ def _text(tables: dict[str, Any]) -> str:
     if len(df):
         r = df.iloc[0]
         head += (f"; longest {r['name']} {fmt_ns(float(r['time_ns']))}, "
-                 f"{float(r['peak_ratio']):.1%} of its roof ({r['bound']} bound)")
+                 f"{fmt_pct_text(float(r['peak_ratio']), 1)} of its roof ({r['bound']} bound)")
         flagged = int(df["above_roof"].sum()) if "above_roof" in df else 0
         if flagged:
             head += f"; {flagged} above their roof (the work model or the peak does not fit them)"
