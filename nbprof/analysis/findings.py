@@ -38,7 +38,6 @@ import pandas as pd
 
 from ..units import fmt_pct_text as pct
 from . import whatif
-from .steps import steady_breakdown
 
 if TYPE_CHECKING:
     from ..trace.model import Trace
@@ -259,13 +258,10 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
              unquantified: dict[str, str]) -> None:
     """Set ``predicted_saving_ns`` / ``saving_reason`` of each finding (one replay per distinct scenario).
 
-    The saving and ``step_ns`` are means over the steady-state steps (:func:`nbprof.analysis.steps.steady_breakdown`,
-    the steps the verdict averages) that the replay placed, else over every placed step; the per-step savings
-    keep every step. A finding's own ``scenario`` wins over ``defaults[rule]``; without either, the reason is
+    A finding's own ``scenario`` wins over ``defaults[rule]``; without either, the reason is
     ``unquantified[rule]`` (or "no what-if scenario for rule ..."). A replay that fails (ValueError) leaves the
     finding unquantified with the error as reason.
     """
-    steady = set(steady_breakdown(trace)["step"].tolist())
     done: dict[str, tuple[int | None, str, dict[int, int] | None, float | None]] = {}
     for f in found:
         sc = f.scenario if f.scenario is not None else defaults.get(f.rule)
@@ -281,17 +277,12 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
                 done[key] = (None, f"not quantified: whatif.predict({key}) failed: {e}", None, None)
             else:
                 per = p.per_step[p.per_step["predicted_ns"] >= 0]
-                # the saving and its step on the steps the verdict averages (the steady state), when placed
-                on = per[per["step"].isin(steady)] if per["step"].isin(steady).any() else per
-                base_ns = float(on["baseline_ns"].mean()) if len(on) else float(p.baseline_step_ns)
-                pred_ns = float(on["predicted_ns"].mean()) if len(on) else float(p.predicted_step_ns)
-                done[key] = (int(round(base_ns - pred_ns)),
-                             f"whatif.predict({key}): mean step {base_ns / 1e6:.3f} ms -> "
-                             f"{pred_ns / 1e6:.3f} ms over {len(on)} steps"
-                             + (f" (the steady state of {len(p.per_step)})" if len(on) < len(p.per_step) else ""),
+                done[key] = (int(round(p.saving_ns)),
+                             f"whatif.predict({key}): mean step {p.baseline_step_ns / 1e6:.3f} ms -> "
+                             f"{p.predicted_step_ns / 1e6:.3f} ms over {len(p.per_step)} steps",
                              {int(s): int(b - q) for s, b, q in zip(per["step"], per["baseline_ns"],
                                                                     per["predicted_ns"], strict=True)},
-                             base_ns)
+                             float(p.baseline_step_ns))
         f.predicted_saving_ns, f.saving_reason, f.step_savings_ns, f.step_ns = done[key]
         if f.quantified and not f.ranked:
             f.saving_reason += f" (under {pct(MIN_SAVING_RATIO)} of the step: not ranked)"

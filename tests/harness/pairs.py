@@ -26,7 +26,6 @@ import numpy as np
 
 import nbprof
 from nbprof.analysis import advisor, whatif
-from nbprof.analysis.steps import steady_breakdown
 from nbprof.analysis.verdict import verdict
 
 HERE = Path(__file__).resolve().parent
@@ -144,20 +143,6 @@ def _untouched_ns(tr: nbprof.Trace, pattern: str) -> float:
     return float(ev.loc[m, "dur_ns"].sum()) / n
 
 
-def _steady_step_ns(tr) -> float:
-    """Mean step time (ns) over the steady-state steps (``steps.steady_breakdown``), the steps the verdict and the
-    findings' savings (``findings.quantify``) average."""
-    return float(steady_breakdown(tr)["step_ns"].mean())
-
-
-def _steady_saving_ns(tr, pred) -> float:
-    """A prediction's mean saving (ns) over the steady-state steps it placed (all placed steps when none is)."""
-    per = pred.per_step[pred.per_step["predicted_ns"] >= 0]
-    on = per[per["step"].isin(steady_breakdown(tr)["step"])]
-    on = on if len(on) else per
-    return float((on["baseline_ns"] - on["predicted_ns"]).mean())
-
-
 def _round(p: Pair, r: int) -> dict:
     b, a = p.before(r), p.after(r)
     ranks = b if isinstance(b, list) else None
@@ -168,10 +153,9 @@ def _round(p: Pair, r: int) -> dict:
     pos = next((i for i, f in enumerate(fs, 1) if f.rule == p.fix_rule), 0)
     fix = fs[pos - 1] if pos else None
     pred = fix.predicted_saving_ns if fix is not None and fix.quantified else None
-    # the step time the verdict and the findings' savings average: the steady-state steps (warm-up left out)
-    mb = _steady_step_ns(tb)
-    knob = _steady_saving_ns(tb, whatif.predict(tb, p.knob)) if p.knob is not None else None
-    ma = _steady_step_ns(ta) / p.samples_ratio
+    mb = whatif.predict(tb, []).baseline_step_ns
+    knob = whatif.predict(tb, p.knob).saving_ns if p.knob is not None else None
+    ma = whatif.predict(ta, []).baseline_step_ns / p.samples_ratio
     ratio = float("nan")
     if p.untouched:
         ub, ua = _untouched_ns(tb, p.untouched), _untouched_ns(ta, p.untouched)
