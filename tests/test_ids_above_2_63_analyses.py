@@ -14,25 +14,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from _support.traces import ids_above_2_63
 
 import nbprof
 from nbprof.trace import ids
 
 BERT = "AMD-AGI__TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
-
-
-def ids_above_2_63(doc: dict) -> dict:
-    """``doc`` (a Chrome trace dict, changed in place and returned) with every positive ``correlation`` /
-    ``External id`` and every flow id moved by 2**63: the values a CUPTI writing unsigned 64-bit ids past
-    2**63 would give."""
-    for e in doc["traceEvents"]:
-        a = e.get("args") or {}
-        for k in ("correlation", "External id"):
-            if isinstance(a.get(k), int) and a[k] > 0:
-                a[k] += 2**63
-        if e.get("ph") in ("s", "f"):
-            e["id"] += 2**63
-    return doc
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import sys
 import pandas as pd
 import pytest
 from _support.paths import ROOT
+from _support.traces import ids_above_2_63
 
 import nbprof
 
@@ -207,14 +208,7 @@ def _ids_written(doc: dict) -> set[tuple[str, int]]:
 
 
 def test_ids_above_2_63_keep_their_value_through_chrome_export_and_saved_file(tmp_path, corpus):
-    doc = _doc(corpus(BERT))
-    for e in doc["traceEvents"]:  # the real H100 trace, every id moved above 2**63 - 1
-        a = e.get("args") or {}
-        for k in ("correlation", "External id"):
-            if isinstance(a.get(k), int) and a[k] > 0:
-                a[k] += 2**63
-        if e.get("ph") in ("s", "f"):
-            e["id"] += 2**63
+    doc = ids_above_2_63(_doc(corpus(BERT)))  # the real H100 trace, every id moved above 2**63 - 1
     src = tmp_path / "u64.pt.trace.json"
     src.write_text(json.dumps(doc))
     tr = nbprof.load(src)
