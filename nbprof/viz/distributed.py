@@ -73,37 +73,36 @@ def distributed_tables(traces: Any, *, link: str | None = None, peak_bytes_per_s
                 world_size=max(ws) if ws else 0)
 
 
-def _job_host_calls(job: Any) -> pd.DataFrame:
-    """:func:`_host_calls` of a job dataset: the host rows of its ``events`` table (``job.sql``: the columns the
-    communication predicate reads, every rank in one query), not each rank's full trace; empty without the table."""
-    from ..trace import predicates as pred
+_HOST_CALL_COLS = ["rank", "name", "calls", "total_ns"]
 
+
+def _job_host_calls(job: Any) -> pd.DataFrame:
+    """:func:`_host_call_rows` of a job dataset's ``events`` table (``job.sql``: the columns the communication
+    predicate reads, every rank in one query), not each rank's full trace; empty without the table."""
     if "events" not in job.tables:
-        return pd.DataFrame(columns=["rank", "name", "calls", "total_ns"])
-    ev = job.sql("SELECT rank, name, cat, device, dur_ns FROM events WHERE device < 0")
-    parts = []
-    h = ev[pred.is_communication(ev, where="host")]
-    for r, g in h.groupby("rank", sort=True):
-        agg = g.groupby(g["name"].astype(str))["dur_ns"].agg(calls="size", total_ns="sum").reset_index()
-        parts.append(agg.assign(rank=int(r)))
-    cols = ["rank", "name", "calls", "total_ns"]
-    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+        return pd.DataFrame(columns=_HOST_CALL_COLS)
+    return _host_call_rows(job.sql("SELECT rank, name, cat, device, dur_ns FROM events WHERE device < 0"))
 
 
 def _host_calls(ts: list) -> pd.DataFrame:
+    """:func:`_host_call_rows` of each rank's trace (its host rows only are copied)."""
+    evs = [t.events.loc[t.events["device"] < 0, ["name", "cat", "device", "dur_ns"]].assign(rank=int(t.meta.rank))
+           for t in ts]
+    return _host_call_rows(pd.concat(evs, ignore_index=True)) if evs else pd.DataFrame(columns=_HOST_CALL_COLS)
+
+
+def _host_call_rows(ev: pd.DataFrame) -> pd.DataFrame:
     """Host-side communication calls per rank (``c10d::``/``nccl:``/``gloo:`` rows of
-    ``nbprof.trace.predicates.is_communication``): ``rank, name, calls, total_ns``."""
+    ``nbprof.trace.predicates.is_communication``) of events with a ``rank`` column: ``rank, name, calls,
+    total_ns`` (ns), ranks ascending."""
     from ..trace import predicates as pred
 
-    parts = []
-    for t in ts:
-        ev = t.events
-        h = ev[pred.is_communication(ev) & (ev["device"] < 0)]
-        if len(h):
-            g = h.groupby(h["name"].astype(str))["dur_ns"].agg(calls="size", total_ns="sum").reset_index()
-            parts.append(g.assign(rank=int(t.meta.rank)))
-    cols = ["rank", "name", "calls", "total_ns"]
-    return pd.concat(parts, ignore_index=True)[cols] if parts else pd.DataFrame(columns=cols)
+    h = ev[np.asarray(pred.is_communication(ev), dtype=bool) & (ev["device"].to_numpy() < 0)]
+    if h.empty:
+        return pd.DataFrame(columns=_HOST_CALL_COLS)
+    g = (h.assign(name=h["name"].astype(str)).groupby(["rank", "name"], sort=False)["dur_ns"]
+         .agg(calls="size", total_ns="sum").reset_index())
+    return g.sort_values("rank", kind="stable").reset_index(drop=True)[_HOST_CALL_COLS]
 
 
 def straggler_text(st: pd.DataFrame) -> str:
