@@ -76,11 +76,6 @@ class BeforeAfter:
     contention: bool
 
     @property
-    def faster(self) -> bool:
-        """The ``after`` run's median step is shorter (``ratio < 1``)."""
-        return self.check.ratio < 1
-
-    @property
     def claim(self) -> str:
         """One of :data:`CLAIMS`: ``"too few steps"`` when :func:`separation_floor` of the step counts exceeds
         ``1 - confidence``; else ``"faster"`` / ``"slower"`` when the ratio's interval lies below / above 1, else
