@@ -99,7 +99,7 @@ def measure(fn: Callable[[int], Any], *, what: str, tries: int = 2, max_stall: f
 
 
 def until_right(fn: Callable[[int], Any], *, what: str, wrong: Callable[[Any], str], tries: int = 2,
-                max_stall: float = MAX_STALL) -> Any:
+                max_stall: float = MAX_STALL, disturbed: Callable[[Any], str] | None = None) -> Any:
     """Run ``fn(attempt)`` until ``wrong(value)`` returns ``""`` (the timing-bound result holds), at most ``tries``
     times, and return that value.
 
@@ -107,6 +107,10 @@ def until_right(fn: Callable[[int], Any], *, what: str, wrong: Callable[[Any], s
     slot used up by such a false alarm). A wrong result from a *disturbed* try (see :func:`measure`) is run again;
     when the last try is wrong and disturbed the test is skipped with both the reason and the numbers. A wrong result
     from an undisturbed try (or where the kernel has no PSI) is returned, so the test's assertions fail on it.
+
+    ``disturbed(value)`` is the result's own evidence of a disturbance (``""`` when it has none), for disturbances
+    too short to move the whole run's PSI share: e.g. a watched step flagged where no stall was planted, whose
+    run-queue and off-CPU time (the watch's ``runqueue_ns`` + ``blocked_ns``) explain its excess.
     """
     for attempt in range(tries):
         s0, t0 = cpu_stall_us(), time.monotonic()
@@ -117,9 +121,16 @@ def until_right(fn: Callable[[int], Any], *, what: str, wrong: Callable[[Any], s
         if not reason:
             return value
         stall = (s1 - s0) / 1e6 / wall if s0 is not None and s1 is not None else None
-        if stall is None or stall <= max_stall:
+        why = []
+        if stall is not None and stall > max_stall:
+            why.append(f"runnable tasks waited for a CPU {stall:.0%} of the {wall:.1f} s it ran "
+                       f"(over {max_stall:.0%}: {PSI_CPU})")
+        own = disturbed(value) if disturbed is not None else ""
+        if own:
+            why.append(own)
+        if not why:
             return value
         if attempt == tries - 1:
-            pytest.skip(f"disturbed measurement of {what} ({tries} tries, {load_note()}): {reason}; runnable tasks "
-                        f"waited for a CPU {stall:.0%} of the {wall:.1f} s it ran (over {max_stall:.0%}: {PSI_CPU})")
+            pytest.skip(f"disturbed measurement of {what} ({tries} tries, {load_note()}): {reason}; "
+                        + "; ".join(why))
     return value
