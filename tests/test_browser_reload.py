@@ -103,8 +103,10 @@ def _shoot_views(page, cell, theme: str, shots: Path, errors: list[str]) -> list
     assert {"overview", "operators", "timeline", "memory"} <= set(names), names
     for name in names:
         cell.get_by_role("button", name=name, exact=True).first.click()
-        shown = cell.locator(f".nbprof-view.nbprof-{name} canvas, .nbprof-view.nbprof-{name.split('_')[0]} canvas")
-        with contextlib.suppress(Exception):  # a view not available for this trace shows its reason instead
+        # a plot draws a canvas; a table-only view (modules, call_stack) draws SlickGrid cells and no canvas
+        view = f".nbprof-view.nbprof-{name}"
+        shown = cell.locator(f"{view} canvas, {view} .slick-cell, i:has-text('{name} view not available')")
+        with contextlib.suppress(Exception):
             shown.first.wait_for(state="visible", timeout=60_000)
         time.sleep(1.5)
         cell.locator(".jp-OutputArea").first.screenshot(path=str(shots / f"dashboard_{name}_{theme}.png"))
