@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from _support.paths import DATA, ROOT
+from _support.contention import capture_contended, loop_cpu
+from _support.paths import DATA
 from _support.timing_guard import until_right
 
 import nbprof
@@ -32,28 +31,9 @@ pytestmark = pytest.mark.skipif(not Path("/proc/thread-self/schedstat").exists()
                                 or not hasattr(os, "sched_setaffinity"),
                                 reason="needs Linux schedstat and CPU affinity")
 
-WORKLOAD = ROOT / "tests" / "workloads" / "contended_loop.py"
 #: the loop's own CPU time per step may differ between the two runs by this factor before a try is disturbed (the
 #: harness's guard, tests/harness/pairs.py GUARD)
 GUARD = 1.35
-
-
-def _capture(out: Path, cpu: int, *, hogs: int = 0, threads: int = 1) -> nbprof.Trace:
-    """Run the loop pinned to ``cpu`` with ``hogs`` busy processes pinned there too (started here: other processes,
-    not the loop's children) and ``threads`` intra-op threads; load its trace."""
-    procs = [subprocess.Popen([sys.executable, str(WORKLOAD), "--hog", "--cpu", str(cpu)], stdout=subprocess.PIPE,
-                              text=True) for _ in range(hogs)]
-    try:
-        for p in procs:
-            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        subprocess.run([sys.executable, str(WORKLOAD), str(out), "--cpu", str(cpu), "--threads", str(threads)],
-                       check=True, capture_output=True, timeout=300,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=str(threads)))
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-    return nbprof.load(out)
 
 
 def _side(tr: nbprof.Trace) -> dict:
@@ -72,9 +52,9 @@ def _side(tr: nbprof.Trace) -> dict:
 
 
 def _pair(tmp: Path, attempt: int, **before: int) -> dict:
-    cpu = max(os.sched_getaffinity(0))
-    b = _side(_capture(tmp / f"before{attempt}.pt.trace.json", cpu, **before))
-    a = _side(_capture(tmp / f"after{attempt}.pt.trace.json", cpu))
+    cpu = loop_cpu()
+    b = _side(capture_contended(tmp / f"before{attempt}.pt.trace.json", cpu, **before))
+    a = _side(capture_contended(tmp / f"after{attempt}.pt.trace.json", cpu))
     measured = b["step_ns"] - a["step_ns"]
     change = b["rq_ns"] - a["rq_ns"]  # the wait the change removed
     return {"before": b, "after": a, "measured_ns": measured, "change_ns": change,
@@ -153,7 +133,7 @@ def test_too_many_threads_for_the_cores_names_set_num_threads(tmp_path):
 def test_capture_writes_the_scheduler_counters(tmp_path):
     """The capture's ``nbprof_capture`` object: a run-queue wait per step, the process's counters in the recorded
     steps, and the CPU facts (documented in AutoSteps.metadata)."""
-    tr = _capture(tmp_path / "t.pt.trace.json", max(os.sched_getaffinity(0)), threads=2)
+    tr = capture_contended(tmp_path / "t.pt.trace.json", loop_cpu(), threads=2)
     meta = tr.meta.extra["nbprof_capture"]
     assert meta["cpu"]["cpus"] == 1 and meta["cpu"]["torch_threads"] == 2 and meta["cpu"]["schedstat"] is True
     assert meta["cpu"]["cpu_count"] == os.cpu_count() and len(meta["cpu"]["loadavg_end"]) == 3
