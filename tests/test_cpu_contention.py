@@ -5,7 +5,9 @@ Validated on real before/after pairs made here in seconds (``tests/workloads/con
 pinned to one CPU, profiled through nbprof's capture):
 
 - *other processes*: two busy processes pinned to the loop's CPU (before) vs none (after);
-- *too many threads*: ``torch.set_num_threads(4)`` on that one CPU (before) vs 1 (after).
+- *too many threads*: ``torch.set_num_threads(4)`` on that one CPU (before) vs 1 (after). On a loaded machine this
+  pair measures little: four runnable threads take a larger share of a CPU that other processes want than one does,
+  which offsets their own contention (the timing guard then skips it with the numbers).
 
 The finding's saving is the before run's measured wait; the change the pair makes removes the before run's wait less
 the after run's own (the machine is shared: other sessions' processes still compete in the after run). That change is
@@ -78,9 +80,11 @@ def _disturbed(v: dict) -> str:
     return "" if 1 / GUARD <= r <= GUARD else f"the loop's own CPU time per step differs x{r:.2f}: {v['numbers']}"
 
 
-def _measured(tmp: Path, what: str, **before: int) -> dict:
-    v = until_right(lambda attempt: _pair(tmp, attempt, **before), what=what, wrong=_wrong, disturbed=_disturbed,
-                    tries=3)
+def _measured(tmp: Path, what: str, *, guard: bool = True, **before: int) -> dict:
+    """The pair under until_right; ``guard``: a try whose loop CPU time per step moved is a disturbance (not for the
+    threads pair: four threads spend more CPU time on the same work, synchronising, so the guard would misfire)."""
+    v = until_right(lambda attempt: _pair(tmp, attempt, **before), what=what, wrong=_wrong,
+                    disturbed=_disturbed if guard else None, tries=3)
     print(v["numbers"])
     return v
 
@@ -120,7 +124,7 @@ def test_other_processes_on_the_cpu_are_named_with_the_measured_saving(tmp_path)
 def test_too_many_threads_for_the_cores_names_set_num_threads(tmp_path):
     """Four intra-op threads on one CPU: the finding names this process's own threads and torch.set_num_threads(1);
     one thread saves the wait it removes."""
-    v = _measured(tmp_path, "the loop with 4 intra-op threads on one CPU vs 1", threads=4)
+    v = _measured(tmp_path, "the loop with 4 intra-op threads on one CPU vs 1", guard=False, threads=4)
     f = _contention(v)
     assert f is not None and v["before"]["findings"][0] is f, [x.title for x in v["before"]["findings"]]
     assert "4 intra-op threads on 1 CPU" in f.title, f.title
