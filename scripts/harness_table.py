@@ -51,6 +51,8 @@ def main() -> None:
         ps = [] if a.no_cpu else H.cpu_pairs(Path(d))
         if not a.no_straggler:
             ps.append(H.straggler_pair(Path(d)))
+        if not a.no_cpu:
+            ps.append(H.contention_pair(Path(d)))
         rows = H.evaluate(ps)
     s1, wall = cpu_stall_us(), time.monotonic() - t0
     stall = f"{(s1 - s0) / 1e6 / wall:.0%}" if s0 is not None and s1 is not None and wall > 0 else "(no PSI)"

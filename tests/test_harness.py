@@ -1,7 +1,8 @@
 """The validation harness of issue 30 (tests/harness): on before/after pairs whose real fix is known, nbprof names a
 bound, ranks the fix's finding first, and predicts the measured saving (docs/harness.md; scripts/harness_table.py).
 
-Runs the 8 CPU workloads (2 interleaved rounds), the 2-rank gloo straggler, and the recorded GPU pairs; ~2 min on
+Runs the 8 CPU workloads (2 interleaved rounds), the 2-rank gloo straggler, the CPU-contention pair (2 rounds), and
+the recorded GPU pairs; ~2 min on
 the shared 2-core machine. Error targets are checked on the pairs the guard calls undisturbed (the work the fix does
 not touch agreed between the two runs), skipped when fewer than 4 are, or when runnable tasks waited for a CPU over
 half the time the CPU pairs ran (tests/timing_guard.py: a machine too loaded to measure on)."""
@@ -27,7 +28,7 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("harness")
     # the CPU pairs under the one timing guard (CPU pressure while they ran): the per-pair guard of pairs.py (the
     # untouched work, the rounds' spread) cannot see a load that slows both runs alike but not their difference
-    cpu = measure(lambda a: H.evaluate(H.cpu_pairs(out, rounds=2) + [H.straggler_pair(out)]),
+    cpu = measure(lambda a: H.evaluate(H.cpu_pairs(out, rounds=2) + [H.straggler_pair(out), H.contention_pair(out)]),
                   what="the harness's CPU pairs", tries=1)
     rows = cpu.value + H.evaluate(H.gpu_pairs())
     print("\n" + H.markdown(rows))

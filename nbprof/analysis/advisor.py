@@ -62,7 +62,8 @@ finding's own ``scenario`` when it depends on the evidence):
 ====================  ===============================================================================
 
 The host-side rules for common waste (``host_sync``, ``optimizer_loop``, ``step_io``, ``unattributed_host``,
-``tiny_batch``, ``straggler``, ``profiler_overhead``) and their scenarios: :mod:`nbprof.analysis.rules_host`;
+``tiny_batch``, ``straggler``, ``profiler_overhead``, ``cpu_contention``) and their scenarios (``cpu_contention``:
+a measured saving, the run-queue wait, kept by :func:`~nbprof.analysis.findings.quantify`): :mod:`nbprof.analysis.rules_host`;
 the device rules' code: :mod:`nbprof.analysis.rules_device`.
 
 A finding that cannot be quantified (no scenario, a trace without steps) has ``predicted_saving_ns``
@@ -114,6 +115,7 @@ THRESHOLDS: dict[str, float] = {
     "unattributed_ratio": 0.10,
     "tiny_op_ns": 30_000,
     "tiny_ops_per_step": 20,
+    "cpu_wait_ratio": 0.10,
 }
 
 
@@ -298,6 +300,7 @@ RULES: dict[str, Callable[[RuleInputs], list[Finding]]] = {
     "tiny_batch": rh.rule_tiny_batch,
     "straggler": rh.rule_straggler,
     "profiler_overhead": rh.rule_profiler_overhead,
+    "cpu_contention": rh.rule_cpu_contention,
 }
 
 #: The what-if scenario of each rule's findings (a finding's own ``scenario`` wins); see the module docstring.
@@ -365,7 +368,8 @@ def advise(trace: Trace, *, rules: Iterable[str] | None = None, thresholds: dict
         Overrides of :data:`THRESHOLDS` entries.
     quantify : bool, default True
         Predict each finding's saving (``predicted_saving_ns``; one graph build and one replay per
-        scenario). False: every ``predicted_saving_ns`` stays None and findings sort by severity.
+        scenario). False: no replay, every ``predicted_saving_ns`` stays None (but a saving a rule measured:
+        ``cpu_contention``) and findings sort by severity.
     ranks : sequence of Trace, optional
         Every rank of the job (``trace`` among them): the ``straggler`` rule needs them.
 

@@ -259,12 +259,19 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
     """Set ``predicted_saving_ns`` / ``saving_reason`` of each finding (one replay per distinct scenario).
 
     A finding's own ``scenario`` wins over ``defaults[rule]``; without either, the reason is
-    ``unquantified[rule]`` (or "no what-if scenario for rule ..."). A replay that fails (ValueError) leaves the
+    ``unquantified[rule]`` (or "no what-if scenario for rule ..."), except for a finding whose rule measured its
+    saving (``predicted_saving_ns`` and ``step_ns`` set, no scenario: ``cpu_contention``'s run-queue wait), which
+    keeps it. A replay that fails (ValueError) leaves the
     finding unquantified with the error as reason.
     """
     done: dict[str, tuple[int | None, str, dict[int, int] | None, float | None]] = {}
     for f in found:
         sc = f.scenario if f.scenario is not None else defaults.get(f.rule)
+        if sc is None and f.predicted_saving_ns is not None and f.step_ns is not None:
+            # a saving the rule measured (cpu_contention: the run-queue wait), with its step: kept as it is
+            if f.quantified and not f.ranked:
+                f.saving_reason += f" (under {pct(MIN_SAVING_RATIO)} of the step: not ranked)"
+            continue
         if sc is None:
             f.predicted_saving_ns, f.step_savings_ns, f.step_ns = None, None, None
             f.saving_reason = "not quantified: " + unquantified.get(f.rule, f"no what-if scenario for rule {f.rule!r}")

@@ -36,6 +36,11 @@ Each rule takes :class:`nbprof.analysis.findings.RuleInputs` and returns at most
 ``profiler_overhead``  the capture recorded the unprofiled steps' wall times and
                        :func:`nbprof.analysis.overhead.profiler_overhead` says the shares are distorted. Not
                        quantified: the profiler's cost is not the job's.
+``cpu_contention``     the capture recorded the scheduler's counters (:mod:`nbprof.analysis.cpu_wait`) and the
+                       training thread waited for a CPU (run-queue wait) >= ``cpu_wait_ratio`` of the step:
+                       other processes, or more threads than cores. Saving: measured, not replayed -- the
+                       run-queue wait per step (the time the step loses waiting for a CPU). A trace without
+                       those counters gets no finding (nothing in a Kineto trace shows a wait for a CPU).
 =====================  ======================================================================================
 """
 
@@ -429,4 +434,76 @@ def rule_profiler_overhead(inp: RuleInputs) -> list[Finding]:
         "Read host shares with this in mind; record fewer things (record_shapes/with_stack/profile_memory off) "
         "for a closer picture of the unprofiled run.",
         part="", knob="record_shapes=False, with_stack=False",
+    )]
+
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _contention_cause(cw: object) -> tuple[str, str, str]:
+    """``(who competed, next step, knob)`` of a CPU contention: this process's own intra-op threads and child processes
+    beyond the CPUs it may use (``os.sched_getaffinity``), and/or other tasks on an overloaded machine (runnable tasks,
+    load average above its CPUs); ``cw``: :class:`nbprof.analysis.cpu_wait.CpuWait`."""
+    from .cpu_wait import CpuWait
+
+    assert isinstance(cw, CpuWait)
+    cpus, k, workers = cw.cpus, cw.torch_threads, cw.child_processes or 0
+    own = (k or 1) + workers  # the intra-op pool (the training thread is one of it) and the child processes
+    machine = cw.cpu_count or cpus
+    run = f"{cw.runnable:.0f} runnable tasks" if cw.runnable == cw.runnable else ""
+    load = f"load average {cw.loadavg:.1f}" if cw.loadavg is not None else ""
+    on_machine = (f"the machine: {', '.join(x for x in (run, load) if x)} on {_plural(machine, 'CPU')}"
+                  if machine and (run or load) else "")
+    parts, knob, who = [], "", []
+    if cpus and own > cpus:
+        n = max(1, cpus - workers)
+        what = (_plural(k, "intra-op thread") if k else "its threads") + (
+            f" and {_plural(workers, 'child process')} (DataLoader workers)" if workers else "")
+        who.append(f"{what} on {_plural(cpus, 'CPU')}")
+        parts.append(f"This process alone runs {what} on {_plural(cpus, 'CPU')}: use fewer intra-op threads "
+                     f"(torch.set_num_threads({n}))" + (" and fewer DataLoader workers" if workers else "") + ".")
+        knob = f"torch.set_num_threads({n})" + (" / fewer DataLoader workers" if workers else "")
+    overloaded = machine and (cw.runnable > machine or (cw.loadavg is not None and cw.loadavg > machine))
+    if not parts or overloaded:
+        parts.append("Other processes want the same CPUs" + (f" ({on_machine})" if on_machine else "") + ": run where "
+                     "the cores are free, give the job cores of its own (taskset, a CPU quota) or lower the others' "
+                     "priority (nice).")
+        knob = knob or "cores of its own (an idle machine / taskset)"
+    if on_machine:
+        who.append(on_machine)
+    return "; ".join(who), " ".join(parts) + " The op times in this trace include the wait.", knob
+
+
+def rule_cpu_contention(inp: RuleInputs) -> list[Finding]:
+    """The training thread waiting for a CPU (run-queue wait, recorded by the capture: :mod:`nbprof.analysis.cpu_wait`)
+    for at least ``cpu_wait_ratio`` of the step. The saving is the measured wait (no replay: the trace has no event
+    for it), per step in ``step_savings_ns``."""
+    from .cpu_wait import cpu_wait
+
+    cw = cpu_wait(inp.trace, inp.steps if len(inp.steps) else None)
+    if cw is None or not cw.ratio >= inp.th("cpu_wait_ratio"):
+        return []
+    ev = inp.trace.events
+    rows = evi.longest(inp.trace, _step_mask(inp, pred.is_host_op(ev, annotations=False) & ~pred.is_step_row(ev)))
+    who, nxt, knob = _contention_cause(cw)
+    threads = (f"; the process's {_plural(cw.threads, 'thread')} waited {ms(cw.threads_runqueue_ns, 1)} per step in all"
+               if cw.threads_runqueue_ns == cw.threads_runqueue_ns and cw.threads > 1 else "")
+    return [Finding(
+        "cpu_contention", "high" if cw.ratio > 0.3 else "medium",
+        f"CPU contention: the training thread waited {ms(cw.runqueue_ns, 1)} for a CPU in each "
+        f"{ms(cw.step_ns, 1)} step ({pct(cw.ratio)})" + (f": {who}" if who else ""),
+        {"runqueue_ns": int(round(cw.runqueue_ns)), "step_ns": int(round(cw.step_ns)), "ratio": float(cw.ratio),
+         "threads_runqueue_ns": cw.threads_runqueue_ns, "threads_cpu_ns": cw.threads_cpu_ns, "threads": cw.threads,
+         "runnable": cw.runnable, "cpus": cw.cpus, "cpu_count": cw.cpu_count, "torch_threads": cw.torch_threads,
+         "child_processes": cw.child_processes, "loadavg": cw.loadavg, "steps": list(cw.steps),
+         "step_runqueue_ns": {str(k): v for k, v in cw.step_runqueue_ns.items()}},
+        step_label(inp.trace, list(cw.steps)) + threads,
+        nxt, evidence_rows=rows, part="host", knob=knob,
+        predicted_saving_ns=int(round(cw.runqueue_ns)), step_savings_ns=dict(cw.step_runqueue_ns), step_ns=cw.step_ns,
+        saving_reason="measured, not replayed: the training thread's run-queue wait per step (schedstat, recorded by the "
+                      "capture), the time the step lost waiting for a CPU; with a CPU free for it the step loses that "
+                      "wait (tests/test_cpu_contention.py: the wait a change removed was its measured saving within "
+                      "25%)",
     )]

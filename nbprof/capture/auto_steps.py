@@ -15,7 +15,9 @@ request) it:
 
 It also records each step's wall time (``perf_counter`` ns, minus the time its own ``prof.step()`` call at
 the step's start took: the profiler's start and export are one-off costs, not per-step overhead), its
-DataLoader wait and its schedule phase (``wait``, ``warmup``, ``active``, ``after``), written at the end
+DataLoader wait, its schedule phase (``wait``, ``warmup``, ``active``, ``after``) and the CPU scheduler's counters
+(:mod:`nbprof.capture.cpu_sched`: the stepping thread's run-queue wait, and in the recorded steps the process's
+threads and the machine's runnable tasks: CPU contention, which the trace itself cannot show), written at the end
 into each exported trace as the top-level key ``"nbprof_capture"`` (the Kineto loader keeps it in
 ``meta.extra``; :func:`nbprof.analysis.overhead.profiler_overhead` reads it). A step still open when the
 profile ends inside the recorded window (the rest of a cell after its last ``optimizer.step()``) is not a
@@ -34,6 +36,7 @@ import time
 from typing import Any
 
 from .. import nvtx
+from .cpu_sched import SchedSampler, runnable_tasks
 from .step_hooks import StepEnd, StepHooks
 
 __all__ = ["AutoSteps", "CAPTURE_KEY", "KEEP_AFTER", "finish_trace"]
@@ -57,7 +60,8 @@ class AutoSteps:
     Attributes
     ----------
     steps : list of dict
-        ``{"step", "wall_ns", "data_wait_ns", "phase"}`` per step ended (at most the window + ``KEEP_AFTER``).
+        ``{"step", "wall_ns", "data_wait_ns", "phase"}`` per step ended (at most the window + ``KEEP_AFTER``),
+        plus the scheduler's counters where Linux has them (see :meth:`metadata`).
     off_reason : str or None
         Why the automatic steps were turned off (None while on).
     """
@@ -75,6 +79,10 @@ class AutoSteps:
         sched = session.options.schedule_args(auto=True)
         self._wait, self._warmup, self._active = sched["wait"], sched["warmup"], sched["active"]
         self._repeat = sched["repeat"]
+        self._sched: SchedSampler | None = None
+        self._rq0: int | None = None  # the stepping thread's run-queue total at the current step's start
+        self._tot0: tuple[int, int, int] | None = None  # the process's (cpu, runqueue, threads) at a recorded step's start
+        self._cpu_facts: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ schedule
     def phase(self, step: int) -> str:
@@ -93,6 +101,8 @@ class AutoSteps:
     def __enter__(self) -> AutoSteps:
         self._hooks.__enter__()
         self.entered = True
+        self._sched = SchedSampler()  # this thread's schedstat: the one whose optimizer.step() ends the steps
+        self._rq0 = self._sched.thread_runqueue_ns()
         try:
             if nvtx.available():
                 nvtx.mark("nbprof auto steps")  # the first NVTX call initialises the injection
@@ -105,6 +115,9 @@ class AutoSteps:
     def __exit__(self, *exc: object) -> None:
         self._hooks.__exit__(None, None, None)
         self.source = self._hooks.source
+        if self._sched is not None:
+            self._cpu_facts = self._sched.facts()
+            self._sched.close()
         if self._nvtx:
             self._nvtx_pop()
         if self._hooks.error_count:
@@ -125,12 +138,46 @@ class AutoSteps:
         if threading.get_ident() == self._thread:
             nvtx.pop()
 
+    def _sched_fields(self, index: int) -> dict[str, Any]:
+        """The scheduler's counters of the step ``index`` ending now (see :meth:`metadata`)."""
+        out: dict[str, Any] = {}
+        sch = self._sched
+        if sch is None or not sch.available:
+            return out
+        rq = sch.thread_runqueue_ns()
+        if rq is not None and self._rq0 is not None:
+            out["runqueue_ns"] = max(0, rq - self._rq0)
+        if self.phase(index) == "active":
+            tot = sch.process_totals()
+            if tot is not None and self._tot0 is not None:
+                out.update(threads_cpu_ns=max(0, tot[0] - self._tot0[0]),
+                           threads_runqueue_ns=max(0, tot[1] - self._tot0[1]), threads=tot[2])
+            n = runnable_tasks()
+            if n is not None:
+                out["runnable"] = n
+        return out
+
+    def _sched_restart(self, index: int) -> None:
+        """The counters at the start of the step after ``index`` (after nbprof's own work at the boundary)."""
+        sch = self._sched
+        if sch is None or not sch.available:
+            return
+        self._rq0 = sch.thread_runqueue_ns()
+        self._tot0 = sch.process_totals() if self.phase(index + 1) == "active" else None
+
     def _on_step_end(self, ev: StepEnd) -> None:
         stepping = ev.index < self._window_end()  # torch.profiler still has schedule steps to take
         if len(self.steps) < MAX_KEPT and ev.index < self._window_end() + KEEP_AFTER:
             self.steps.append({"step": ev.index, "wall_ns": ev.duration_ns - self._carry_ns,
-                               "data_wait_ns": ev.data_wait_ns, "phase": self.phase(ev.index)})
+                               "data_wait_ns": ev.data_wait_ns, "phase": self.phase(ev.index),
+                               **self._sched_fields(ev.index)})
         self._carry_ns = 0
+        try:
+            self._step_end(ev, stepping)
+        finally:
+            self._sched_restart(ev.index)
+
+    def _step_end(self, ev: StepEnd, stepping: bool) -> None:
         if self.off_reason is not None:
             return
         if self.phase(ev.index) in ("wait", "warmup"):
@@ -159,7 +206,12 @@ class AutoSteps:
         """The ``"nbprof_capture"`` object: step source, schedule and per-step wall times (int ns).
 
         Keys: ``step_source`` ("optimizer", "dataloader" or None), ``steps_seen`` (int), ``schedule``
-        (wait, warmup, active, repeat), ``steps`` (list of ``{"step", "wall_ns", "data_wait_ns", "phase"}``),
+        (wait, warmup, active, repeat), ``steps`` (list of ``{"step", "wall_ns", "data_wait_ns", "phase"}``; where
+        Linux has schedstat also ``runqueue_ns``: the stepping thread's run-queue wait in the step, ns, and in the
+        ``active`` steps ``threads_cpu_ns`` / ``threads_runqueue_ns`` (summed over the process's threads, ns),
+        ``threads`` (their number) and ``runnable`` (the machine's runnable tasks at the step's end,
+        ``/proc/loadavg``)), ``cpu`` (:meth:`nbprof.capture.cpu_sched.SchedSampler.facts`: the CPUs, torch's thread
+        counts, child processes, load averages; ``{}`` before the capture ended),
         ``partial_step`` (the number of the step still open when the profile ended inside the recorded window,
         after at least one complete step; else None), ``auto_steps_off`` (the reason, or None), ``clock``
         ("perf_counter_ns").
@@ -174,6 +226,7 @@ class AutoSteps:
             "steps": list(self.steps),
             "auto_steps_off": self.off_reason,
             "clock": "perf_counter_ns",
+            "cpu": dict(self._cpu_facts),
         }
 
 

@@ -88,10 +88,15 @@ def verdict_sentence(v: Any, findings: Sequence[Any] = ()) -> str:
     head = BOUND_LABELS.get(v.bound, (v.bound, v.bound))[0]
     if v.bound == "host" and not v.has_device:
         head = "CPU compute-bound"
+    contended = next((f for f in findings if getattr(f, "rule", "") == "cpu_contention" and _is_ranked(f)), None) \
+        if v.bound == "host" and getattr(v, "first_rule", "") == "cpu_contention" else None
+    if contended is not None:  # the host time is partly a wait for a CPU, not compute
+        head = "CPU-contended"
     co = getattr(v, "co_bound", "")
     if co:
         head = f"{head} / {BOUND_LABELS.get(co, (co, co))[0] if co != 'python' else 'Python'}"
-    s = f"{head}: {_what(v)}, {_pct(v.bound_ratio)} of each step ({_ms_pair(v.bound_ns, v.step_ns)}"
+    what = _what(v) if contended is None else _what(v).replace("(its compute)", "(compute and the wait for a CPU)")
+    s = f"{head}: {what}, {_pct(v.bound_ratio)} of each step ({_ms_pair(v.bound_ns, v.step_ns)}"
     s += f", average of {v.steps} step{'s' if v.steps != 1 else ''})"
     if co:
         s += f" / {_PART_SHORT.get(co, co)} {_pct(v.ratio(co))}"
@@ -127,6 +132,9 @@ def verdict_sentence(v: Any, findings: Sequence[Any] = ()) -> str:
         s += (f" The fix with the largest predicted saving{fix} removes {_PART_SHORT.get(part, part)} "
               f"({_pct(v.ratio(part), 1)} of the step) and saves more by letting other work overlap, so the bound "
               f"named is the largest part.")
+    if contended is not None:
+        s += (f" The training thread waited for a CPU {_pct(float(contended.evidence.get('ratio', 0.0)))} of each step "
+              "(run-queue wait: other processes or more threads than cores): the op times include that wait.")
     if getattr(v, "caveat", ""):
         s += f" ({v.caveat[0].upper()}{v.caveat[1:]}.)"
     return s

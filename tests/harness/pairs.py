@@ -113,6 +113,21 @@ def straggler_pair(out: Path, sleep_s: float = 0.03, steps: int = 4) -> Pair:
                 lambda r: run(f"after{r}", 0.0), untouched=r"^aten::addmm$")
 
 
+def contention_pair(out: Path, hogs: int = 2, rounds: int = 2) -> Pair:
+    """CPU contention: ``tests/workloads/contended_loop.py`` pinned to one CPU with ``hogs`` busy processes pinned
+    there too (before) vs alone (after), through nbprof's capture (its run-queue numbers are the finding's evidence
+    and saving); ``rounds`` interleaved rounds (``tests/_support/contention.py``)."""
+    from _support.contention import capture_contended, loop_cpu  # tests/ on sys.path (pytest, scripts/harness_table.py)
+
+    cpu = loop_cpu()
+    return Pair("cpu_contention", f"CPU contention ({hogs} busy processes on the loop's CPU)", "cpu_contention",
+                lambda r: capture_contended(out / f"cpu_contention.before.r{r}.pt.trace.json", cpu, hogs=hogs),
+                lambda r: capture_contended(out / f"cpu_contention.after.r{r}.pt.trace.json", cpu),
+                untouched="", rounds=rounds,  # every op waits: nothing is untouched (the rounds' spread guards it)
+                note="the saving is the before run's measured run-queue wait; an after run that still waits for a CPU "
+                     "(other processes of a shared machine) measures less by that wait (tests/test_cpu_contention.py)")
+
+
 def gpu_pairs() -> list[Pair]:
     """The real GPU pairs: data/gpu's H200 CNN (num_workers 0 -> 4, 1 ms preprocessing per sample) and the corpus
     V100 ResNet-50 (torch-tb-profiler's num_workers 0 -> 4 samples; skipped when the corpus is absent)."""
