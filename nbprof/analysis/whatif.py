@@ -244,7 +244,8 @@ def balance_ranks(traces: Sequence[Trace]) -> Change:
     2-rank gloo DDP run with one rank sleeping 50 ms per step against the same run without the sleep: 50.0 ms
     predicted vs 52.7 ms measured (``tests/test_whatif_knobs.py``), and on the 30 ms pair of ``tests/harness``
     (11 runs: predicted / measured 0.82-1.20, where a step whose waiter resumed before the ``gloo:`` range closed
-    had kept its whole wait: 0.45-0.84 in 5 of them).
+    had kept its whole wait: 0.45-0.84 in 5 of them); with 3 ranks (rank 1 sleeping) each victim's step saves its
+    measured wait, step by step.
 
     Raises
     ------
