@@ -7,7 +7,8 @@ time order (ties: host markers in call-stack order, a device op's start before i
 runs forward in that order, so the order is a topological order of the DAG. An edge that would run
 backwards in time is re-anchored where the physics allows (a stream edge between ops that overlap on one
 stream runs from the earlier op's start; a wait edge whose op ends at most ``SKEW_MAX_NS`` after the call
-returns -- clock skew -- from the op's start; both tied to the op's duration, ``Graph.dep_via``), and
+returns -- clock skew -- from the op's start; both tied to the op's duration, ``Graph.dep_via``; a thread that
+resumes from a collective before the backend's range closes, from the range's start, tied to its length), and
 otherwise dropped and counted in ``dropped_edges``.
 
 Selected events: host ``cpu_op``, ``user_annotation``, ``cuda_runtime`` and ``cuda_driver`` rows with
@@ -56,7 +57,12 @@ Edge kinds (``EDGE_KINDS``) and the source of truth of each:
     backend's thread starts a collective (``gloo:<op>``) is woken by the latest ``c10d::`` op that
     started on another thread during it, however long ago (the backend idles until work is enqueued);
     a gap in which a backend range (``gloo:``/``mpi:``/``ucc:``) of another thread ends is woken by the
-    latest such end, however late (the thread waiting for the collective resumes when it completes).
+    latest such end, however late (the thread waiting for the collective resumes when it completes); a gap
+    that ends while such a range is still open (the backend completed the work, then lost its core before
+    closing its range), its thread having started nothing since the range began, is woken from the backend
+    interval holding its end, with a weight tied to that interval (``Graph.dep_via``: its length less the
+    measured tail after the resume), and the gap itself weighs 0
+    (:func:`~.host_edges._resumes_inside`).
     Kineto records no such event:
     this is an inference from timing, used by the replay only (the gap then costs only the wake-up
     latency, so a faster waker wakes it earlier).

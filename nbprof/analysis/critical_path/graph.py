@@ -125,16 +125,19 @@ def build_graph(trace: Trace, step: int | None = None, *, annotation: str | None
 
 def _replay_weights(sel: Selection, e: EdgeBlock) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """The replay weights of edges ``e`` (ns): never more than measured, the binding edge of each node absorbing
-    the rest (:func:`~.edges._tighten`); and the weights tied to a device op (``e.via``) as ``Graph.dep_via`` /
-    ``dep_off`` (via its ``device`` edge, offset so that the unchanged replay is exact), None when none is."""
+    the rest (:func:`~.edges._tighten`); and the weights tied to a device op (``e.via``: via its ``device`` edge)
+    or to an edge (``e.via_edge``) as ``Graph.dep_via`` / ``dep_off`` (offset so that the unchanged replay is
+    exact), None when none is."""
     meas = sel.t[e.dst] - sel.t[e.src]
     wmin = _tighten(sel.t, e.src, e.dst, np.minimum(e.wmin, meas))
-    if not (e.via >= 0).any():
+    if not ((e.via >= 0).any() or (e.via_edge >= 0).any()):
         return wmin, None, None
     dev_edge = np.full(sel.kd, -1, np.int64)
     de_idx = np.flatnonzero(e.kind == DEVICE)
     dev_edge[_dev_index(sel.dev_rows, e.owner[de_idx])] = de_idx
-    dep_via = np.where(e.via >= 0, dev_edge[np.clip(e.via, 0, None)], -1)
+    dep_via = e.via_edge.copy()
+    dv = e.via >= 0
+    dep_via[dv] = dev_edge[e.via[dv]]
     dep_off = np.where(dep_via >= 0, wmin - wmin[np.clip(dep_via, 0, None)], 0)
     return wmin, dep_via, dep_off
 

@@ -95,12 +95,14 @@ class Graph:
     window : tuple of int
         ``(start_ns, end_ns)`` analysed.
     dep_via, dep_off : ndarray int64 (m,), optional
-        Weights tied to a device op: an edge ``e`` with ``dep_via[e] >= 0`` weighs
-        ``max(0, w[dep_via[e]] + dep_off[e])`` in a replay, ``dep_via[e]`` being that op's ``device`` edge.
-        Used where the measurement's order would make the edge run backwards: a stream edge between ops
-        that overlap on one stream (from the earlier op's start: the later op may start once the earlier
-        one has run all but the measured overlap) and a wait edge under clock skew (from the op's start:
-        its duration less the skew). ``None``: no such edge. :func:`dependent_weights` applies them.
+        Weights tied to another edge: an edge ``e`` with ``dep_via[e] >= 0`` weighs
+        ``max(0, w[dep_via[e]] + dep_off[e])`` in a replay, ``dep_via[e]`` being a device op's ``device`` edge
+        or a host interval. Used where the measurement's order would make the edge run backwards: a stream
+        edge between ops that overlap on one stream (from the earlier op's start: the later op may start once
+        the earlier one has run all but the measured overlap), a wait edge under clock skew (from the op's
+        start: its duration less the skew) and the ``wake`` edge of a thread that resumed from a collective
+        before the backend's range closed (from the start of the backend interval holding the resume: its
+        length less the measured tail). ``None``: no such edge. :func:`dependent_weights` applies them.
     """
 
     rows: np.ndarray
@@ -142,8 +144,9 @@ class Graph:
 
 
 def dependent_weights(g: Graph, w: np.ndarray) -> np.ndarray:
-    """``w`` (replay weights of ``g``'s edges, any numeric dtype) with the edges tied to a device op
-    (``g.dep_via``) recomputed from that op's weight in ``w``: ``max(0, w[via] + off)``. A copy."""
+    """``w`` (replay weights of ``g``'s edges, any numeric dtype) with the edges tied to another edge
+    (``g.dep_via``: a device op's, a host interval) recomputed from its weight in ``w``: ``max(0, w[via] + off)``.
+    A copy."""
     w = np.array(w, copy=True)
     if g.dep_via is None or g.dep_off is None:
         return w

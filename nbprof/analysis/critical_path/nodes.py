@@ -21,7 +21,9 @@ from .model import _DEV_CATS, _HOST_CATS, _HTA_HOST_CATS, BLOCKING_CALLS, LAUNCH
 class EdgeBlock(NamedTuple):
     """The edges one builder adds, as the columns of :class:`~.model.Graph` (node ids in time order; ``kind``
     an ``EDGE_KINDS`` code; ``owner`` a row id or -1; ``hta_w`` / ``wmin`` ns, ``hta_w`` -1 when not in HTA's
-    graph; ``via``: the device op index (into the selected device ops) a replay weight is tied to, -1 none)."""
+    graph; ``via``: the device op index (into the selected device ops) a replay weight is tied to, -1 none;
+    ``via_edge``: the edge (an index among the graph's edges: a ``host`` interval, whose block comes first) a
+    replay weight is tied to, -1 none)."""
 
     src: np.ndarray
     dst: np.ndarray
@@ -30,25 +32,26 @@ class EdgeBlock(NamedTuple):
     hta_w: np.ndarray
     wmin: np.ndarray
     via: np.ndarray
+    via_edge: np.ndarray
 
 
 def block(src: np.ndarray, dst: np.ndarray, kind: int, owner: np.ndarray | None = None,
           hta_w: np.ndarray | None = None, wmin: np.ndarray | None = None,
-          via: np.ndarray | None = None) -> EdgeBlock:
-    """An :class:`EdgeBlock` of ``src.size`` edges of one ``kind``; ``owner`` and ``via`` default to -1, ``hta_w``
-    to -1 (not in HTA's graph) and ``wmin`` to 0 ns."""
+          via: np.ndarray | None = None, via_edge: np.ndarray | None = None) -> EdgeBlock:
+    """An :class:`EdgeBlock` of ``src.size`` edges of one ``kind``; ``owner``, ``via`` and ``via_edge`` default to
+    -1, ``hta_w`` to -1 (not in HTA's graph) and ``wmin`` to 0 ns."""
     k = src.size
     minus = np.full(k, -1, np.int64)
     return EdgeBlock(src, dst, np.full(k, kind, np.int8), minus if owner is None else owner,
                      minus if hta_w is None else hta_w, np.zeros(k, np.int64) if wmin is None else wmin,
-                     minus if via is None else via)
+                     minus if via is None else via, minus if via_edge is None else via_edge)
 
 
 def concat_blocks(blocks: list[EdgeBlock]) -> EdgeBlock:
     """The edges of ``blocks``, in order, as one block (int64 columns, ``kind`` int8; empty when none)."""
     if not blocks:
         z = np.zeros(0, np.int64)
-        return EdgeBlock(z, z, np.zeros(0, np.int8), z, z, z, z)
+        return EdgeBlock(z, z, np.zeros(0, np.int8), z, z, z, z, z)
     cols = [np.concatenate([b[i] for b in blocks]).astype(np.int64) for i in range(len(EdgeBlock._fields))]
     cols[2] = cols[2].astype(np.int8)
     return EdgeBlock(*cols)
