@@ -129,7 +129,8 @@ def test_report_to_a_file_and_step_4_on_one_ddp_rank(tmp_path, capfd):
     out = build_report(art, progress=False, output=tmp_path / "sub" / "ddp.html")
     assert out == tmp_path / "sub" / "ddp.html" and out.is_file()
     assert [p.name for p in (tmp_path / "sub").iterdir()] == ["ddp.html"]  # executed notebooks removed
-    assert set(Path(tempfile.gettempdir()).glob("nbprof_report_cache_*")) == before  # the trace cache too
+    # the trace cache too: none of this report's is left (another process's may come and go meanwhile)
+    assert not set(Path(tempfile.gettempdir()).glob("nbprof_report_cache_*")) - before
     html = out.read_text(encoding="utf-8")
     assert "Step 4 - Distributed" in html and "One rank of a distributed job" in html
     assert "Host-bound" in visible_text(html)
