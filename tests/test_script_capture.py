@@ -152,12 +152,13 @@ def test_report_script_under_nsys_merges_on_step_ranges(script, tmp_path, monkey
         assert [s for s, _ in _profiler_steps(kin)] == [4, 5, 6, 7, 8]  # default: skip 3, warm up 1, record 5
         m = merge(ns, kin)
         al = m.meta.extra["merge"]
-        assert al["anchor"] == "nvtx" and al["pairs"] >= 5, al
-        seen.append(al["residual_max_ns"])
-        if al["residual_max_ns"] < 50_000 or len(seen) == 2:
+        # a preempted thread can also cost a pair (4 of 5 steps paired once beside other jobs): rerun too
+        seen.append((al["anchor"], al["pairs"], al["residual_max_ns"]))
+        if (al["anchor"] == "nvtx" and al["pairs"] >= 5 and al["residual_max_ns"] < 50_000) or len(seen) == 3:
             break
     assert seen, art.notes
-    assert seen[-1] < 50_000, f"residual max of each run (ns): {seen}; last alignment {al}"
+    assert al["anchor"] == "nvtx" and al["pairs"] >= 5, f"(anchor, pairs, residual max ns) of each run: {seen}; {al}"
+    assert seen[-1][2] < 50_000, f"(anchor, pairs, residual max ns) of each run: {seen}; last alignment {al}"
     ov = profiler_overhead(m)
     assert ov is not None and ov.profiled_steps == (4, 5, 6, 7, 8)
     assert "profiled steps took" in overhead_html(m)
