@@ -187,7 +187,7 @@ def event_self_ns(trace: Trace, *, python_functions: bool = True) -> np.ndarray:
         an instant event, a row torch leaves out of the tree) its own duration.
     """
     t = _host_tree(trace, python_functions)
-    out = trace.events["dur_ns"].to_numpy(np.int64).copy()
+    out: np.ndarray = np.array(trace.events["dur_ns"].to_numpy(np.int64), dtype=np.int64)
     kept = ~t["merged"]
     effp = t["effective_parent"]
     ch = np.flatnonzero(kept & (effp >= 0))
