@@ -444,7 +444,8 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", mer
     trace when :func:`build_report` merged ``nsys_report`` and ``trace`` (``merged_cache``), else of ``trace``
     (else of ``nsys_report``), as HTML marked for :func:`build_report` (``metadata.nbprof_verdict``); then, when
     ``compare_trace`` is given, the before/after result (:func:`nbprof.analysis.before_after.before_after`:
-    ``trace`` before, ``compare_trace`` after; the ratio of the median step with its bootstrap interval).
+    ``trace`` before, ``compare_trace`` after; the ratio of the median step with its bootstrap interval, and the
+    ``trace``'s predicted saving for the fix made set against the measured change).
 
     Computed on the Traces the steps below show (:func:`load_input`), so ``advise`` runs once for the page.
     """
@@ -464,7 +465,8 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", mer
         tr = load_input(trace, trace_cache) if trace else load_input(nsys_report) if nsys_report else None
     if tr is None:
         return
-    html = verdict_html(verdict(tr), advisor.advise(tr), zoom=lambda f: evidence.finding_window(tr, f))
+    found = advisor.advise(tr)
+    html = verdict_html(verdict(tr), found, zoom=lambda f: evidence.finding_window(tr, f))
     cap = capture_metadata(tr) or {}  # an unmodified script's steps: ProfilerStep ranges nbprof's hooks wrote
     html += steps_html(step_source(tr), steps.steady_state(tr), steps.step_outliers(tr), cap.get("step_source"))
     html += overhead_html(tr)  # "profiled steps took 2.5x the unprofiled ones" (automatic-steps captures)
@@ -473,7 +475,8 @@ def report_verdict(trace: str, trace_cache: str = "", nsys_report: str = "", mer
         from .results.compare_render import before_after_html
 
         try:
-            html += before_after_html(before_after(tr, load_input(compare_trace, compare_cache)))
+            html += before_after_html(before_after(tr, load_input(compare_trace, compare_cache), predict=True,
+                                                   findings=found))
         except ValueError as exc:  # a side without host events: no step time to compare
             import html as _html
 

@@ -92,6 +92,11 @@ def test_report_on_existing_artefacts(tmp_path):
           "95 % interval 2.10x-11.39x faster, 6 and 6 steps).")
     flat = re.sub(r"\s+", " ", text)  # the sentence's bold head is its own element
     assert flat.index(ba) < flat.index("Step 1 - System view") and flat.count(ba) == 2
+    # ... and the before run's prediction for the fix made against the measured change (issue 30)
+    pred = ("The dataloader part shrank the most (21.097 ms -> 3.250 ms per step). 'before' predicted for its fix "
+            "(finding 1, dataloader:")
+    assert flat.index(pred) < flat.index("Step 1 - System view")
+    assert "Measured: 18.627 ms per step saved, within the predicted range." in flat
     assert "Negative deltas are improvements" not in text
     # human units everywhere a person reads
     assert_clean(html, "report.html")

@@ -14,10 +14,10 @@ from typing import Any
 import pandas as pd
 
 from ..analysis.before_after import separation_floor
-from ..units import fmt_ns
+from ..units import fmt_ns, fmt_pct_text
 from .table import Table, table
 
-__all__ = ["side_by_side_table", "BASELINE_NAMES", "before_after_sentence", "before_after_html"]
+__all__ = ["side_by_side_table", "BASELINE_NAMES", "before_after_sentence", "before_after_html", "prediction_sentence"]
 
 #: run names that read as the baseline, in order of preference
 BASELINE_NAMES = ("before", "baseline", "base", "control", "a")
@@ -85,9 +85,48 @@ def before_after_sentence(ba: Any, a_name: str = "before", b_name: str = "after"
     return out
 
 
+def prediction_sentence(pc: Any, a_name: str = "before", b_name: str = "after") -> str:
+    """A :class:`nbprof.analysis.before_after.PredictionCheck` in words: which fix of the ``a_name`` run it checks
+    (the one whose part shrank the most, with that part in each run, else the first), what it predicted (its range,
+    :func:`nbprof.results.verdict.saving_words`), what was measured (the mean step's change), and whether the
+    measurement lies in the predicted range (else the error, predicted / measured - 1).
+
+    >>> from nbprof.analysis.before_after import PredictionCheck
+    >>> from nbprof.analysis.findings import Finding
+    >>> f = Finding("dataloader", "warning", "87% of the step waits for the DataLoader", predicted_saving_ns=21_000_000,
+    ...             part="dataloader", step_ns=24e6)
+    >>> s = prediction_sentence(PredictionCheck(f, 1, "part", 18.6e6, 21.1e6, 3.3e6))
+    >>> s.split(". ")[0]
+    'The dataloader part shrank the most (21.100 ms -> 3.300 ms per step)'
+    >>> s.split(": ")[-1]
+    '18.600 ms per step saved, within the predicted range.'
+    """
+    from .verdict import saving_words
+
+    f = pc.finding
+    about = f"(finding {pc.position}, {f.rule}: {f.title})"
+    if pc.chosen_by == "part":
+        head = (f"The {f.part.replace('_', ' ')} part shrank the most ({fmt_ns(pc.part_before_ns)} -> "
+                f"{fmt_ns(pc.part_after_ns)} per step). {a_name!r} predicted for its fix {about}: {saving_words(f)}.")
+    else:
+        head = f"{a_name!r} predicted for its first fix {about}: {saving_words(f)}."
+    if pc.measured_ns <= 0:
+        return f"{head} Measured: no step time saved ({fmt_ns(-pc.measured_ns)} per step slower in {b_name!r})."
+    if pc.within:
+        how = "within the predicted range"
+    else:
+        how = (f"{'over' if pc.error > 0 else 'under'}-predicted by {fmt_pct_text(abs(pc.error))} "
+               f"(predicted {fmt_ns(pc.predicted_ns)})")
+    return f"{head} Measured: {fmt_ns(pc.measured_ns)} per step saved, {how}."
+
+
 def before_after_html(ba: Any, a_name: str = "before", b_name: str = "after") -> str:
-    """:func:`before_after_sentence` as the report's first-screen block (``nbprof-before-after``), escaped."""
+    """:func:`before_after_sentence` as the report's first-screen block (``nbprof-before-after``), escaped; with the
+    prediction set against the measurement (:func:`prediction_sentence`) when ``ba.prediction`` is there."""
     color = "#2ca02c" if ba.claim == "faster" else "#d62728" if ba.claim == "slower" else "#7f7f7f"
     head, _, rest = before_after_sentence(ba, a_name, b_name).partition(": ")
+    pc = getattr(ba, "prediction", None)
+    pred = (f'<div class="nbprof-prediction-check">{_html.escape(prediction_sentence(pc, a_name, b_name))}</div>'
+            if pc is not None else "")
     return (f'<div class="nbprof-before-after" style="border-left:6px solid {color};padding:6px 12px;margin:6px 0">'
-            f'<b>{_html.escape(head)}:</b> {_html.escape(rest)}</div>')
+            f'<b>{_html.escape(head)}:</b> {_html.escape(rest)}{pred}</div>')

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import compare as C
+from ..analysis.before_after import before_after
+from ..results.compare_render import before_after_sentence, prediction_sentence
 from ..units import fmt_delta_ns, fmt_ns
 from ._base import NbprofView
 from ._escape import truncate
@@ -41,7 +43,9 @@ def compare_tables(a, b) -> dict:
     """``comparison`` (``compare.compare(a, b)``), ``waterfall`` (``compare.step_waterfall``), ``operators``
     (host operators, ``ProfilerStep`` left out, by |self host delta| + |self device delta|) and ``kernels``
     (by |total delta|), the ``TOP`` that moved most, their ns per step (each trace's totals over its step count,
-    ``steps.step_windows``; whole-trace totals when a trace has none, ``per_step`` False)."""
+    ``steps.step_windows``; whole-trace totals when a trace has none, ``per_step`` False), and ``before_after``
+    (:func:`nbprof.analysis.before_after.before_after` with ``predict``: the faster/slower claim, and ``a``'s
+    predicted saving for the fix made against the measured change; None when a side has no step time)."""
     cmp = C.compare(a, b)
     na, nb = (float(cmp.steps.loc["steps", s]) for s in ("a", "b"))
     ops = cmp.operators
@@ -52,8 +56,13 @@ def compare_tables(a, b) -> dict:
                               kind="stable")]
     kern = _per_step(cmp.kernels, ("total_ns",), na, nb)
     kern = kern.iloc[np.argsort(-kern["total_ns_delta"].abs().to_numpy(), kind="stable")]
+    try:
+        ba = before_after(a, b, predict=True)
+    except ValueError:  # a side without host events: no step time to compare
+        ba = None
     return {"comparison": cmp, "waterfall": C.step_waterfall(cmp), "per_step": na > 0 and nb > 0,
-            "operators": ops.head(TOP).reset_index(drop=True), "kernels": kern.head(TOP).reset_index(drop=True)}
+            "operators": ops.head(TOP).reset_index(drop=True), "kernels": kern.head(TOP).reset_index(drop=True),
+            "before_after": ba}
 
 
 def _per_step(df: pd.DataFrame, metrics: tuple[str, ...], na: float, nb: float) -> pd.DataFrame:
@@ -70,20 +79,20 @@ def _per_step(df: pd.DataFrame, metrics: tuple[str, ...], na: float, nb: float) 
 
 
 def summary_sentence(wf: pd.DataFrame, names: tuple[str, str] = ("before", "after")) -> str:
-    """The mean step time before and after and the change, with the sign convention in words."""
+    """The mean step time before and after and the change, with the sign convention in words. Whether ``after`` is
+    faster is not judged here: that claim has one home, :func:`nbprof.results.compare_render.before_after_sentence`
+    (the median step's ratio with its interval), which the view states above this sentence."""
     if wf.empty:
         return f"No step in one of the traces: no step time to compare. ({SIGN_NOTE})"
     before = float(wf["delta_ns"].iloc[0])
     after = float(wf["delta_ns"].iloc[-1])
     d = after - before
-    how = (f"{before / after:.2f}x faster" if 0 < after < before else f"{after / before:.2f}x slower"
-           if after > before > 0 else "no change")
     cats = wf[wf["kind"] == "delta"]
     big = cats.iloc[int(np.argmax(np.abs(cats["delta_ns"].to_numpy())))] if len(cats) else None
     most = (f" The largest change is {BREAKDOWN_COLUMNS.get(big['label'], (big['label'],))[0]} "
             f"({fmt_delta_ns(big['delta_ns'])} per step)." if big is not None and big["delta_ns"] != 0 else "")
-    return (f"Mean step time {names[0]} {fmt_ns(before)}, {names[1]} {fmt_ns(after)}: delta {fmt_delta_ns(d)} "
-            f"({how}).{most} Sign: {SIGN_NOTE}")
+    return (f"Mean step time {names[0]} {fmt_ns(before)}, {names[1]} {fmt_ns(after)}: delta {fmt_delta_ns(d)}."
+            f"{most} Sign: {SIGN_NOTE}")
 
 
 def _waterfall_plot(wf: pd.DataFrame, names: tuple[str, str], width: int):
@@ -139,7 +148,7 @@ def _build(tables: dict, names: tuple[str, str], *, theme: str = "light", width:
 
     wf = tables["waterfall"]
     cmp = tables["comparison"]
-    items: list = [Div(text=summary_sentence(wf, names), render_as_text=True, width=width, name="nbprof_diff_summary")]
+    items: list = [Div(text=t, render_as_text=True, width=width, name=n) for t, n in _claims(tables, names)]
     plots = []
     if not wf.empty:
         p = _waterfall_plot(wf, names, width)
@@ -163,8 +172,19 @@ def _build(tables: dict, names: tuple[str, str], *, theme: str = "light", width:
     return lay
 
 
+def _claims(tables: dict, names: tuple[str, str]) -> list[tuple[str, str]]:
+    """(sentence, Bokeh name) in the view's order: faster or not (the one claim), the mean step change, the
+    prediction against the measurement."""
+    ba = tables.get("before_after")
+    out = [(before_after_sentence(ba, *names), "nbprof_diff_claim")] if ba is not None else []
+    out.append((summary_sentence(tables["waterfall"], names), "nbprof_diff_summary"))
+    if ba is not None and ba.prediction is not None:
+        out.append((prediction_sentence(ba.prediction, *names), "nbprof_diff_prediction"))
+    return out
+
+
 def _text(tables: dict, names: tuple[str, str]) -> str:
-    lines = ["nbprof diff: " + summary_sentence(tables["waterfall"], names)]
+    lines = ["nbprof diff:"] + [t for t, _ in _claims(tables, names)]
     for r in tables["waterfall"].itertuples(index=False):
         if r.kind == "delta" and r.delta_ns != 0:
             lines.append(f"  {BREAKDOWN_COLUMNS.get(r.label, (r.label,))[0]:<14} {fmt_delta_ns(r.delta_ns)}")
