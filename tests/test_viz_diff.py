@@ -135,7 +135,7 @@ def test_the_before_runs_prediction_against_the_measured_change():
     assert (pc.part_before_ns, pc.part_after_ns) == (pytest.approx(21_096_753.3, abs=1), pytest.approx(3_250_250.5))
     assert ("The dataloader part shrank the most (21.097 ms -> 3.250 ms per step). 'before' predicted for its fix "
             "(finding 1, dataloader:") in v.text
-    assert "saves ~16–22 ms per step. Measured: 18.627 ms per step saved, within the predicted range." in v.text
+    assert "saves ~16\u201322 ms per step. Measured: 18.627 ms per step saved, within the predicted range." in v.text
     # the reverse pair: nothing is saved, and the sentence says so instead of a negative saving
     from nbprof.analysis.before_after import prediction_check
 
