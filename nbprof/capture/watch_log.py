@@ -79,13 +79,16 @@ class RunLog:
 
     def finish_trace(self, tmp: Path, path: Path, window: dict[str, Any] | None = None) -> None:
         """Gzip the exported ``tmp`` JSON into ``path`` and remove ``tmp``; with ``window`` (the object of the module
-        docstring), write it into the trace as the top-level :data:`WATCH_KEY` first (a document that is not a JSON
-        object is left as it is)."""
+        docstring), write it into the trace as the top-level :data:`WATCH_KEY` first (a document that is not a strict
+        JSON object is left as it is)."""
         data = read_trace_bytes(tmp)
         if window is not None:
             import orjson
 
-            doc = orjson.loads(data)
+            try:
+                doc = orjson.loads(data)
+            except ValueError:  # not strict JSON (the loader's tolerant decode reads it): the trace as it is
+                doc = None
             if isinstance(doc, dict):
                 doc[WATCH_KEY] = window
                 data = orjson.dumps(doc)
