@@ -276,6 +276,24 @@ def test_first_profiled_step_needs_the_startup_allowance(tmp_path):
     assert rec[31]["profiled"] and not rec[30]["profiled"]
     assert {12, 15, 30, 31} <= set(w.flagged) and 13 not in w.flagged, w.flagged
     assert [(c["first_step"], c["flagged_steps"]) for c in w.captures][:2] == [(13, [15]), (31, [31])]
+    # the trace holds its window (the top-level "nbprof_watch"): the steady state keeps a flagged stall that opens it
+    from nbprof.analysis.steps import WATCH_KEY, flagged_steps, steady_state
+    from nbprof.capture.watch_log import WATCH_KEY as WRITTEN_KEY
+
+    assert WRITTEN_KEY == WATCH_KEY
+    first, second = w.captures[:2]
+    t13, t31 = (nbprof.load(str(w.log.run_dir / c["path"])) for c in (first, second))
+    assert t13.meta.extra[WATCH_KEY]["flagged_steps"] == [15]
+    assert flagged_steps(t13) == {first["profiler_steps"][15]}
+    assert flagged_steps(t31) == {second["profiler_steps"][31]}
+    s13, s31 = steady_state(t13).set_index("step"), steady_state(t31).set_index("step")
+    # window 13..17: its unflagged first step (the 30 ms sleep, ~10x the later steps) is warm-up by its length ...
+    assert s13.loc[first["profiler_steps"][13], "skipped"], s13[["step_ns", "skip_reason"]]
+    assert not s13.loc[first["profiler_steps"][15], "skipped"]
+    # ... window 31..35's first step is the flagged 150 ms stall: as long, but kept (its verdict is the window's)
+    n31 = second["profiler_steps"][31]
+    assert s31.loc[n31, "step_ns"] > 1.5 * s31["step_ns"].drop(n31).median()
+    assert not s31["skipped"].any(), s31[["step_ns", "skip_reason"]]
 
 
 def test_host_syncs_counted_per_step_live_and_in_the_captured_window(tmp_path):

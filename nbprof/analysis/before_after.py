@@ -17,11 +17,13 @@ teachers should know about the bootstrap*, Amer. Statist. 69(4), 2015) -- and th
 
 The prediction set against the measurement (:class:`PredictionCheck`, issue 30): the ``before`` run's findings
 each predict a saving per step (:attr:`nbprof.analysis.findings.Finding.predicted_saving_ns`, the what-if replay's
-mean over the steps). The finding checked is the one whose part (:data:`nbprof.analysis.verdict.PARTS`) shrank the
-most per step from ``before`` to ``after`` -- the fix the user most likely made -- else the first ranked one. Its
-prediction is set against the measured change of the mean step time (:func:`~nbprof.analysis.steps.step_times`:
-the same steps and the same mean the replay's baseline is, so a run that changed nothing measures 0) and said to
-be within the prediction's range (:meth:`~nbprof.analysis.findings.Finding.saving_range_ns`) or not.
+mean over the steady-state steps, :func:`nbprof.analysis.findings.steady_saving`). The finding checked is the one
+whose part (:data:`nbprof.analysis.verdict.PARTS`) shrank the most per step from ``before`` to ``after`` (each run's
+steady-state average, :func:`~nbprof.analysis.steps.steady_breakdown`) -- the fix the user most likely made -- else
+the first ranked one. Its prediction is set against the measured change of the mean step time over each run's
+steady-state steps (:func:`~nbprof.analysis.steps.step_times` ``steady=True``: the same steps and the same mean the
+prediction's baseline is, so a run that changed nothing measures 0) and said to be within the prediction's range
+(:meth:`~nbprof.analysis.findings.Finding.saving_range_ns`) or not.
 
 Contention: a change that moves work off the training process (DataLoader workers, a prefetch thread) makes the
 step slower when the freed work competes for the same cores: the training process's own CPU work then runs
@@ -42,7 +44,7 @@ import pandas as pd
 from ..trace.model import Trace
 from .findings import Finding
 from .regression import RegressionCheck, check_regression
-from .steps import breakdown_average, step_breakdown, step_times
+from .steps import breakdown_average, steady_breakdown, step_times
 
 __all__ = ["BeforeAfter", "before_after", "CONTENTION_GROWTH", "CLAIMS", "separation_floor", "PredictionCheck",
            "prediction_check"]
@@ -83,7 +85,7 @@ class PredictionCheck:
         ``"part"`` (its part shrank the most per step) or ``"first"`` (no part of a quantified finding shrank: the
         first ranked finding).
     measured_ns : float
-        Mean step ``before`` minus mean step ``after`` (positive: saved).
+        Mean step ``before`` minus mean step ``after``, each over its steady-state steps (positive: saved).
     part_before_ns, part_after_ns : float
         The finding's part per step in each run (the step-breakdown columns it sums; NaN when the part has none).
     """
@@ -140,7 +142,7 @@ def prediction_check(before: Trace, after: Trace, findings: Sequence[Finding] | 
     quantified = [(i, f) for i, f in enumerate(findings, 1) if f.quantified]
     if not quantified:
         return None
-    avg_b, avg_a = breakdown_average(step_breakdown(before)), breakdown_average(step_breakdown(after))
+    avg_b, avg_a = breakdown_average(steady_breakdown(before)), breakdown_average(steady_breakdown(after))
 
     def part_ns(avg: pd.Series, part: str) -> float:
         cols = _part_columns(part)
@@ -154,7 +156,7 @@ def prediction_check(before: Trace, after: Trace, findings: Sequence[Finding] | 
     else:
         pos, f = quantified[0]
         chosen = "first"
-    measured = float(np.mean(step_times(before))) - float(np.mean(step_times(after)))
+    measured = float(np.mean(step_times(before, steady=True))) - float(np.mean(step_times(after, steady=True)))
     return PredictionCheck(finding=f, position=pos, chosen_by=chosen, measured_ns=measured,
                            part_before_ns=part_ns(avg_b, f.part), part_after_ns=part_ns(avg_a, f.part))
 
@@ -231,7 +233,7 @@ def before_after(before: Trace, after: Trace, *, max_regress: float = 0.05, pred
     """
     check = check_regression(step_times(before), step_times(after), max_regress=max_regress)
     check.baseline, check.candidate = "before", "after"
-    avg_b, avg_a = breakdown_average(step_breakdown(before)), breakdown_average(step_breakdown(after))
+    avg_b, avg_a = breakdown_average(steady_breakdown(before)), breakdown_average(steady_breakdown(after))
     cpu = (float(avg_b["cpu_exec_ns"]), float(avg_a["cpu_exec_ns"]))
     dl = (float(avg_b["dataloader_ns"]), float(avg_a["dataloader_ns"]))
     contention = check.ratio > 1 and cpu[0] > 0 and cpu[1] / cpu[0] > CONTENTION_GROWTH

@@ -38,13 +38,14 @@ import pandas as pd
 
 from ..units import fmt_pct_text as pct
 from . import whatif
+from .steps import steady_breakdown
 
 if TYPE_CHECKING:
     from ..trace.model import Trace
 
 __all__ = ["Finding", "RuleInputs", "Scenario", "SEVERITIES", "PARTS_FIXED", "SAVING_REL_ERROR", "MIN_SAVING_RATIO",
-           "describe", "quantify", "rank", "ranked_on", "saving_on", "split", "findings_frame", "cause_key",
-           "one_per_cause"]
+           "describe", "quantify", "steady_saving", "rank", "ranked_on", "saving_on", "split", "findings_frame",
+           "cause_key", "one_per_cause"]
 
 #: A what-if scenario as :func:`nbprof.analysis.whatif.predict` takes it.
 Scenario = str | whatif.Change | list[str | whatif.Change]
@@ -87,7 +88,8 @@ class Finding:
         What to change or look at next.
     predicted_saving_ns : int or None
         Mean step time the fix is predicted to save, ns (:func:`nbprof.analysis.whatif.predict` with the
-        finding's scenario; negative: slower); None when it cannot be quantified.
+        finding's scenario, over the steady-state steps the verdict averages: :func:`steady_saving`; negative:
+        slower); None when it cannot be quantified.
     saving_reason : str
         How the saving was predicted (scenario, mean step before -> after, steps), or why not
         (``"not quantified: ..."``).
@@ -109,7 +111,8 @@ class Finding:
         replay could not place are absent): :func:`saving_on` averages it over the steps a caller judges (one
         slow step of a window); None when not quantified.
     step_ns : float or None
-        The mean step time (ns) the saving was predicted on (the replay's baseline); None when not quantified.
+        The mean step time (ns) the saving was predicted on: the steady-state steps' mean, the verdict's
+        ``step_ns`` (:func:`steady_saving`); None when not quantified.
     """
 
     rule: str
@@ -146,7 +149,7 @@ class Finding:
         With the step known (:attr:`step_ns`, T) the high end is also at most ``T - P * (1 - SAVING_REL_ERROR)``,
         P = T - saving the predicted step: the step left after the fix carries the same relative error, so a
         saving close to the whole step is never shown as larger than the step (B200 ``eager_trace``'s CUDA-graphs
-        fix: 3.5 of a 4.23 ms step was "~2.6-4.4 ms", now "~2.6-3.7 ms")."""
+        fix: 3.2 of a 3.94 ms step, "~2.4-3.4 ms", not "~2.4-4.0 ms")."""
         if not self.quantified:
             return None
         s = float(self.predicted_saving_ns or 0)
@@ -254,13 +257,34 @@ def one_per_cause(found: Sequence[Finding], defaults: dict[str, Scenario],
     return [f for f in found if id(f) not in gone]
 
 
+def steady_saving(trace: Trace, p: whatif.Prediction) -> tuple[float | None, float, int]:
+    """A what-if prediction of ``trace`` on the steps a page averages: the steady-state steps
+    (:func:`nbprof.analysis.steps.steady_breakdown`, warm-up left out), the steps and step time of the verdict.
+
+    Returns
+    -------
+    tuple
+        ``(saving_ns, step_ns, steps)``: the mean of ``baseline_ns - predicted_ns`` over the steady steps the replay
+        placed (float ns; None when it placed none of them), the mean step time of the steady steps (float ns: the
+        verdict's ``step_ns``; NaN without steps), and the number of steady steps.
+    """
+    steady = steady_breakdown(trace)
+    step_ns = float(steady["step_ns"].mean()) if len(steady) else float("nan")
+    per = p.per_step
+    on = per[per["step"].isin(steady["step"]) & (per["predicted_ns"] >= 0)]
+    saving = float((on["baseline_ns"] - on["predicted_ns"]).mean()) if len(on) else None
+    return saving, step_ns, int(len(steady))
+
+
 def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenario],
              unquantified: dict[str, str]) -> None:
     """Set ``predicted_saving_ns`` / ``saving_reason`` of each finding (one replay per distinct scenario).
 
-    A finding's own ``scenario`` wins over ``defaults[rule]``; without either, the reason is
-    ``unquantified[rule]`` (or "no what-if scenario for rule ..."), except for a finding whose rule measured its
-    saving (``predicted_saving_ns`` and ``step_ns`` set, no scenario: ``cpu_contention``'s run-queue wait), which
+    The saving and its step (``step_ns``) are over the steps a page averages (:func:`steady_saving`: the steady-state
+    steps of the verdict, so a saving's share of the step has the verdict's denominator); ``step_savings_ns`` keeps
+    every step the replay placed. A finding's own ``scenario`` wins over ``defaults[rule]``; without either, the
+    reason is ``unquantified[rule]`` (or "no what-if scenario for rule ..."), except for a finding whose rule measured
+    its saving (``predicted_saving_ns`` and ``step_ns`` set, no scenario: ``cpu_contention``'s run-queue wait), which
     keeps it. A replay that fails (ValueError) leaves the
     finding unquantified with the error as reason.
     """
@@ -284,12 +308,16 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
                 done[key] = (None, f"not quantified: whatif.predict({key}) failed: {e}", None, None)
             else:
                 per = p.per_step[p.per_step["predicted_ns"] >= 0]
-                done[key] = (int(round(p.saving_ns)),
-                             f"whatif.predict({key}): mean step {p.baseline_step_ns / 1e6:.3f} ms -> "
-                             f"{p.predicted_step_ns / 1e6:.3f} ms over {len(p.per_step)} steps",
-                             {int(s): int(b - q) for s, b, q in zip(per["step"], per["baseline_ns"],
-                                                                    per["predicted_ns"], strict=True)},
-                             float(p.baseline_step_ns))
+                saving, step_ns, n = steady_saving(trace, p)
+                apart = f" (the steady state of {len(p.per_step)}: warm-up left out)" if n < len(p.per_step) else ""
+                done[key] = ((None, f"not quantified: whatif.predict({key}) placed none of the {n} steady steps",
+                              None, None) if saving is None else
+                             (int(round(saving)),
+                              f"whatif.predict({key}): mean step {step_ns / 1e6:.3f} ms -> "
+                              f"{(step_ns - saving) / 1e6:.3f} ms over {n} steps{apart}",
+                              {int(s): int(b - q) for s, b, q in zip(per["step"], per["baseline_ns"],
+                                                                     per["predicted_ns"], strict=True)},
+                              step_ns))
         f.predicted_saving_ns, f.saving_reason, f.step_savings_ns, f.step_ns = done[key]
         if f.quantified and not f.ranked:
             f.saving_reason += f" (under {pct(MIN_SAVING_RATIO)} of the step: not ranked)"
@@ -298,7 +326,7 @@ def quantify(trace: Trace, found: Sequence[Finding], defaults: dict[str, Scenari
 def saving_on(f: Finding, steps: Sequence[int] | None = None) -> int | None:
     """The finding's predicted saving per step on ``steps`` (step numbers, ``steps.step_breakdown``'s ``step``),
     ns: the mean of :attr:`Finding.step_savings_ns` over those of them the replay placed. ``steps`` None, or no
-    per-step savings: :attr:`Finding.predicted_saving_ns` (the mean over the trace's steps). None when not
+    per-step savings: :attr:`Finding.predicted_saving_ns` (the mean over the trace's steady steps). None when not
     quantified or none of ``steps`` was placed."""
     if steps is None or f.step_savings_ns is None:
         return f.predicted_saving_ns
@@ -309,7 +337,7 @@ def saving_on(f: Finding, steps: Sequence[int] | None = None) -> int | None:
 def ranked_on(f: Finding, steps: Sequence[int] | None = None, step_ns: float | None = None) -> bool:
     """True when ``f`` is a fix to rank: its saving (:func:`saving_on` ``steps``) is > 0 and at least
     :data:`MIN_SAVING_RATIO` of the step — ``step_ns`` (ns, the judged steps' mean) when ``steps`` and ``step_ns``
-    are given, else the replay's mean step (:attr:`Finding.step_ns`); a saving without a known step counts. The one
+    are given, else the steady steps' mean (:attr:`Finding.step_ns`); a saving without a known step counts. The one
     floor of the ranking, the verdict's bound and the "no finding saves 5%" sentence."""
     saving = saving_on(f, steps)
     if saving is None or saving <= 0:
@@ -339,7 +367,7 @@ def rank(found: Sequence[Finding], rule_order: Sequence[str] = (), steps: Sequen
     apart: those with a saving under the floor, largest first, then those without one); ties by severity (high
     first), then by ``rule_order``. ``steps``/``step_ns``: rank on the savings on those steps against their step
     time (ns; :func:`saving_on`: the ranking for one slow step of a window), default the trace's mean saving
-    against the replay's mean step."""
+    against the steady steps' mean step."""
     return sorted(found, key=_key({r: i for i, r in enumerate(rule_order)}, steps, step_ns))
 
 

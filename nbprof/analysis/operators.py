@@ -51,8 +51,8 @@ from ..trace.model import Trace
 from ._call_tree import _pair_rank, _thread_time_order, _tree_links
 from ._memo import per_trace
 
-__all__ = ["operator_summary", "operator_memory", "host_call_tree", "SORT_KEYS", "HOST_TREE_CATEGORIES",
-           "OPERATOR_MEMORY_COLUMNS"]
+__all__ = ["operator_summary", "operator_memory", "host_call_tree", "event_self_ns", "SORT_KEYS",
+           "HOST_TREE_CATEGORIES", "OPERATOR_MEMORY_COLUMNS"]
 
 #: Host categories that become torch ``FunctionEvent`` objects (and so rows of ``key_averages``).
 HOST_TREE_CATEGORIES = frozenset(
@@ -164,6 +164,37 @@ def host_call_tree(trace: Trace, *, python_functions: bool = True) -> pd.DataFra
     ``_remove_dup_nodes`` (torch 2.13).
     """
     return _tree_frame(_host_tree(trace, python_functions))
+
+
+@per_trace
+def event_self_ns(trace: Trace, *, python_functions: bool = True) -> np.ndarray:
+    """Each event's self time: :func:`operator_summary`'s ``self_host_ns`` (torch's "Self CPU") per event, not summed
+    by name.
+
+    Parameters
+    ----------
+    trace : Trace
+    python_functions : bool, default True
+        As :func:`operator_summary`: ``python_function`` frames are nodes of the tree (torch 2.13), so an op's
+        self time leaves out the Python frames under it; ``False`` (torch 2.11) looks through them to the ops.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 ns, one per ``trace.events`` row (positional, read-only): a host call-tree row (:func:`host_call_tree`)
+        its duration minus the durations of its direct children on its thread (after torch's merge of a same-name
+        single-child wrapper, whose folded row gets 0: its time is its parent's); any other row (a kernel, a copy,
+        an instant event, a row torch leaves out of the tree) its own duration.
+    """
+    t = _host_tree(trace, python_functions)
+    out: np.ndarray = np.array(trace.events["dur_ns"].to_numpy(np.int64), dtype=np.int64)
+    kept = ~t["merged"]
+    effp = t["effective_parent"]
+    ch = np.flatnonzero(kept & (effp >= 0))
+    own = _minus_children(np.asarray(t["dur_ns"], dtype=np.int64), ch, effp[ch])
+    out[t["event"]] = np.where(kept, own, 0)
+    out.setflags(write=False)
+    return out
 
 
 def _tree_frame(t: dict[str, Any]) -> pd.DataFrame:

@@ -73,6 +73,8 @@ def _rule_launch_bound(inp: RuleInputs) -> list[Finding]:
     from .launch import launch_bound_phases
 
     ph = launch_bound_phases(trace)
+    if len(inp.steps) and ph["step"].isin(inp.steps["step"]).any():  # the steady steps the verdict averages
+        ph = ph[ph["step"].isin(inp.steps["step"])]
     if ph.empty or not ph["launch_bound"].any():
         return []
     lb = ph[ph["launch_bound"]]

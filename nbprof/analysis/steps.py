@@ -407,6 +407,9 @@ def breakdown_ratios(df: pd.DataFrame) -> pd.Series:
 
 #: A leading step this many times the median of the later steps is warm-up.
 WARMUP_RATIO = 1.5
+#: Top-level key of a Kineto trace written by the step watch (``nbprof.capture.watch``): the loader keeps it in
+#: ``trace.meta.extra``; its ``"flagged_profiler_steps"`` lists the ``ProfilerStep#N`` numbers the watch flagged.
+WATCH_KEY = "nbprof_watch"
 #: Host rows that only the first iterations run: graph compilation (TorchDynamo/Inductor) and cuDNN autotuning.
 _COMPILE_RE = re.compile(r"(torch/_dynamo/convert_frame\.py|compile_fx|TorchDynamo Compile|cudnnFind|"
                          r"torch/_inductor/codecache\.py)")
@@ -427,6 +430,23 @@ def _per_step_count(trace: Trace, mask: np.ndarray, win: pd.DataFrame) -> np.nda
                       - np.searchsorted(ts, win["start_ns"].to_numpy(np.int64), side="left"), dtype=np.int64)
 
 
+def flagged_steps(trace: Trace) -> frozenset[int]:
+    """The steps of ``trace`` that a step watch flagged as stalls (``ProfilerStep#N`` numbers, as ``step``).
+
+    Read from the trace's own metadata: the watch writes the top-level object :data:`WATCH_KEY` into each window it
+    exports (``"flagged_profiler_steps"``: list of int; the keys are documented in ``nbprof.capture.watch_log``),
+    which the Kineto loader keeps in ``trace.meta.extra`` (a merged trace: under
+    ``meta.extra["kineto"]``). Empty for any other trace, and for a value that is not a list of ints.
+    """
+    extra = getattr(getattr(trace, "meta", None), "extra", None) or {}
+    for d in (extra, extra.get("kineto") if isinstance(extra.get("kineto"), dict) else None):
+        w = d.get(WATCH_KEY) if isinstance(d, dict) else None
+        if isinstance(w, dict) and isinstance(w.get("flagged_profiler_steps"), list):
+            return frozenset(int(n) for n in w["flagged_profiler_steps"]
+                             if isinstance(n, int) and not isinstance(n, bool))
+    return frozenset()
+
+
 @per_trace
 def steady_state(trace: Trace) -> pd.DataFrame:
     """:func:`step_breakdown` with the warm-up steps marked: what the verdict averages and what it leaves out.
@@ -434,8 +454,14 @@ def steady_state(trace: Trace) -> pd.DataFrame:
     A run of *leading* steps is skipped while each one shows a first-iteration cost: it ran graph compilation
     or cuDNN autotuning (:data:`_COMPILE_RE` host rows), or it made more than twice as many device-memory
     allocator calls (:func:`nbprof.trace.predicates.is_alloc_call`) as the median later step (and at least
-    one more), or it took more than :data:`WARMUP_RATIO` times the median later step. With fewer than three
-    steps nothing is skipped, and at least half of the steps are always kept.
+    one more), or it took more than :data:`WARMUP_RATIO` times the median later step -- unless the trace says the step
+    is a stall a step watch flagged (:func:`flagged_steps`): its length is then the stall being diagnosed, not
+    warm-up, and only the compile/allocator evidence skips it. With fewer than three steps nothing is skipped, and at
+    least half of the steps are always kept.
+
+    These are *the steps a page averages*: the verdict (:func:`nbprof.analysis.verdict.verdict`), the findings'
+    savings and their share of the step (:func:`nbprof.analysis.findings.quantify`) and the report's step-time
+    sentence all take their steps and their step time from here.
 
     Returns
     -------
@@ -454,6 +480,8 @@ def steady_state(trace: Trace) -> pd.DataFrame:
     compile_ops = _per_step_count(trace, pred.is_host(ev) & pred.name_mask(ev["name"], _COMPILE_RE.search), win)
     allocs = _per_step_count(trace, np.asarray(pred.is_alloc_call(ev), dtype=bool), win)
     dur = bd["step_ns"].to_numpy(np.int64)
+    flagged = flagged_steps(trace)
+    step_no = bd["step"].to_numpy(np.int64)
     skipped = np.zeros(n, dtype=bool)
     reasons = [""] * n
     for i in range(n // 2):
@@ -464,7 +492,7 @@ def steady_state(trace: Trace) -> pd.DataFrame:
         elif allocs[i] > max(2 * later_alloc, later_alloc + 1):
             reasons[i] = (f"warm-up: first-iteration allocator ({int(allocs[i])} device-memory allocator calls, "
                           f"later steps {later_alloc:g})")
-        elif later_dur > 0 and dur[i] > WARMUP_RATIO * later_dur:
+        elif later_dur > 0 and dur[i] > WARMUP_RATIO * later_dur and int(step_no[i]) not in flagged:
             reasons[i] = f"warm-up: {dur[i] / later_dur:.1f}x the median later step"
         else:
             break

@@ -41,11 +41,13 @@ import pandas as pd
 
 from ..trace import predicates as pred
 from ..trace.model import Trace
+from ..trace.schema import USER_ANNOTATION
 from ..units import fmt_pct_text as pct
 from . import _intervals as iv
 from . import pyframes
 from . import steps as st
 from .findings import MIN_SAVING_RATIO, Finding, rank, ranked_on, saving_on
+from .operators import event_self_ns
 from .utilization import gpu_utilization
 
 __all__ = ["BOUNDS", "PARTS", "CLOSE_RATIO", "MIN_SAVING_RATIO", "MIN_PROFILED_NS", "Verdict", "Contributor",
@@ -77,10 +79,16 @@ _PROFILER_NAMES = ("ProfilerStep#", "[memory]", "Activity Buffer Request", "cuda
 
 @dataclass(frozen=True)
 class Contributor:
-    """An event name that makes up the bound: total duration inside the steps, count, and row ids."""
+    """An event name that makes up the bound: its self time inside the steps (``self_ns``: each event's
+    :func:`nbprof.analysis.operators.event_self_ns`, torch's "Self CPU" for a host op -- its children on its
+    thread left out, ``python_functions=False``: torch 2.11's; a device op's duration; at most the part of it inside
+    the steps), the number of its events, and the row ids of its longest ones. ``ProfilerStep#N`` ranges are never
+    contributors, and nor is a user range (``record_function``) inside which another host event of the bound starts,
+    on its thread or another: it wraps them (``## backward ##`` while the autograd thread runs the backward ops,
+    ``DistributedDataParallel.forward``, ``Optimizer.step#...``)."""
 
     name: str
-    total_ns: int
+    self_ns: int
     count: int
     row_ids: tuple[int, ...] = ()
 
@@ -118,7 +126,8 @@ class Verdict:
         Busy / span over all devices (NaN without device ops).
     has_device : bool
     contributors : tuple of Contributor
-        The largest event names of the bound (row ids are ``trace.events`` index labels, largest first).
+        The event names of the bound with the most self time (:class:`Contributor`; row ids are ``trace.events``
+        index labels, longest first), largest first.
     world_size : int
     co_bound : str
         A part within :data:`CLOSE_RATIO` of the bound's share (shown with it), ``""`` when none.
@@ -192,7 +201,9 @@ def _bound_mask(trace: Trace, bound: str, runtime_first: bool) -> np.ndarray:
 
 
 def _contributors(trace: Trace, mask: np.ndarray, windows: pd.DataFrame, top: int) -> tuple[Contributor, ...]:
+    """The ``top`` event names of ``mask`` with the most self time inside the steps (see :class:`Contributor`)."""
     ev = trace.events
+    mask = np.asarray(mask, dtype=bool) & ~np.asarray(pred.is_step_row(ev), dtype=bool)  # a step is no contributor
     if not mask.any() or windows.empty:
         return ()
     ts = ev["ts_ns"].to_numpy(np.int64)
@@ -201,27 +212,21 @@ def _contributors(trace: Trace, mask: np.ndarray, windows: pd.DataFrame, top: in
     m = mask & (end > lo) & (ts < hi)
     if not m.any():
         return ()
-    dur = np.clip(np.minimum(end[m], hi) - np.maximum(ts[m], lo), 0, None)
-    sub = pd.DataFrame({"name": ev["name"].astype(object).to_numpy()[m], "dur": dur, "row": ev.index.to_numpy()[m]})
+    # self time (child ops on the same thread left out; Python frames are no part's contributors, so they are looked
+    # through), never more than the part inside the steps
+    own = np.minimum(event_self_ns(trace, python_functions=False),
+                     np.clip(np.minimum(end, hi) - np.maximum(ts, lo), 0, None))
+    # a user range inside which another of the bound's host events starts (on its thread or another: ``## backward ##``
+    # while the autograd thread works) wraps them: they are the answer, not it
+    is_range = m & np.asarray(pred.category_in(ev, (USER_ANNOTATION,)), dtype=bool)
+    if is_range.any():
+        starts = np.sort(ts[m & np.asarray(pred.is_host(ev), dtype=bool)])
+        r = np.flatnonzero(is_range)
+        inside = np.searchsorted(starts, end[r], side="left") - np.searchsorted(starts, ts[r], side="left")
+        m[r[inside > 1]] = False  # itself, and at least one other
+    sub = pd.DataFrame({"name": ev["name"].astype(object).to_numpy()[m], "dur": own[m], "row": ev.index.to_numpy()[m]})
     g = sub.groupby("name", sort=False)["dur"].agg(["sum", "count"]).sort_values("sum", ascending=False)
-    # a range that spans the steps themselves and holds the other contributors (a user annotation of the whole
-    # step) names nothing inside them; a leaf that fills the step (a 200 ms DataLoader stall) is the answer
-    span = float((windows["end_ns"] - windows["start_ns"]).sum())
-    wide = g.index[(g["sum"] >= 0.9 * span) & (g["count"] <= len(windows))]
-    if len(wide):
-        names_m = sub["name"].to_numpy()
-        ts_m = ts[m]
-        end_m = end[m]
-        drop = []
-        for name in wide:
-            inst = names_m == name
-            others = np.sort(ts_m[~inst])
-            a = np.searchsorted(others, ts_m[inst], side="right")
-            b = np.searchsorted(others, end_m[inst], side="left")
-            if (b > a).any():  # another contributor starts inside it: an enclosing range
-                drop.append(name)
-        g = g.drop(index=drop)
-    g = g.head(top)
+    g = g[g["sum"] > 0].head(top)
     out = []
     for name, r in g.iterrows():
         rows = sub[sub["name"] == name].nlargest(5, "dur")["row"]

@@ -125,7 +125,8 @@ class Watch:
         One dict per finished step (:data:`RECORD_FIELDS`).
     captures : list of dict
         ``{"path", "first_step", "last_step", "flagged_steps", "profiler_steps"}`` per kept window; the
-        ``profiler_steps`` map watch step -> ``ProfilerStep#N`` number in that trace.
+        ``profiler_steps`` map watch step -> ``ProfilerStep#N`` number in that trace. Each kept trace also holds
+        its window as the top-level object ``"nbprof_watch"`` (:data:`~nbprof.capture.watch_log.WATCH_KEY`).
     """
 
     def __init__(self, run_dir: str | os.PathLike[str], *, k: float = 3.0, window: int = 64, warmup: int = 5,
@@ -342,10 +343,14 @@ class Watch:
         path = self.log.trace_path(w["first_step"])
         tmp = path.with_name(path.name[: -len(".gz")])
         prof.export_chrome_trace(str(tmp))
-        self.log.finish_trace(tmp, path)
         cap = {"path": path.name, "first_step": w["steps"][0], "last_step": w["steps"][-1],
                "flagged_steps": list(w["flagged"]),
                "profiler_steps": {int(s): int(w["step0"] + i) for i, s in enumerate(w["steps"])}}
+        # the window in the trace itself: the analysis keeps a flagged stall that opens it out of warm-up
+        self.log.finish_trace(tmp, path, window={
+            "first_step": cap["first_step"], "last_step": cap["last_step"], "flagged_steps": cap["flagged_steps"],
+            "profiler_steps": {str(s): n for s, n in cap["profiler_steps"].items()},
+            "flagged_profiler_steps": [cap["profiler_steps"][int(s)] for s in cap["flagged_steps"]]})
         self.captures.append(cap)
         for s in w["flagged"]:
             self.records[s]["capture"] = path.name

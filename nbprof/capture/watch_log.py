@@ -7,6 +7,17 @@ Layout (read back by :mod:`nbprof.sources.watch_run`; ``nbprof check`` and ``nbp
     RUN/steps.parquet                         RECORD_FIELDS, int64 ns / bool / str
     RUN/capture-step<N>.pt.trace.json.gz      a profiled window starting at watch step N (Kineto JSON)
 
+Each captured trace carries its window as the top-level object ``"nbprof_watch"`` (:data:`WATCH_KEY`; the Kineto
+loader keeps it in ``trace.meta.extra``)::
+
+    {"first_step": int, "last_step": int,      the watch steps the window recorded
+     "flagged_steps": [int, ...],               the watch steps it flagged as stalls
+     "profiler_steps": {"<watch step>": N},     watch step -> ProfilerStep#N of this trace
+     "flagged_profiler_steps": [N, ...]}        the ProfilerStep#N numbers of the flagged steps
+
+:func:`nbprof.analysis.steps.flagged_steps` reads the last list: a flagged stall that opens the window is the
+stall being diagnosed, not warm-up (:func:`nbprof.analysis.steps.steady_state`).
+
 Every file is written to a temporary name and renamed into place, so a reader never sees half a file.
 """
 
@@ -22,9 +33,12 @@ from typing import Any
 
 from ._files import read_trace_bytes, unlink_quietly, write_trace_bytes
 
-__all__ = ["RECORD_FIELDS", "RunLog", "FORMAT", "STEPS_FILE", "SUMMARY_FILE"]
+__all__ = ["RECORD_FIELDS", "RunLog", "FORMAT", "STEPS_FILE", "SUMMARY_FILE", "WATCH_KEY"]
 
 FORMAT = "nbprof.watch"
+#: Top-level key of a captured trace that holds its window (see the module docstring); the analysis reads the same
+#: key (``nbprof.analysis.steps.WATCH_KEY``).
+WATCH_KEY = "nbprof_watch"
 STEPS_FILE = "steps.parquet"
 SUMMARY_FILE = "summary.json"
 
@@ -63,9 +77,22 @@ class RunLog:
                 return p
             n += 1
 
-    def finish_trace(self, tmp: Path, path: Path) -> None:
-        """Gzip the exported ``tmp`` JSON into ``path`` and remove ``tmp``."""
-        write_trace_bytes(read_trace_bytes(tmp), path)
+    def finish_trace(self, tmp: Path, path: Path, window: dict[str, Any] | None = None) -> None:
+        """Gzip the exported ``tmp`` JSON into ``path`` and remove ``tmp``; with ``window`` (the object of the module
+        docstring), write it into the trace as the top-level :data:`WATCH_KEY` first (a document that is not a strict
+        JSON object is left as it is)."""
+        data = read_trace_bytes(tmp)
+        if window is not None:
+            import orjson
+
+            try:
+                doc = orjson.loads(data)
+            except ValueError:  # not strict JSON (the loader's tolerant decode reads it): the trace as it is
+                doc = None
+            if isinstance(doc, dict):
+                doc[WATCH_KEY] = window
+                data = orjson.dumps(doc)
+        write_trace_bytes(data, path)
         unlink_quietly(tmp)
 
     def start(self, config: dict[str, Any]) -> None:

@@ -263,9 +263,9 @@ def verdict_html(v: Any, findings: Sequence[Any] = (), *, top: int = 3,
     parts = [f'<div class="nbprof-verdict" style="border-left:6px solid {color};padding:6px 12px;margin:6px 0;'
              f'font-size:1.15em"><b style="color:{color}">{e(head)}</b>' + (f": {e(rest)}" if rest else "") + "</div>"]
     if v.contributors:
-        items = ", ".join(f"<code>{e(_short_name(c.name))}</code> {e(fmt_ns(c.total_ns))} ({c.count}×)"
+        items = ", ".join(f"<code>{e(_short_name(c.name))}</code> {e(fmt_ns(c.self_ns))} ({c.count}×)"
                           for c in v.contributors)
-        parts.append(f'<div class="nbprof-verdict-top" style="margin:2px 12px">Largest: {items}</div>')
+        parts.append(f'<div class="nbprof-verdict-top" style="margin:2px 12px">Largest (self time): {items}</div>')
     ranked, apart = listed(findings, top)
     if ranked or apart:
         def item(f: Any) -> str:

@@ -1,7 +1,8 @@
 """Overview view: per-step stacked time breakdown, its average, GPU utilisation and advisor findings.
 
 The numbers come from :mod:`nbprof.analysis` (``steps.step_breakdown`` /
-``steps.breakdown_average`` with torch-tb-profiler's Overview categories,
+``steps.breakdown_average`` with torch-tb-profiler's Overview categories; every step is drawn, the average is
+over the steady-state steps, ``steps.steady_breakdown``: the page's one step time, the verdict's),
 ``utilization.gpu_utilization`` and ``advisor.advise``). Findings' titles and evidence are trace-derived
 text: they are escaped before they become HTML.
 """
@@ -35,13 +36,18 @@ _SEVERITY_COLORS = {"high": "#d62728", "critical": "#d62728", "medium": "#f58518
 
 
 def overview_tables(trace) -> dict:
-    """``steps``, ``average``, ``utilization`` and ``findings`` from the analyses.
+    """``steps`` (every step), ``average`` (over the steady-state steps: ``steps.steady_breakdown``, the steps and
+    step time of the verdict and the findings' savings), ``averaged`` (how many steps that is), ``left_out`` (the
+    step numbers left out as warm-up), ``utilization`` and ``findings`` from the analyses.
 
     The ``missing`` key (kept for the layout) is always empty: the analyses are part of nbprof.
     """
     out: dict = {"missing": []}
     out["steps"] = steps.step_breakdown(trace)
-    out["average"] = steps.breakdown_average(out["steps"])
+    steady = steps.steady_state(trace)
+    out["average"] = steps.breakdown_average(steady[~steady["skipped"]])
+    out["averaged"] = int((~steady["skipped"]).sum())
+    out["left_out"] = [int(x) for x in steady.loc[steady["skipped"], "step"]]
     out["utilization"] = utilization.gpu_utilization(trace)
     out["findings"] = advisor.advise(trace)
     return out
@@ -102,8 +108,12 @@ def _build(tables: dict, *, theme: str = "light", width: int = 1100):
                                    TableColumn(field="ratio", title="%", formatter=NumberFormatter(format="0.0%"))],
                           width=int(width * 0.36), height=30 + 26 * len(cols), index_position=None,
                           name="nbprof_steps_avg_table")
-        items.append(row(p, column(Div(text=f"Average step {fmt_ns(total)} over {len(steps)} steps",
-                                       render_as_text=True), table)))
+        left = tables.get("left_out") or []
+        n = tables.get("averaged", len(steps))
+        what = (f"Average step {fmt_ns(total)} over {n} steady steps (warm-up left out: step"
+                f"{'s' if len(left) > 1 else ''} {', '.join(str(x) for x in left)})" if left
+                else f"Average step {fmt_ns(total)} over {n} steps")
+        items.append(row(p, column(Div(text=what, render_as_text=True), table)))
     else:
         items.append(Div(text="No host events in this trace: no per-step breakdown.", render_as_text=True))
     util = tables["utilization"]
@@ -144,7 +154,9 @@ def _text(tables) -> str:
         avg = tables["average"]
         total = float(avg.get("step_ns", 0.0)) or 1.0
         parts = [f"{BREAKDOWN_COLUMNS[c][0]} {fmt_pct_text(float(avg.get(c, 0)) / total)}" for c in BREAKDOWN_COLUMNS if c in avg]
-        lines.append(f"  {len(steps)} steps, average {fmt_ns(total)}: " + ", ".join(parts))
+        n = tables.get("averaged", len(steps))
+        lines.append(f"  {len(steps)} steps, average {fmt_ns(total)}"
+                     + (f" over the {n} steady ones" if n != len(steps) else "") + ": " + ", ".join(parts))
     else:
         lines.append("  no host events: no steps")
     util = tables["utilization"]

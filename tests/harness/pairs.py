@@ -1,13 +1,15 @@
 """The validation harness (issue 30): before/after pairs where the real fix is known, and what nbprof says of the
 "before" run -- the bound, the finding ranked first, the predicted saving -- set against the measured saving.
 
-A pair's *measured saving* is the mean step of the before run minus that of the after run (``whatif.predict(tr,
-[]).baseline_step_ns``: the one step definition), scaled to the same samples where the fix changes the batch. Its
-*predicted saving* is the ``predicted_saving_ns`` of the before run's finding of the fix's rule (None: not
-quantified). A pair is *disturbed* when the work the fix does not touch (``untouched`` ops) differs between the two
-runs by more than :data:`GUARD` in every round, or when its rounds' measured savings disagree by more than half
-their mean (the machine's load changed between the runs): its error then measures load, not the
-prediction (the guard of ``tests/test_analysis_whatif.py``), and it is reported but left out of the error targets.
+A pair's *measured saving* is the mean step of the before run minus that of the after run, each over its
+steady-state steps (``steps.step_times(tr, steady=True)``: the steps and step time the verdict and the findings'
+savings average, warm-up left out), scaled to the same samples where the fix changes the batch. Its *predicted
+saving* is the ``predicted_saving_ns`` of the before run's finding of the fix's rule (None: not quantified), a
+replay's saving over the same steady steps (``findings.steady_saving``); so is a knob's. A pair is *disturbed*
+when the work the fix does not touch (``untouched`` ops) differs between the two runs by more than :data:`GUARD` in
+every round, or when its rounds' measured savings disagree by more than half their mean (the machine's load changed
+between the runs): its error then measures load, not the prediction (the guard of
+``tests/test_analysis_whatif.py``), and it is reported but left out of the error targets.
 
 ``evaluate(pairs)`` -> one row per pair; ``summary(rows)`` -> the targets' numbers; ``markdown(rows)`` -> the table of
 ``docs/harness.md`` (``scripts/harness_table.py``).
@@ -26,6 +28,8 @@ import numpy as np
 
 import nbprof
 from nbprof.analysis import advisor, whatif
+from nbprof.analysis.findings import steady_saving
+from nbprof.analysis.steps import step_times
 from nbprof.analysis.verdict import verdict
 
 HERE = Path(__file__).resolve().parent
@@ -168,9 +172,10 @@ def _round(p: Pair, r: int) -> dict:
     pos = next((i for i, f in enumerate(fs, 1) if f.rule == p.fix_rule), 0)
     fix = fs[pos - 1] if pos else None
     pred = fix.predicted_saving_ns if fix is not None and fix.quantified else None
-    mb = whatif.predict(tb, []).baseline_step_ns
-    knob = whatif.predict(tb, p.knob).saving_ns if p.knob is not None else None
-    ma = whatif.predict(ta, []).baseline_step_ns / p.samples_ratio
+    # the step time a report page shows (the verdict's, the findings' savings'): the steady-state steps
+    mb = float(step_times(tb, steady=True).mean())
+    knob = steady_saving(tb, whatif.predict(tb, p.knob))[0] if p.knob is not None else None
+    ma = float(step_times(ta, steady=True).mean()) / p.samples_ratio
     ratio = float("nan")
     if p.untouched:
         ub, ua = _untouched_ns(tb, p.untouched), _untouched_ns(ta, p.untouched)
