@@ -2,8 +2,10 @@
 not when it got slower.
 
 The step-time comparison is :func:`nbprof.analysis.regression.check_regression` (median per-step time, bootstrap
-interval of the ratio ``after / before``) on :func:`nbprof.analysis.steps.step_times`; the per-step role times
-are :func:`nbprof.analysis.steps.breakdown_average`. No second definition of either lives here.
+interval of the ratio ``after / before``) on :func:`nbprof.analysis.steps.step_times` of each run's steady-state
+steps (``steady=True``: the steps the verdict and the findings' savings average); the per-step role times are
+:func:`nbprof.analysis.steps.breakdown_average` of :func:`~nbprof.analysis.steps.steady_breakdown`. No second
+definition of either lives here.
 
 The claim (:attr:`BeforeAfter.claim`, the one home of "faster"): the ``after`` run is *faster* (*slower*) when the
 bootstrap interval of the ratio lies entirely below (above) 1; when the interval contains 1 the runs differ by no
@@ -231,7 +233,7 @@ def before_after(before: Trace, after: Trace, *, max_regress: float = 0.05, pred
     ValueError
         When a trace has no host events (no step time), as :func:`step_times`.
     """
-    check = check_regression(step_times(before), step_times(after), max_regress=max_regress)
+    check = check_regression(step_times(before, steady=True), step_times(after, steady=True), max_regress=max_regress)
     check.baseline, check.candidate = "before", "after"
     avg_b, avg_a = breakdown_average(steady_breakdown(before)), breakdown_average(steady_breakdown(after))
     cpu = (float(avg_b["cpu_exec_ns"]), float(avg_a["cpu_exec_ns"]))

@@ -13,7 +13,7 @@ import pandas as pd
 from ..trace.model import Trace
 from .kernels import kernel_summary
 from .operators import operator_summary
-from .steps import BREAKDOWN_COLUMNS, breakdown_average, step_breakdown, step_times
+from .steps import BREAKDOWN_COLUMNS, breakdown_average, steady_breakdown, steady_state, step_times
 
 __all__ = ["Comparison", "compare", "step_waterfall", "WATERFALL_COLUMNS"]
 
@@ -76,7 +76,7 @@ def _merge(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], metrics: list[str]
 
 
 def _step_stats(trace: Trace) -> dict[str, float]:
-    d = step_times(trace)
+    d = step_times(trace, steady=True)
     if len(d) == 0:
         return {"steps": 0, "mean_step_ns": np.nan, "median_step_ns": np.nan, "min_step_ns": np.nan,
                 "max_step_ns": np.nan, "total_ns": float(trace.duration_ns)}
@@ -107,7 +107,9 @@ def compare(a: Trace, b: Trace) -> Comparison:
         see ``Comparison``. Operator numbers are ``operators.operator_summary``'s (torch
         ``key_averages`` semantics), kernel numbers ``kernels.kernel_summary``'s, step times
         ``steps.step_times`` (the ``steps.step_windows`` durations, as the breakdown's ``step_ns``), the
-        breakdown ``steps.breakdown_average`` of ``steps.step_breakdown`` (torch-tb-profiler Overview semantics).
+        breakdown ``steps.breakdown_average`` of ``steps.step_breakdown`` (torch-tb-profiler Overview semantics),
+        both over each trace's steady-state steps (``steps.steady_state``: the steps the verdict and the findings'
+        savings average; a warm-up step left out is said in ``notes``).
     """
     notes: list[str] = []
     ops = _merge(operator_summary(a), operator_summary(b), ["name", "cat"], _OP_METRICS)
@@ -121,8 +123,14 @@ def compare(a: Trace, b: Trace) -> Comparison:
     sa, sb = _step_stats(a), _step_stats(b)
     if not sa["steps"] or not sb["steps"]:
         notes.append("a trace has no host events, so no steps: step statistics are NaN for it (total_ns still compared)")
+    for name, t in (("a", a), ("b", b)):
+        st = steady_state(t)
+        if st["skipped"].any():
+            notes.append(f"{name}: warm-up left out of the step statistics and the breakdown: step(s) "
+                         f"{', '.join(str(int(x)) for x in st.loc[st['skipped'], 'step'])} "
+                         f"({st.loc[st['skipped'], 'skip_reason'].iloc[0]})")
     steps = _side_by_side(sa, sb)
-    breakdown = _side_by_side(breakdown_average(step_breakdown(a)), breakdown_average(step_breakdown(b)))
+    breakdown = _side_by_side(breakdown_average(steady_breakdown(a)), breakdown_average(steady_breakdown(b)))
     return Comparison(operators=ops, kernels=kern, steps=steps, breakdown=breakdown, notes=notes)
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..analysis import compare as C
 from ..analysis.before_after import before_after
+from ..analysis.steps import step_times
 from ..results.compare_render import before_after_sentence, prediction_sentence
 from ..units import fmt_delta_ns, fmt_ns
 from ._base import NbprofView
@@ -47,7 +48,8 @@ def compare_tables(a, b) -> dict:
     (:func:`nbprof.analysis.before_after.before_after` with ``predict``: the faster/slower claim, and ``a``'s
     predicted saving for the fix made against the measured change; None when a side has no step time)."""
     cmp = C.compare(a, b)
-    na, nb = (float(cmp.steps.loc["steps", s]) for s in ("a", "b"))
+    # operator and kernel totals are whole-trace: per step over every step window (warm-up included)
+    na, nb = float(len(step_times(a))), float(len(step_times(b)))
     ops = cmp.operators
     ops = ops[ops["cat"].astype(str).isin(["cpu_op", "user_annotation"])
               & ~ops["name"].astype(str).str.startswith("ProfilerStep")]
