@@ -4,8 +4,11 @@ by hand:
 - ``browser``, ``lab``, ``nsys``, ``corpus``: from the fixtures a test uses (``browser``, ``lab``, ``corpus``)
   and from what the test or its fixtures call (``need_chromium``/Playwright, JupyterLab, ``nsys_or_skip``,
   ``corpus_path``), so ``-m "not browser"`` leaves out every Chromium test;
+- ``timing``: the tests whose assertions are bounds on live timings (they or their fixtures call
+  ``_support.timing_guard``'s ``measure``/``until_right``): another process on the cores disturbs them, so the
+  parallel fast loop (``make test-fast``: ``-n 2``) leaves them out and ``make test`` runs them serially;
 - ``slow``: the tests listed in :data:`SLOW` and those using a fixture of :data:`SLOW_FIXTURES` (measured over
-  10 s), so ``-m "not slow"`` is the fast loop.
+  10 s), so ``-m "not slow"`` is the fast loop (serial), ``-m "not slow and not timing" -n 2`` its parallel form.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "lab": (("lab",), ("jupyterlab", '"lab"')),
     "nsys": ((), ("nsys_or_skip(",)),
     "corpus": (("corpus",), ("corpus_path(",)),
+    "timing": ((), (" measure(", "=measure(", "until_right(")),
 }
 
 #: tests over 10 s, by node id -> seconds measured (``pytest --durations``: setup + call) on the 2-core machine shared
@@ -68,6 +72,9 @@ SLOW: dict[str, float] = {
     "tests/test_gpu_capture.py::test_dry_run_pairs_and_skips": 38.5,  # 12.4
     "tests/test_browser_ranks_overview.py::test_report_of_a_job_dataset_draws_the_overview": 50.0,  # ~17 (load 13)
     "tests/test_browser_ranks_overview_lab.py::test_click_a_rank_opens_its_full_timeline": 57.0,  # ~19 (load 13)
+    # issue 35, the parallel fast loop: measured s  # its process tree's CPU s (alone, load 5.5): a full
+    # `nbprof report --script` (a profiled script, then the four papermill notebooks)
+    "tests/test_cli_newcomer.py::test_report_of_an_unmodified_script_says_who_marked_the_steps_in_short_numbers": 31.0,  # 15.2
 }
 #: (test file, fixture) -> seconds of its setup: a module fixture over 10 s makes every test that uses it (or a
 #: fixture built on it) slow, since its setup is charged to whichever of them runs first; measured as :data:`SLOW`
