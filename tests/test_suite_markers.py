@@ -62,6 +62,7 @@ def test_the_leak_check_finds_and_undoes_a_registry_change_and_a_running_profile
     leaks = leaks_since(state)
     assert len(leaks) == 2 and "profiler session" in leaks[0] and "sources.FORMATS changed (leaky)" in leaks[1]
     assert "leaky" not in sources.FORMATS and not torch._C._autograd._profiler_enabled()
+    assert not torch.autograd.profiler._is_profiler_enabled  # the Python flag too (issue 35: -n 2 ran a test after it)
     assert leaks_since(state) == []
 
 
