@@ -65,6 +65,9 @@ SLOW: dict[str, float] = {
     "tests/test_cli.py::test_summary_counts_equal_devices_and_names_the_one_with_events": 12.9,
     "tests/test_cli.py::test_check_json_same_trace_and_improvement_pass": 12.5,
     "tests/test_report.py::test_cli_report_errors": 12.0,
+    # issue 35, the parallel fast loop: measured s  # its process tree's CPU s (alone, load 5.5): a full
+    # `nbprof report --script` (a profiled script, then the four papermill notebooks)
+    "tests/test_cli_newcomer.py::test_report_of_an_unmodified_script_says_who_marked_the_steps_in_short_numbers": 31.0,  # 15.2
     "tests/test_cli.py::test_summary_text_is_for_people_and_o_writes_the_file": 11.1,
     # issue 35 (measured s  # quiet s)
     "tests/test_ranks_timeline.py::test_distributed_view_on_real_deepspeed_run": 45.8,  # 15.9
@@ -72,9 +75,6 @@ SLOW: dict[str, float] = {
     "tests/test_gpu_capture.py::test_dry_run_pairs_and_skips": 38.5,  # 12.4
     "tests/test_browser_ranks_overview.py::test_report_of_a_job_dataset_draws_the_overview": 50.0,  # ~17 (load 13)
     "tests/test_browser_ranks_overview_lab.py::test_click_a_rank_opens_its_full_timeline": 57.0,  # ~19 (load 13)
-    # issue 35, the parallel fast loop: measured s  # its process tree's CPU s (alone, load 5.5): a full
-    # `nbprof report --script` (a profiled script, then the four papermill notebooks)
-    "tests/test_cli_newcomer.py::test_report_of_an_unmodified_script_says_who_marked_the_steps_in_short_numbers": 31.0,  # 15.2
 }
 #: (test file, fixture) -> seconds of its setup: a module fixture over 10 s makes every test that uses it (or a
 #: fixture built on it) slow, since its setup is charged to whichever of them runs first; measured as :data:`SLOW`
