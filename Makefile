@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
-.PHONY: demo test lint fuzz setup setup-test browser nsys clean
+.PHONY: demo test test-fast lint fuzz setup setup-test browser nsys clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -51,6 +51,14 @@ lint: setup-test
 test: lint browser nsys
 	$(BIN)/python -m pytest tests
 	$(BIN)/python -m pytest --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks
+
+# the fast loop while editing (issue 35): the tests under 10 s (not `slow`) on TEST_JOBS pytest-xdist workers, one
+# test file at a time per worker (--dist loadfile: a module's fixtures, e.g. its Chromium, start once); the tests that
+# assert bounds on live timings (marker `timing`, tests/_support/timing_guard.py) are left out, since a second worker
+# on the cores disturbs them: `make test` runs them, serially
+TEST_JOBS ?= 2
+test-fast: setup-test
+	$(BIN)/python -m pytest tests -m "not slow and not timing" -n $(TEST_JOBS) --dist loadfile
 
 # the long fuzz run (issue 18): ~20,000 cases over every format; failing cases land in fuzz-failures/; the summary
 # JSON is rewritten every 250 cases, so a stopped run (Ctrl-C, SIGTERM) continues with `make fuzz FUZZ_RESUME=1`

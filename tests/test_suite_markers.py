@@ -14,7 +14,7 @@ _DUMP = """
 import json, sys, pytest
 class Dump:
     def pytest_collection_finish(self, session):
-        names = {"browser", "lab", "nsys", "corpus", "slow"}
+        names = {"browser", "lab", "nsys", "corpus", "slow", "timing"}
         print("MARKS" + json.dumps({i.nodeid: sorted({m.name for m in i.iter_markers()} & names) for i in session.items}))
 sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[Dump()]))
 """
@@ -31,7 +31,7 @@ def _marks(*files: str) -> dict[str, list[str]]:
 
 def test_markers_come_from_the_fixtures_and_helpers_a_test_uses():
     marks = _marks("tests/test_browser_modules.py", "tests/test_browser_lab_layout.py", "tests/test_nsys_stats.py",
-                   "tests/test_cli.py", "tests/test_layers.py")
+                   "tests/test_cli.py", "tests/test_layers.py", "tests/test_reductions.py")
     def having(m: str, f: str) -> set[str]:
         return {t for t, ms in marks.items() if m in ms and t.startswith(f"tests/{f}::")}
 
@@ -44,6 +44,9 @@ def test_markers_come_from_the_fixtures_and_helpers_a_test_uses():
     assert having("lab", "test_browser_modules.py") == {"tests/test_browser_modules.py::test_live_views_in_jupyterlab"}
     assert having("nsys", "test_nsys_stats.py") and not any(ms for t, ms in marks.items() if "test_layers.py" in t)
     assert having("slow", "test_cli.py") == {t for t in SLOW if t.startswith("tests/test_cli.py::")}
+    # timing: the one test of test_reductions.py that measures with timing_guard.measure (left out of `make test-fast`)
+    assert having("timing", "test_reductions.py") == {"tests/test_reductions.py::test_1024_ranks_from_reductions"}
+    assert not having("timing", "test_cli.py")
 
 
 def test_the_leak_check_finds_and_undoes_a_registry_change_and_a_running_profiler():
@@ -59,6 +62,7 @@ def test_the_leak_check_finds_and_undoes_a_registry_change_and_a_running_profile
     leaks = leaks_since(state)
     assert len(leaks) == 2 and "profiler session" in leaks[0] and "sources.FORMATS changed (leaky)" in leaks[1]
     assert "leaky" not in sources.FORMATS and not torch._C._autograd._profiler_enabled()
+    assert not torch.autograd.profiler._is_profiler_enabled  # the Python flag too (issue 35: -n 2 ran a test after it)
     assert leaks_since(state) == []
 
 

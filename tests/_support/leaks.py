@@ -36,6 +36,9 @@ def leaks_since(state: tuple[dict[str, dict], bool]) -> list[str]:
         import torch
 
         torch._C._autograd._disable_profiler()
+        # and torch's Python-side flag, which profile.__exit__ resets and the C call does not: left True, it tells a
+        # later test in this process (nbprof's automatic steps) that the script runs its own profiler
+        torch.autograd.profiler._set_is_profiler_enabled(False)
         leaks.append("a torch profiler session is still running (exit its `with profile(...)` block)")
     for n, r in registries().items():
         after = r.snapshot()  # type: ignore[attr-defined]

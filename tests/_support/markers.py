@@ -4,8 +4,11 @@ by hand:
 - ``browser``, ``lab``, ``nsys``, ``corpus``: from the fixtures a test uses (``browser``, ``lab``, ``corpus``)
   and from what the test or its fixtures call (``need_chromium``/Playwright, JupyterLab, ``nsys_or_skip``,
   ``corpus_path``), so ``-m "not browser"`` leaves out every Chromium test;
+- ``timing``: the tests whose assertions are bounds on live timings (they or their fixtures call
+  ``_support.timing_guard``'s ``measure``/``until_right``): another process on the cores disturbs them, so the
+  parallel fast loop (``make test-fast``: ``-n 2``) leaves them out and ``make test`` runs them serially;
 - ``slow``: the tests listed in :data:`SLOW` and those using a fixture of :data:`SLOW_FIXTURES` (measured over
-  10 s), so ``-m "not slow"`` is the fast loop.
+  10 s), so ``-m "not slow"`` is the fast loop (serial), ``-m "not slow and not timing" -n 2`` its parallel form.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ NEEDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "lab": (("lab",), ("jupyterlab", '"lab"')),
     "nsys": ((), ("nsys_or_skip(",)),
     "corpus": (("corpus",), ("corpus_path(",)),
+    "timing": ((), (" measure(", "=measure(", "until_right(")),
 }
 
 #: tests over 10 s, by node id -> seconds measured (``pytest --durations``: setup + call) on the 2-core machine shared
@@ -61,6 +65,9 @@ SLOW: dict[str, float] = {
     "tests/test_cli.py::test_summary_counts_equal_devices_and_names_the_one_with_events": 12.9,
     "tests/test_cli.py::test_check_json_same_trace_and_improvement_pass": 12.5,
     "tests/test_report.py::test_cli_report_errors": 12.0,
+    # issue 35, the parallel fast loop: measured s  # its process tree's CPU s (alone, load 5.5): a full
+    # `nbprof report --script` (a profiled script, then the four papermill notebooks)
+    "tests/test_cli_newcomer.py::test_report_of_an_unmodified_script_says_who_marked_the_steps_in_short_numbers": 31.0,  # 15.2
     "tests/test_cli.py::test_summary_text_is_for_people_and_o_writes_the_file": 11.1,
     # issue 35 (measured s  # quiet s)
     "tests/test_ranks_timeline.py::test_distributed_view_on_real_deepspeed_run": 45.8,  # 15.9
