@@ -58,6 +58,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .cpu_sched import SchedSampler
 from .watch_log import RECORD_FIELDS, RunLog
 
 __all__ = ["Watch", "RECORD_FIELDS", "active_watch"]
@@ -163,7 +164,7 @@ class Watch:
         self._ev_last: Any = None  # the CUDA event recorded at the last boundary
         self._ev_pending: deque[tuple[dict[str, Any], Any, Any]] = deque()  # (record, start event, end event)
         self._syncs = 0
-        self._rq_fd: int | None = None  # /proc/thread-self/schedstat of the thread that installed the watch
+        self._sched: SchedSampler | None = None  # the schedstat of the thread that installed the watch
         self._rq0 = 0
         self._hooks: Any = None  # the StepHooks (optimizer post-hook and DataLoader boundaries, data wait)
         self._opt_t0 = 0
@@ -185,12 +186,8 @@ class Watch:
 
     def _runqueue(self) -> int:
         """The installing thread's run-queue wait so far (ns; 0 without schedstat)."""
-        if self._rq_fd is None:
-            return 0
-        try:
-            return int(os.pread(self._rq_fd, 96, 0).split()[1])
-        except (OSError, IndexError, ValueError):
-            return 0
+        rq = self._sched.thread_runqueue_ns() if self._sched is not None else None
+        return rq if rq is not None else 0
 
     def _reset_step(self, t: int, cpu: int, rq: int | None = None) -> None:
         self._t0, self._cpu0 = t, cpu
@@ -444,10 +441,7 @@ class Watch:
     # ------------------------------------------------------------------------------------------ enter / exit
     def install(self) -> None:
         """Install the hooks (torch is imported now; without torch only :meth:`step` and GC are watched)."""
-        try:  # the run-queue wait of this thread (Linux); the fd names this thread even if read elsewhere
-            self._rq_fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
-        except OSError:
-            self._rq_fd = None
+        self._sched = SchedSampler()  # the run-queue wait of this thread (Linux), read from any thread
         self._origin = _NS()
         self._reset_step(self._origin, _CPU())
         gc.callbacks.append(self._gc_cb)
@@ -494,9 +488,9 @@ class Watch:
             self._hooks = None
         if self._gc_cb in gc.callbacks:
             gc.callbacks.remove(self._gc_cb)
-        if self._rq_fd is not None:
-            os.close(self._rq_fd)
-            self._rq_fd = None
+        if self._sched is not None:
+            self._sched.close()
+            self._sched = None
 
     def __enter__(self) -> Watch:
         self.install()
