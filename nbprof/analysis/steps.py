@@ -454,8 +454,10 @@ def steady_state(trace: Trace) -> pd.DataFrame:
     A run of *leading* steps is skipped while each one shows a first-iteration cost: it ran graph compilation
     or cuDNN autotuning (:data:`_COMPILE_RE` host rows), or it made more than twice as many device-memory
     allocator calls (:func:`nbprof.trace.predicates.is_alloc_call`) as the median later step (and at least
-    one more), or it took more than :data:`WARMUP_RATIO` times the median later step -- unless the trace says the step
-    is a stall a step watch flagged (:func:`flagged_steps`): its length is then the stall being diagnosed, not
+    one more), or it took more than :data:`WARMUP_RATIO` times the median later step and longer than every step of
+    the second half, flagged stalls aside (a length that recurs later is the run's own pattern, not a first-iteration
+    cost: 2 DataLoader workers too slow for the step alternate 278, 13, 310, 13, 312, 12 ms) -- unless the trace
+    says the step is a stall a step watch flagged (:func:`flagged_steps`): its length is then the stall being diagnosed, not
     warm-up, and only the compile/allocator evidence skips it. With fewer than three steps nothing is skipped, and at
     least half of the steps are always kept.
 
@@ -484,6 +486,9 @@ def steady_state(trace: Trace) -> pd.DataFrame:
     step_no = bd["step"].to_numpy(np.int64)
     skipped = np.zeros(n, dtype=bool)
     reasons = [""] * n
+    # the longest step of the second half that is not a flagged stall: a leading step no longer is the run's pattern
+    back = [int(d) for d, no in zip(dur[n // 2:], step_no[n // 2:], strict=True) if int(no) not in flagged]
+    pattern_max = max(back) if back else 0
     for i in range(n // 2):
         later_dur = float(np.median(dur[i + 1:]))
         later_alloc = float(np.median(allocs[i + 1:]))
@@ -492,7 +497,8 @@ def steady_state(trace: Trace) -> pd.DataFrame:
         elif allocs[i] > max(2 * later_alloc, later_alloc + 1):
             reasons[i] = (f"warm-up: first-iteration allocator ({int(allocs[i])} device-memory allocator calls, "
                           f"later steps {later_alloc:g})")
-        elif later_dur > 0 and dur[i] > WARMUP_RATIO * later_dur and int(step_no[i]) not in flagged:
+        elif (later_dur > 0 and dur[i] > WARMUP_RATIO * later_dur and dur[i] > pattern_max
+              and int(step_no[i]) not in flagged):
             reasons[i] = f"warm-up: {dur[i] / later_dur:.1f}x the median later step"
         else:
             break
