@@ -72,6 +72,22 @@ class Measured:
             pytest.skip(f"disturbed measurement of {self.what} ({self.tries} tries, {load_note()}): {self.reason}")
 
 
+def _timed_try(fn: Callable[[int], Any], attempt: int, max_stall: float) -> tuple[Any, float | None, float, list[str]]:
+    """Run ``fn(attempt)`` once: ``(value, stall, wall_s, reasons)``, ``stall`` the share of the wall time runnable
+    tasks waited for a CPU (:data:`PSI_CPU`; None without PSI) and ``reasons`` ``[why]`` when it exceeds
+    ``max_stall``, else ``[]``."""
+    s0, t0 = cpu_stall_us(), time.monotonic()
+    value = fn(attempt)
+    wall = max(time.monotonic() - t0, 1e-9)
+    s1 = cpu_stall_us()
+    stall = (s1 - s0) / 1e6 / wall if s0 is not None and s1 is not None else None
+    reasons = []
+    if stall is not None and stall > max_stall:
+        reasons.append(f"runnable tasks waited for a CPU {stall:.0%} of the {wall:.1f} s it ran "
+                       f"(over {max_stall:.0%}: {PSI_CPU})")
+    return value, stall, wall, reasons
+
+
 def measure(fn: Callable[[int], Any], *, what: str, tries: int = 2, max_stall: float = MAX_STALL,
             check: Callable[[Any], str] | None = None) -> Measured:
     """Run ``fn(attempt)`` (attempt 0, 1, ...) until one try is not disturbed, at most ``tries`` times.
@@ -80,15 +96,7 @@ def measure(fn: Callable[[int], Any], *, what: str, tries: int = 2, max_stall: f
     """
     m = Measured(None, what, 0, None, 0.0)
     for attempt in range(tries):
-        s0, t0 = cpu_stall_us(), time.monotonic()
-        value = fn(attempt)
-        wall = max(time.monotonic() - t0, 1e-9)
-        s1 = cpu_stall_us()
-        stall = (s1 - s0) / 1e6 / wall if s0 is not None and s1 is not None else None
-        reasons = []
-        if stall is not None and stall > max_stall:
-            reasons.append(f"runnable tasks waited for a CPU {stall:.0%} of the {wall:.1f} s it ran "
-                           f"(over {max_stall:.0%}: {PSI_CPU})")
+        value, stall, wall, reasons = _timed_try(fn, attempt, max_stall)
         extra = check(value) if check is not None else ""
         if extra:
             reasons.append(extra)
@@ -113,18 +121,10 @@ def until_right(fn: Callable[[int], Any], *, what: str, wrong: Callable[[Any], s
     run-queue and off-CPU time (the watch's ``runqueue_ns`` + ``blocked_ns``) explain its excess.
     """
     for attempt in range(tries):
-        s0, t0 = cpu_stall_us(), time.monotonic()
-        value = fn(attempt)
-        wall = max(time.monotonic() - t0, 1e-9)
-        s1 = cpu_stall_us()
+        value, _, _, why = _timed_try(fn, attempt, max_stall)
         reason = wrong(value)
         if not reason:
             return value
-        stall = (s1 - s0) / 1e6 / wall if s0 is not None and s1 is not None else None
-        why = []
-        if stall is not None and stall > max_stall:
-            why.append(f"runnable tasks waited for a CPU {stall:.0%} of the {wall:.1f} s it ran "
-                       f"(over {max_stall:.0%}: {PSI_CPU})")
         own = disturbed(value) if disturbed is not None else ""
         if own:
             why.append(own)
