@@ -45,7 +45,7 @@ def overview_tables(trace) -> dict:
     out: dict = {"missing": []}
     out["steps"] = steps.step_breakdown(trace)
     steady = steps.steady_state(trace)
-    out["average"] = steps.breakdown_average(steady[~steady["skipped"]])
+    out["average"] = steps.breakdown_average(steps.steady_breakdown(trace))
     out["averaged"] = int((~steady["skipped"]).sum())
     out["left_out"] = [int(x) for x in steady.loc[steady["skipped"], "step"]]
     out["utilization"] = utilization.gpu_utilization(trace)
