@@ -161,3 +161,19 @@ def test_prediction_on_the_v100_workers_pair_is_reported_as_over_predicted():
     assert pc.finding.rule == "dataloader" and pc.chosen_by == "part" and not pc.within
     assert pc.measured_ns == pytest.approx(36.524e6, rel=1e-3) and pc.error == pytest.approx(0.615, abs=0.01)
     assert prediction_sentence(pc).endswith("over-predicted by 61% (predicted 58.984 ms).")
+
+
+def test_a_change_that_removed_part_of_the_wait_is_said_to_be_partial():
+    """CPU CNN, num_workers 0 -> 2 on 2 cores (data/cpu): the DataLoader finding predicts removing the 15.873 ms wait;
+    two workers left 4.286 ms of it and the step 6.567 ms shorter (the workers share the cores with the model). The
+    sentence says the prediction is for the whole fix and how much of the part this change removed (73%)."""
+    from nbprof.analysis.before_after import prediction_check
+    from nbprof.results.compare_render import prediction_sentence
+
+    a, b = (nbprof.load(DATA / "cpu" / f"cnn_nw{n}.pt.trace.json.gz") for n in (0, 2))
+    pc = prediction_check(a, b)
+    assert pc.finding.rule == "dataloader" and not pc.within
+    assert (round(pc.part_before_ns), round(pc.part_after_ns)) == (15_872_732, 4_285_616)
+    assert prediction_sentence(pc).endswith(
+        "over-predicted by 142% (predicted 15.873 ms); the change removed 73% of the dataloader part, the prediction "
+        "is for removing it.")

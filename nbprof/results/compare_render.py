@@ -89,7 +89,8 @@ def prediction_sentence(pc: Any, a_name: str = "before", b_name: str = "after") 
     """A :class:`nbprof.analysis.before_after.PredictionCheck` in words: which fix of the ``a_name`` run it checks
     (the one whose part shrank the most, with that part in each run, else the first), what it predicted (its range,
     :func:`nbprof.results.verdict.saving_words`), what was measured (the mean step's change), and whether the
-    measurement lies in the predicted range (else the error, predicted / measured - 1).
+    measurement lies in the predicted range (else the error, predicted / measured - 1, and, when the change left more
+    than a fifth of the part, how much of it the change removed: the prediction is for the whole fix).
 
     >>> from nbprof.analysis.before_after import PredictionCheck
     >>> from nbprof.analysis.findings import Finding
@@ -117,7 +118,13 @@ def prediction_sentence(pc: Any, a_name: str = "before", b_name: str = "after") 
     else:
         how = (f"{'over' if pc.error > 0 else 'under'}-predicted by {fmt_pct_text(abs(pc.error))} "
                f"(predicted {fmt_ns(pc.predicted_ns)})")
-    return f"{head} Measured: {fmt_ns(pc.measured_ns)} per step saved, {how}."
+    partial = ""
+    if (pc.chosen_by == "part" and not pc.within and pc.error > 0 and pc.part_before_ns > 0
+            and pc.part_after_ns > 0.2 * pc.part_before_ns):
+        # the change removed only part of what the finding's fix removes: the prediction is for the whole fix
+        partial = (f"; the change removed {fmt_pct_text(1 - pc.part_after_ns / pc.part_before_ns)} of the "
+                   f"{f.part.replace('_', ' ')} part, the prediction is for removing it")
+    return f"{head} Measured: {fmt_ns(pc.measured_ns)} per step saved, {how}{partial}."
 
 
 def before_after_html(ba: Any, a_name: str = "before", b_name: str = "after") -> str:
